@@ -1,0 +1,55 @@
+//! Finding every process below the shim. Because the shim is a child subreaper, a
+//! process that double-forks or calls `setsid` is still reparented to it, so walking
+//! parent links in /proc finds the whole tree, escapees included.
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::fs;
+
+/// Parent pid of `pid`, from /proc/<pid>/stat (field 4, after the parenthesised name,
+/// which may itself contain spaces and parentheses).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Every live (or zombie) descendant of `root`.
+pub fn descendants_of(root: i32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(ppid) = parent_of(pid) {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![root];
+    while let Some(pid) = stack.pop() {
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            found.push(child);
+            stack.push(child);
+        }
+    }
+    found
+}
+
+/// Sends `signal` to every descendant of `root`; returns how many there were.
+pub fn signal_descendants(root: i32, signal: Signal) -> usize {
+    let pids = descendants_of(root);
+    for &pid in &pids {
+        // A process may exit between the scan and the signal; that is the goal anyway.
+        let _ = kill(Pid::from_raw(pid), signal);
+    }
+    pids.len()
+}

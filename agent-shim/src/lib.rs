@@ -1,0 +1,24 @@
+//! The shim: the tiny process that holds one agent.
+//!
+//! The daemon starts it (as `grove __shim`) with the worktree as cwd, stdout and stderr
+//! already pointing at the agent's log, and the [`ShimSpec`] as JSON on stdin. From then
+//! on it needs nothing from the daemon: it runs the command, enforces the timeout,
+//! kills whatever the command left behind and writes the [`ExitRecord`] atomically.
+//! A daemon crash or restart never touches a running agent.
+
+mod descendants;
+mod record;
+mod run;
+mod spec;
+
+pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
+pub use run::main_from_stdin;
+pub use spec::ShimSpec;
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,254 @@
+use crate::descendants::{descendants_of, signal_descendants};
+use crate::now_ms;
+use crate::record::ExitRecord;
+use crate::spec::ShimSpec;
+use grove_proto::types::{Limits, Outcome};
+use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{getpid, setpgid, setsid, Pid};
+use std::io::{self, Read};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Entry point of `grove __shim`: reads the spec from stdin, runs the agent, returns the
+/// shim's own exit code (0 once the exit record is written).
+pub fn main_from_stdin() -> i32 {
+    let mut input = Vec::new();
+    if let Err(e) = io::stdin().read_to_end(&mut input) {
+        eprintln!("grove shim: cannot read the spec from stdin: {e}");
+        return 2;
+    }
+    match serde_json::from_slice::<ShimSpec>(&input) {
+        Ok(spec) => run(&spec),
+        Err(e) => {
+            eprintln!("grove shim: invalid spec on stdin: {e}");
+            2
+        }
+    }
+}
+
+/// Why the shim is stopping the tree, if it is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Killed,
+    TimedOut,
+}
+
+fn run(spec: &ShimSpec) -> i32 {
+    // A session of our own: the terminal's and the daemon's signals no longer reach us.
+    let _ = setsid();
+    become_subreaper();
+    let signals = supervised_signals();
+    if let Err(e) = signals.thread_block() {
+        eprintln!("grove shim: cannot block signals: {e}");
+        return 2;
+    }
+    let started_at_ms = now_ms();
+    let (exit_code, exit_signal, stop, error) = match start_command(spec) {
+        Ok(child) => {
+            let (code, signal, stop) = supervise(child, spec, &signals);
+            (code, signal, stop, None)
+        }
+        Err(failure) => {
+            eprintln!("grove: {}", failure.message);
+            (Some(failure.exit_code), None, None, Some(failure.message))
+        }
+    };
+    let outcome = match (stop, exit_code) {
+        (Some(Stop::Killed), _) => Outcome::Killed,
+        (Some(Stop::TimedOut), _) => Outcome::TimedOut,
+        (None, Some(0)) => Outcome::Succeeded,
+        (None, _) => Outcome::Failed,
+    };
+    let record = ExitRecord {
+        outcome,
+        exit_code,
+        exit_signal,
+        started_at_ms,
+        ended_at_ms: now_ms(),
+        error,
+    };
+    match record.write_atomically(&spec.exit_record) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!(
+                "grove shim: cannot write the exit record {}: {e}",
+                spec.exit_record.display()
+            );
+            1
+        }
+    }
+}
+
+fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes a plain integer and touches no memory.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc != 0 {
+        eprintln!(
+            "grove shim: cannot become child subreaper: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+fn supervised_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        set.add(signal);
+    }
+    set
+}
+
+struct StartFailure {
+    exit_code: i32,
+    message: String,
+}
+
+fn start_command(spec: &ShimSpec) -> Result<Pid, StartFailure> {
+    let program = spec.argv.first().ok_or_else(|| StartFailure {
+        exit_code: 127,
+        message: "empty command".into(),
+    })?;
+    let mut command = Command::new(program);
+    command
+        .args(&spec.argv[1..])
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null());
+    let limits = spec.limits.clone();
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls (sigprocmask, setpgid, setrlimit).
+    unsafe {
+        command.pre_exec(move || {
+            SigSet::empty().thread_set_mask()?;
+            setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+            apply_limits(&limits)?;
+            Ok(())
+        });
+    }
+    match command.spawn() {
+        Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
+        Err(e) => Err(StartFailure {
+            exit_code: if e.kind() == io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            },
+            message: if e.kind() == io::ErrorKind::NotFound {
+                format!("cannot run `{program}`: command not found")
+            } else {
+                format!("cannot run `{program}`: {e}")
+            },
+        }),
+    }
+}
+
+fn apply_limits(limits: &Limits) -> nix::Result<()> {
+    let pairs = [
+        (Resource::RLIMIT_NOFILE, limits.max_files),
+        (Resource::RLIMIT_AS, limits.memory_bytes),
+        (Resource::RLIMIT_CPU, limits.cpu_seconds),
+    ];
+    for (resource, value) in pairs {
+        if let Some(value) = value {
+            setrlimit(resource, value, value)?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits for the command, enforcing the timeout and stop requests, and returns once the
+/// command and every descendant are gone.
+fn supervise(
+    main: Pid,
+    spec: &ShimSpec,
+    signals: &SigSet,
+) -> (Option<i32>, Option<i32>, Option<Stop>) {
+    let shim = getpid().as_raw();
+    let grace = Duration::from_millis(spec.grace_ms);
+    let timeout_at = spec
+        .timeout_ms
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
+    let mut main_status: Option<(Option<i32>, Option<i32>)> = None;
+    let mut stop: Option<Stop> = None;
+    let mut kill_at: Option<Instant> = None;
+    let mut leftovers_signalled = false;
+    loop {
+        reap(main, &mut main_status);
+        if main_status.is_some() {
+            if descendants_of(shim).is_empty() {
+                break;
+            }
+            if !leftovers_signalled {
+                leftovers_signalled = true;
+                signal_descendants(shim, Signal::SIGTERM);
+                kill_at.get_or_insert(Instant::now() + grace);
+            }
+        }
+        let now = Instant::now();
+        if stop.is_none() && timeout_at.is_some_and(|t| now >= t) {
+            stop = Some(Stop::TimedOut);
+            signal_descendants(shim, Signal::SIGTERM);
+            kill_at = Some(now + grace);
+        }
+        if kill_at.is_some_and(|t| now >= t) {
+            signal_descendants(shim, Signal::SIGKILL);
+        }
+        let wake_at = [kill_at, timeout_at.filter(|_| stop.is_none())]
+            .into_iter()
+            .flatten()
+            .filter(|&t| t > now)
+            .min();
+        match wait_for_signal(signals, wake_at.map(|t| t - now)) {
+            Some(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) if stop.is_none() => {
+                stop = Some(Stop::Killed);
+                signal_descendants(shim, Signal::SIGTERM);
+                kill_at = Some(Instant::now() + grace);
+            }
+            _ => {}
+        }
+    }
+    let (code, signal) = main_status.unwrap_or((None, None));
+    (code, signal, stop)
+}
+
+/// Reaps every exited child (orphans included: we are their subreaper).
+fn reap(main: Pid, main_status: &mut Option<(Option<i32>, Option<i32>)>) {
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == main => {
+                *main_status = Some((Some(code), None));
+            }
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == main => {
+                *main_status = Some((None, Some(signal as i32)));
+            }
+            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => return,
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Blocks until one of `signals` arrives or `timeout` passes.
+fn wait_for_signal(signals: &SigSet, timeout: Option<Duration>) -> Option<Signal> {
+    let timespec = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let timespec_ptr = timespec
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: the set and timespec outlive the call; a null info pointer is allowed.
+    let signo = unsafe { libc::sigtimedwait(signals.as_ref(), std::ptr::null_mut(), timespec_ptr) };
+    if signo < 0 {
+        return None;
+    }
+    Signal::try_from(signo).ok()
+}

@@ -1,0 +1,109 @@
+//! The command line, as clap sees it.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "grove",
+    version,
+    about = "Run coding agents in parallel, each in its own git worktree and branch",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start an agent: a command run in a new worktree on its own branch.
+    Spawn(Box<SpawnArgs>),
+    /// List agents (running and recent; --all for every one).
+    List {
+        /// Include collected, lost and cancelled agents.
+        #[arg(long, short)]
+        all: bool,
+    },
+    /// Show everything known about an agent.
+    Show { id: String },
+    /// Print an agent's output.
+    Logs {
+        id: String,
+        /// Keep printing as the agent writes, until it ends.
+        #[arg(long, short)]
+        follow: bool,
+    },
+    /// Wait until agents finish; exits 1 unless all succeeded.
+    Wait {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Stop an agent: SIGTERM to its whole process tree, SIGKILL after a grace period.
+    Kill {
+        id: String,
+        /// Return at once instead of waiting until the agent is collected.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Show the agent's branch against its base, as git prints it.
+    Diff { id: String },
+    /// Control the daemon (it starts by itself when needed).
+    Daemon {
+        #[command(subcommand)]
+        command: DaemonCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DaemonCommand {
+    /// Run the daemon in the foreground.
+    Run,
+    /// Say whether the daemon runs, and how it is.
+    Status,
+    /// Stop the daemon. Running agents keep running; the next daemon adopts them.
+    Stop,
+}
+
+#[derive(Debug, Args)]
+pub struct SpawnArgs {
+    /// Name the agent; its branch becomes grove/<name>-<id>.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Branch, tag or commit to start from (default: the repository's HEAD).
+    #[arg(long)]
+    pub base: Option<String>,
+    /// The repository (default: the current directory).
+    #[arg(long)]
+    pub repo: Option<PathBuf>,
+    /// Put the agent in this session (shared state); default: a new session.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Set a variable for the agent, as NAME=VALUE (repeatable). Values are never stored.
+    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Stop the agent after this long (e.g. 90s, 10m, 2h).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Limit on open files (RLIMIT_NOFILE).
+    #[arg(long, value_name = "N")]
+    pub max_files: Option<u64>,
+    /// Limit on address space in bytes (RLIMIT_AS); K, M and G suffixes allowed.
+    #[arg(long, value_name = "BYTES")]
+    pub memory: Option<String>,
+    /// Limit on CPU time (RLIMIT_CPU), e.g. 30s or 5m.
+    #[arg(long, value_name = "DURATION")]
+    pub cpu_time: Option<String>,
+    /// Keep the worktree after the agent ends.
+    #[arg(long)]
+    pub keep: bool,
+    /// Wait for the agent to finish and print its result.
+    #[arg(long)]
+    pub wait: bool,
+    /// The command to run, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}

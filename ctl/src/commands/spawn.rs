@@ -1,0 +1,140 @@
+use crate::cli::SpawnArgs;
+use crate::connect::{connect, dirs};
+use crate::exit::{UsageError, AGENT_FAILED};
+use crate::output::{print_json, result_line};
+use anyhow::{Context, Result};
+use grove_proto::methods::{EnvVar, Spawn, SpawnParams, Wait, WaitParams};
+use grove_proto::types::Limits;
+use std::process::ExitCode;
+
+pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
+    let params = params(&args)?;
+    let mut client = connect(&dirs()?)?;
+    let record = client.call::<Spawn>(&params)?;
+    if !args.wait {
+        if json {
+            print_json(&record)?;
+        } else {
+            println!("{}", record.id);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let finished = client
+        .call::<Wait>(&WaitParams {
+            ids: vec![record.id.clone()],
+        })?
+        .agents;
+    let Some(done) = finished.into_iter().next() else {
+        anyhow::bail!("the daemon returned no result for agent {}", record.id);
+    };
+    if json {
+        print_json(&done)?;
+    } else {
+        println!("{}", result_line(&done));
+    }
+    Ok(if done.succeeded() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(AGENT_FAILED)
+    })
+}
+
+fn params(args: &SpawnArgs) -> Result<SpawnParams> {
+    if args.command.is_empty() {
+        return Err(UsageError(
+            "no command given: put the agent's command after `--`, e.g. `grove spawn -- make test`"
+                .into(),
+        )
+        .into());
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let repo = match &args.repo {
+        Some(path) => cwd.join(path),
+        None => cwd,
+    };
+    Ok(SpawnParams {
+        argv: args.command.clone(),
+        repo,
+        name: args.name.clone(),
+        base: args.base.clone(),
+        env: args.env.iter().map(|s| env_var(s)).collect::<Result<_>>()?,
+        timeout_ms: args.timeout.as_deref().map(duration_ms).transpose()?,
+        limits: Limits {
+            max_files: args.max_files,
+            memory_bytes: args.memory.as_deref().map(bytes).transpose()?,
+            cpu_seconds: args
+                .cpu_time
+                .as_deref()
+                .map(|d| duration_ms(d).map(|ms| ms.div_ceil(1000)))
+                .transpose()?,
+        },
+        keep: args.keep,
+        session: args.session.clone(),
+    })
+}
+
+fn env_var(text: &str) -> Result<EnvVar> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok(EnvVar {
+            name: name.into(),
+            value: value.into(),
+        }),
+        _ => Err(UsageError(format!("--env `{text}` is not NAME=VALUE")).into()),
+    }
+}
+
+/// "90" (seconds), "90s", "10m", "1h30m", "500ms".
+fn duration_ms(text: &str) -> Result<u64> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(secs * 1000);
+    }
+    humantime::parse_duration(text)
+        .map(|d| d.as_millis() as u64)
+        .map_err(|e| {
+            UsageError(format!(
+                "`{text}` is not a duration (try 90s, 10m, 2h): {e}"
+            ))
+            .into()
+        })
+}
+
+/// "1048576", "512K", "256M", "2G".
+fn bytes(text: &str) -> Result<u64> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let multiplier: u64 = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(UsageError(format!("`{text}` is not a size (try 512M or 2G)")).into()),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(multiplier))
+        .ok_or_else(|| UsageError(format!("`{text}` is not a size (try 512M or 2G)")).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_parse() {
+        assert_eq!(duration_ms("90").unwrap_or_default(), 90_000);
+        assert_eq!(duration_ms("2m").unwrap_or_default(), 120_000);
+        assert_eq!(duration_ms("500ms").unwrap_or_default(), 500);
+        assert!(duration_ms("soon").is_err());
+        assert_eq!(bytes("2G").unwrap_or_default(), 2 << 30);
+        assert_eq!(bytes("512k").unwrap_or_default(), 512 << 10);
+        assert!(bytes("12X").is_err());
+        assert!(env_var("A=b=c").is_ok());
+        assert!(env_var("=x").is_err());
+        assert!(env_var("novalue").is_err());
+    }
+}

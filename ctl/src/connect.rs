@@ -1,0 +1,114 @@
+//! Reaching the daemon, starting it first when nothing answers.
+//!
+//! Racing `grove` commands serialize on a start lock: the first starts the daemon and
+//! waits until it says it is ready; the others wait on the lock, then find it running.
+
+use anyhow::{anyhow, Context, Result};
+use grove_proto::paths::Dirs;
+use grove_proto::{Client, ClientError};
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The line a daemon started with GROVE_NOTIFY_READY prints once it serves.
+pub const READY_LINE: &str = "grove-daemon-ready";
+
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub fn dirs() -> Result<Dirs> {
+    Ok(Dirs::from_env()?)
+}
+
+/// Connects to a running daemon without starting one.
+pub fn connect_existing(dirs: &Dirs) -> std::result::Result<Client, ClientError> {
+    Client::connect(&dirs.socket)
+}
+
+/// Connects, starting the daemon when none answers.
+pub fn connect(dirs: &Dirs) -> Result<Client> {
+    match connect_existing(dirs) {
+        Ok(client) => Ok(client),
+        Err(ClientError::Unreachable { .. }) => start_and_connect(dirs),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn start_and_connect(dirs: &Dirs) -> Result<Client> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dirs.state_dir)
+        .with_context(|| format!("creating {}", dirs.state_dir.display()))?;
+    let lock_path = dirs.start_lock();
+    let lock_file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("opening {}", lock_path.display()))?;
+    let _start_lock = Flock::lock(lock_file, FlockArg::LockExclusive)
+        .map_err(|(_, e)| anyhow!("locking {}: {e}", lock_path.display()))?;
+    // Whoever held the lock before us may have started it already.
+    match connect_existing(dirs) {
+        Ok(client) => return Ok(client),
+        Err(ClientError::Unreachable { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    spawn_daemon(dirs)?;
+    Ok(connect_existing(dirs)?)
+}
+
+/// Starts `grove daemon run` detached and returns once it serves.
+fn spawn_daemon(dirs: &Dirs) -> Result<()> {
+    let exe = std::env::current_exe().context("finding the grove executable")?;
+    let mut command = Command::new(exe);
+    command
+        .args(["daemon", "run"])
+        .env("GROVE_NOTIFY_READY", "1")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setsid is async-signal-safe; it detaches the daemon from our terminal so
+    // that Ctrl-C in this shell never reaches it.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()?;
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().context("starting the grove daemon")?;
+    let stdout = child.stdout.take().context("daemon stdout")?;
+    let mut stderr = child.stderr.take().context("daemon stderr")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let ready = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.trim() == READY_LINE);
+        let _ = tx.send(ready);
+    });
+    match rx.recv_timeout(START_TIMEOUT) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            let mut why = String::new();
+            let _ = stderr.read_to_string(&mut why);
+            let _ = child.wait();
+            Err(anyhow!(
+                "the grove daemon did not start: {}\n(its log: {})",
+                why.trim(),
+                dirs.daemon_log().display()
+            ))
+        }
+        Err(_) => Err(anyhow!(
+            "the grove daemon did not become ready within {}s; see {}",
+            START_TIMEOUT.as_secs(),
+            dirs.daemon_log().display()
+        )),
+    }
+}

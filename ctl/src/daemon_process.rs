@@ -1,0 +1,73 @@
+//! `grove daemon run`: the daemon in this process, logging through tracing.
+
+use crate::connect::READY_LINE;
+use anyhow::{Context, Result};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use tracing_subscriber::EnvFilter;
+
+pub fn run() -> Result<()> {
+    let config = grove_daemon::Config::from_env()?;
+    std::fs::create_dir_all(&config.dirs.state_dir)
+        .with_context(|| format!("creating {}", config.dirs.state_dir.display()))?;
+    init_logging(&config.dirs.daemon_log())?;
+    let notify = std::env::var_os("GROVE_NOTIFY_READY").is_some();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let ready: grove_daemon::Ready = Box::new(move || {
+        if notify {
+            println!("{READY_LINE}");
+            let _ = std::io::stdout().flush();
+            detach_stdio();
+        }
+    });
+    let result = runtime.block_on(grove_daemon::run(config, shutdown_signal(), ready));
+    if let Err(e) = &result {
+        tracing::error!(error = %e, "daemon failed");
+    }
+    Ok(result?)
+}
+
+fn init_logging(path: &std::path::Path) -> Result<()> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening the daemon log {}", path.display()))?;
+    let filter = EnvFilter::try_from_env("GROVE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .init();
+    Ok(())
+}
+
+/// After start-up the daemon owes the starting client nothing: point stdio at /dev/null
+/// so that a closed pipe never bites it.
+fn detach_stdio() {
+    if let Ok(null) = OpenOptions::new().read(true).write(true).open("/dev/null") {
+        for fd in 0..=2 {
+            // SAFETY: dup2 onto the standard descriptors, which this process owns.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = int.recv() => tracing::info!("SIGINT: stopping"),
+    }
+}

@@ -1,0 +1,26 @@
+//! The `grove` command. `main` is shared by the installed binary and the test build.
+
+mod cli;
+mod commands;
+mod connect;
+mod daemon_process;
+mod exit;
+mod output;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+pub fn main() -> ExitCode {
+    // The shim runs before anything else: it must stay tiny and start fast.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__shim") {
+        return ExitCode::from(grove_agent_shim::main_from_stdin().clamp(0, 255) as u8);
+    }
+    let cli = cli::Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("grove: error: {error:#}");
+            exit::code_for(&error)
+        }
+    }
+}

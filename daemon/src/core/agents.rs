@@ -1,0 +1,114 @@
+//! Looking agents up, waiting for them and stopping them.
+
+use super::Core;
+use crate::db::agents::AgentRow;
+use crate::error::Error;
+use crate::supervisor::procfs;
+use grove_proto::types::{AgentRecord, AgentStatus};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::sync::oneshot;
+
+impl Core {
+    /// Finds the one agent whose id starts with `prefix`.
+    pub(super) fn resolve(&self, prefix: &str) -> Result<&AgentRow, Error> {
+        let prefix = prefix.trim();
+        if prefix.is_empty() {
+            return Err(Error::BadInput(
+                "empty agent id; give an id or a unique prefix".into(),
+            ));
+        }
+        if let Some(row) = self.agents.get(prefix) {
+            return Ok(row);
+        }
+        let mut matches: Vec<&AgentRow> = self
+            .agents
+            .values()
+            .filter(|row| row.record.id.starts_with(prefix))
+            .collect();
+        match matches.len() {
+            0 => Err(Error::NotFound(format!(
+                "no agent has an id starting with `{prefix}`; `grove list --all` shows every agent"
+            ))),
+            1 => Ok(matches.remove(0)),
+            n => {
+                let mut ids: Vec<&str> = matches.iter().map(|row| row.record.id.as_str()).collect();
+                ids.sort_unstable();
+                Err(Error::Ambiguous(format!(
+                    "`{prefix}` matches {n} agents ({}); give more characters",
+                    ids.join(", ")
+                )))
+            }
+        }
+    }
+
+    pub(super) fn list(&self, all: bool) -> Vec<AgentRecord> {
+        let mut records: Vec<AgentRecord> = self
+            .agents
+            .values()
+            .filter(|row| all || !row.record.status.is_final())
+            .map(|row| row.record.clone())
+            .collect();
+        records.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        records
+    }
+
+    pub(super) fn wait(&mut self, prefix: &str) -> Result<oneshot::Receiver<AgentRecord>, Error> {
+        let record = self.resolve(prefix)?.record.clone();
+        let (tx, rx) = oneshot::channel();
+        if record.status.is_final() {
+            let _ = tx.send(record);
+        } else {
+            self.waiters.entry(record.id).or_default().push(tx);
+        }
+        Ok(rx)
+    }
+
+    /// Wakes everyone waiting for `id`.
+    pub(super) fn notify_finished(&mut self, id: &str) {
+        let Some(record) = self.agents.get(id).map(|row| row.record.clone()) else {
+            return;
+        };
+        for waiter in self.waiters.remove(id).unwrap_or_default() {
+            let _ = waiter.send(record.clone());
+        }
+    }
+
+    /// Asks the agent's shim to stop the tree: SIGTERM now, SIGKILL after the grace period.
+    pub(super) fn kill(&self, prefix: &str) -> Result<AgentRecord, Error> {
+        let row = self.resolve(prefix)?;
+        let record = &row.record;
+        match record.status {
+            AgentStatus::Running => {}
+            AgentStatus::Preparing | AgentStatus::Queued => {
+                return Err(Error::InvalidState(format!(
+                    "agent {} is still being prepared; try again in a moment",
+                    record.id
+                )))
+            }
+            _ => {
+                return Err(Error::InvalidState(format!(
+                    "agent {} has already finished ({})",
+                    record.id,
+                    record.status_text()
+                )))
+            }
+        }
+        let (Some(pid), Some(started)) = (record.pid, row.pid_start) else {
+            return Err(Error::Internal(format!(
+                "agent {} has no recorded process",
+                record.id
+            )));
+        };
+        // Never signal a pid that now belongs to someone else.
+        if procfs::is_same_process(pid, started) {
+            kill(Pid::from_raw(pid as i32), Signal::SIGTERM).map_err(|e| {
+                Error::Internal(format!(
+                    "cannot signal agent {} (pid {pid}): {e}",
+                    record.id
+                ))
+            })?;
+        }
+        Ok(record.clone())
+    }
+}

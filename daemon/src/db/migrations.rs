@@ -1,0 +1,64 @@
+//! The migration chain. Each entry moves the schema one version up; entries are never
+//! edited once released, only appended.
+
+use super::DbError;
+use rusqlite::{Connection, OptionalExtension};
+use std::path::Path;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: agents. The full record is JSON; the columns we filter on are lifted out.
+    "CREATE TABLE agents (
+        id            TEXT PRIMARY KEY,
+        status        TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        token         TEXT NOT NULL,
+        pid_start     INTEGER,
+        record        TEXT NOT NULL
+    );
+    CREATE INDEX agents_by_status ON agents(status);",
+];
+
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
+    let current: i64 = conn
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0);
+    let known = MIGRATIONS.len() as i64;
+    if current > known {
+        return Err(DbError::TooNew {
+            path: path.to_path_buf(),
+            found: current,
+            known,
+        });
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.execute("DELETE FROM schema_version", [])?;
+        tx.execute(
+            "INSERT INTO schema_version (version) VALUES (?1)",
+            [index as i64 + 1],
+        )?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrates_once_and_refuses_newer_schemas() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("g.db");
+        let mut conn = Connection::open(&path).expect("open");
+        migrate(&mut conn, &path).expect("first");
+        migrate(&mut conn, &path).expect("idempotent");
+        conn.execute("UPDATE schema_version SET version = 99", [])
+            .expect("bump");
+        let err = migrate(&mut conn, &path).expect_err("too new");
+        assert!(err.to_string().contains("newer than this grove"), "{err}");
+    }
+}

@@ -1,0 +1,67 @@
+//! The daemon's records in SQLite (WAL), owned by one thread.
+
+pub mod agents;
+mod migrations;
+
+use crate::owner::{Owner, OwnerGone};
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("database {path} has schema version {found}, newer than this grove understands ({known}); upgrade grove")]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Gone(#[from] OwnerGone),
+}
+
+#[derive(Clone)]
+pub struct Db {
+    owner: Owner<Connection>,
+}
+
+impl Db {
+    pub fn open(path: &Path) -> Result<Db, DbError> {
+        let path = path.to_path_buf();
+        let owner = Owner::spawn("grove-db", move || open_connection(&path))?;
+        Ok(Db { owner })
+    }
+
+    /// Runs `f` on the database thread.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
+    ) -> Result<R, DbError> {
+        Ok(self.owner.call(f).await??)
+    }
+}
+
+fn open_connection(path: &Path) -> Result<Connection, DbError> {
+    let open_err = |source| DbError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut conn = Connection::open(path).map_err(open_err)?;
+    // WAL with synchronous=FULL: every acknowledged commit survives a crash or power loss.
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(open_err)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(open_err)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(open_err)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(open_err)?;
+    migrations::migrate(&mut conn, path)?;
+    Ok(conn)
+}

@@ -1,0 +1,47 @@
+use grove_proto::codes;
+use grove_proto::RpcError;
+
+/// What can go wrong while serving a request. Each kind maps to a stable JSON-RPC code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Ambiguous(String),
+    #[error("{0}")]
+    InvalidState(String),
+    #[error("{0}")]
+    Git(String),
+    #[error("{0}")]
+    Internal(String),
+    #[error("the daemon is shutting down; start it again with any grove command")]
+    ShuttingDown,
+}
+
+impl Error {
+    pub fn code(&self) -> i64 {
+        match self {
+            Error::BadInput(_) => codes::BAD_INPUT,
+            Error::NotFound(_) => codes::NOT_FOUND,
+            Error::Ambiguous(_) => codes::AMBIGUOUS_ID,
+            Error::InvalidState(_) => codes::INVALID_STATE,
+            Error::Git(_) => codes::GIT_FAILED,
+            Error::Internal(_) => codes::INTERNAL_ERROR,
+            Error::ShuttingDown => codes::SHUTTING_DOWN,
+        }
+    }
+}
+
+impl From<Error> for RpcError {
+    fn from(e: Error) -> RpcError {
+        RpcError::new(e.code(), e.to_string())
+    }
+}
+
+impl From<crate::db::DbError> for Error {
+    fn from(e: crate::db::DbError) -> Error {
+        Error::Internal(e.to_string())
+    }
+}

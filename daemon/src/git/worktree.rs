@@ -1,0 +1,161 @@
+//! Creating and removing agent worktrees.
+
+use super::git_command;
+use super::lane::RepoLane;
+use crate::error::Error;
+use git2::{ErrorCode, Oid, Repository, WorktreePruneOptions};
+use std::fs;
+use std::io;
+use std::path::Path;
+
+/// What the base was given as, and the commit it names.
+pub struct Base {
+    pub name: String,
+    pub commit: Oid,
+}
+
+/// Resolves `--base`, or the repository's HEAD when none is given.
+pub fn resolve_base(lane: &RepoLane, base: Option<&str>) -> Result<Base, Error> {
+    let repo = &lane.repo;
+    let workdir = lane.target.workdir.display();
+    match base {
+        Some(name) => {
+            let commit = repo
+                .revparse_single(name)
+                .and_then(|object| object.peel_to_commit())
+                .map_err(|_| {
+                    Error::BadInput(format!(
+                        "base `{name}` is not a branch, tag or commit of {workdir}; \
+                         check `git -C '{workdir}' branch -a`"
+                    ))
+                })?;
+            Ok(Base {
+                name: name.to_string(),
+                commit: commit.id(),
+            })
+        }
+        None => {
+            let head = repo.head().map_err(|e| match e.code() {
+                ErrorCode::UnbornBranch | ErrorCode::NotFound => Error::BadInput(format!(
+                    "{workdir} has no commits yet (its HEAD is unborn); \
+                     make a first commit, or pass --base"
+                )),
+                _ => Error::Git(format!("cannot read HEAD of {workdir}: {}", e.message())),
+            })?;
+            let commit = head.peel_to_commit().map_err(|e| {
+                Error::Git(format!(
+                    "HEAD of {workdir} is not a commit: {}",
+                    e.message()
+                ))
+            })?;
+            let name = match head.shorthand() {
+                Some(short) if head.is_branch() => short.to_string(),
+                _ => commit.id().to_string(),
+            };
+            Ok(Base {
+                name,
+                commit: commit.id(),
+            })
+        }
+    }
+}
+
+/// Creates `branch` at `base` and checks it out at `path`, locked with `reason`.
+/// On failure nothing is left behind: no directory, no metadata, no branch.
+pub fn create(
+    lane: &RepoLane,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+    reason: &str,
+    checkout_workers: usize,
+) -> Result<(), Error> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)
+            .map_err(|e| Error::Git(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    // The CLI, not git2: it checks out in parallel, runs smudge filters and the
+    // post-checkout hook, and creates branch, worktree and lock in one step.
+    let output = git_command()
+        .arg("-C")
+        .arg(&lane.target.workdir)
+        .arg("-c")
+        .arg(format!("checkout.workers={checkout_workers}"))
+        .args([
+            "worktree", "add", "--quiet", "--lock", "--reason", reason, "-b", branch,
+        ])
+        .arg(path)
+        .arg(base.to_string())
+        .output()
+        .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    rollback(&lane.repo, path, branch);
+    Err(Error::Git(format!(
+        "git worktree add {} failed: {stderr}",
+        path.display()
+    )))
+}
+
+/// Undoes a partial creation: worktree directory, its metadata and the branch.
+pub fn rollback(repo: &Repository, path: &Path, branch: &str) {
+    if let Err(e) = remove(repo, path) {
+        tracing::warn!(path = %path.display(), error = %e, "rollback: removing worktree");
+    }
+    if let Ok(mut b) = repo.find_branch(branch, git2::BranchType::Local) {
+        if let Err(e) = b.delete() {
+            tracing::warn!(branch, error = %e, "rollback: deleting branch");
+        }
+    }
+}
+
+/// The name git gave the worktree at `path` (its directory under `.git/worktrees`).
+fn worktree_name(repo: &Repository, path: &Path) -> Option<String> {
+    let wanted = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let names = repo.worktrees().ok()?;
+    names.iter().flatten().find_map(|name| {
+        let wt = repo.find_worktree(name).ok()?;
+        let at = wt
+            .path()
+            .canonicalize()
+            .unwrap_or_else(|_| wt.path().to_path_buf());
+        (at == wanted || wt.path() == path).then(|| name.to_string())
+    })
+}
+
+/// Unlocks and deletes the worktree at `path` and prunes its metadata. The caller has
+/// salvaged it first. A missing directory or missing metadata is not an error.
+pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
+    let name = worktree_name(repo, path);
+    if let Some(wt) = name.as_deref().and_then(|n| repo.find_worktree(n).ok()) {
+        let _ = wt.unlock();
+    }
+    match fs::remove_dir_all(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(Error::Git(format!(
+                "cannot delete worktree {}: {e}",
+                path.display()
+            )))
+        }
+    }
+    if let Some(wt) = name.as_deref().and_then(|n| repo.find_worktree(n).ok()) {
+        wt.prune(Some(
+            WorktreePruneOptions::new()
+                .valid(true)
+                .locked(true)
+                .working_tree(true),
+        ))
+        .map_err(|e| {
+            Error::Git(format!(
+                "cannot prune worktree metadata of {}: {}",
+                path.display(),
+                e.message()
+            ))
+        })?;
+    }
+    Ok(())
+}

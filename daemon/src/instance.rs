@@ -1,0 +1,124 @@
+//! One daemon instance: lock, database, core, socket; then serve until told to stop.
+
+use crate::config::Config;
+use crate::core::Core;
+use crate::db::Db;
+use crate::error::Error;
+use crate::git::lane::Lanes;
+use crate::server::{self, Ctx};
+use grove_agent_shim::now_ms;
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::future::Future;
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+use tokio::net::UnixListener;
+use tokio::sync::watch;
+
+/// Called once the socket accepts connections.
+pub type Ready = Box<dyn FnOnce() + Send>;
+
+/// Runs the daemon until `shutdown` resolves or a client calls `daemon.stop`.
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+    ready: Ready,
+) -> Result<(), Error> {
+    let dirs = config.dirs.clone();
+    make_private_dir(&dirs.state_dir)?;
+    make_private_dir(&dirs.agents_dir())?;
+    let _lock = take_instance_lock(&dirs.daemon_lock())?;
+    let db = Db::open(&dirs.database())?;
+    let config = Arc::new(config);
+    let lanes = Lanes::default();
+    let (stop, stopped) = watch::channel(false);
+    let core = Core::start(db, lanes.clone(), config.clone(), stopped).await?;
+    let listener = bind(&dirs.socket)?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
+    let ctx = Arc::new(Ctx {
+        core,
+        lanes,
+        config: config.clone(),
+        exe,
+        started_at_ms: now_ms(),
+        stop: stop.clone(),
+    });
+    tracing::info!(socket = %dirs.socket.display(), pid = std::process::id(), "grove daemon ready");
+    ready();
+    let serving = server::serve(listener, ctx);
+    tokio::pin!(serving);
+    tokio::select! {
+        () = &mut serving => {}
+        () = shutdown => {
+            let _ = stop.send(true);
+            serving.await;
+        }
+    }
+    let _ = stop.send(true);
+    let _ = fs::remove_file(&dirs.socket);
+    tracing::info!("grove daemon stopped");
+    Ok(())
+}
+
+fn make_private_dir(path: &Path) -> Result<(), Error> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| Error::Internal(format!("cannot create {}: {e}", path.display())))
+}
+
+/// Holds the daemon lock for the life of the process: one daemon per GROVE_HOME.
+fn take_instance_lock(path: &Path) -> Result<Flock<File>, Error> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::Internal(format!("cannot open {}: {e}", path.display())))?;
+    let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => lock,
+        Err((mut file, _)) => {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            return Err(Error::InvalidState(format!(
+                "another grove daemon (pid {}) already runs with state in {}; \
+                 stop it with `grove daemon stop`",
+                pid.trim(),
+                path.parent().unwrap_or(path).display()
+            )));
+        }
+    };
+    let _ = lock.set_len(0);
+    let _ = lock.rewind();
+    let _ = write!(lock, "{}", std::process::id());
+    let _ = lock.sync_all();
+    Ok(lock)
+}
+
+/// Binds the socket in a 0700 directory and makes it 0600. We hold the instance lock, so
+/// a socket file already there is a dead daemon's and can go.
+fn bind(socket: &Path) -> Result<UnixListener, Error> {
+    if let Some(dir) = socket.parent() {
+        make_private_dir(dir)?;
+    }
+    match fs::remove_file(socket) {
+        Ok(()) => tracing::info!(socket = %socket.display(), "removed a stale socket"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(Error::Internal(format!(
+                "cannot remove stale socket {}: {e}",
+                socket.display()
+            )))
+        }
+    }
+    let listener = UnixListener::bind(socket)
+        .map_err(|e| Error::Internal(format!("cannot listen on {}: {e}", socket.display())))?;
+    fs::set_permissions(socket, fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::Internal(format!("cannot restrict {}: {e}", socket.display())))?;
+    Ok(listener)
+}

@@ -1,0 +1,17 @@
+//! The grove daemon as a library: [`run`] serves until `shutdown` resolves or a client
+//! asks it to stop. The `grove` binary wraps it in `grove daemon run`.
+
+pub mod config;
+mod core;
+mod db;
+mod error;
+mod git;
+mod ids;
+mod instance;
+mod owner;
+mod server;
+mod supervisor;
+
+pub use config::Config;
+pub use error::Error;
+pub use instance::{run, Ready};

@@ -1,0 +1,77 @@
+//! One thread owns one resource (a SQLite connection, a git repository); everyone else
+//! sends it closures. This keeps blocking work off the async runtime and gives each
+//! resource exactly one owner, with no lock to hold across an `.await`.
+
+use std::sync::mpsc;
+use std::thread;
+use tokio::sync::oneshot;
+
+type Job<T> = Box<dyn FnOnce(&mut T) + Send>;
+
+pub struct Owner<T> {
+    jobs: mpsc::Sender<Job<T>>,
+    name: &'static str,
+}
+
+impl<T> Clone for Owner<T> {
+    fn clone(&self) -> Self {
+        Owner {
+            jobs: self.jobs.clone(),
+            name: self.name,
+        }
+    }
+}
+
+/// The owning thread is gone (it panicked, or the process is ending).
+#[derive(Debug, thiserror::Error)]
+#[error("the {0} thread is gone")]
+pub struct OwnerGone(pub &'static str);
+
+impl<T: 'static> Owner<T> {
+    /// Starts the owning thread; `init` builds the resource on that thread.
+    pub fn spawn<E: Send + 'static>(
+        name: &'static str,
+        init: impl FnOnce() -> Result<T, E> + Send + 'static,
+    ) -> Result<Owner<T>, E> {
+        let (jobs, queue) = mpsc::channel::<Job<T>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), E>>();
+        thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let mut resource = match init() {
+                    Ok(resource) => {
+                        let _ = ready_tx.send(Ok(()));
+                        resource
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                for job in queue {
+                    job(&mut resource);
+                }
+            })
+            .expect("spawning an owner thread");
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Owner { jobs, name }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => panic!("owner thread {name} died during init"),
+        }
+    }
+
+    /// Runs `f` on the owning thread and returns its result.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut T) -> R + Send + 'static,
+    ) -> Result<R, OwnerGone> {
+        let name = self.name;
+        let (tx, rx) = oneshot::channel();
+        self.jobs
+            .send(Box::new(move |resource| {
+                let _ = tx.send(f(resource));
+            }))
+            .map_err(|_| OwnerGone(name))?;
+        rx.await.map_err(|_| OwnerGone(name))
+    }
+}

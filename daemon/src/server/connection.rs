@@ -1,0 +1,144 @@
+//! One client connection: capped line framing, JSON-RPC envelopes, `hello` first.
+//! Requests after `hello` run concurrently; responses go out as they finish.
+
+use super::handlers;
+use super::Ctx;
+use grove_proto::framing::{encode_line, read_frame_async, Frame};
+use grove_proto::{codes, Response, RpcError, MAX_LINE_BYTES};
+use serde_json::Value;
+use std::sync::Arc;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+
+/// A request that passed envelope checks.
+struct Call {
+    /// `None` for a notification, which gets no response.
+    id: Option<Value>,
+    method: String,
+    params: Option<Value>,
+}
+
+pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
+    let (read, mut write) = stream.into_split();
+    let (out, mut outbox) = mpsc::channel::<Response>(64);
+    let writer = tokio::spawn(async move {
+        while let Some(response) = outbox.recv().await {
+            if write.write_all(&encode_line(&response)).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut reader = BufReader::new(read);
+    let mut stopped = ctx.stop.subscribe();
+    let mut greeted = false;
+    loop {
+        let frame = tokio::select! {
+            frame = read_frame_async(&mut reader, MAX_LINE_BYTES) => frame,
+            _ = stopped.wait_for(|stop| *stop) => break,
+        };
+        let line = match frame {
+            Ok(Frame::Line(line)) => line,
+            Ok(Frame::TooLong) => {
+                let error = RpcError::new(
+                    codes::LINE_TOO_LONG,
+                    format!("line longer than {MAX_LINE_BYTES} bytes; nothing of it was read"),
+                );
+                let _ = out.send(Response::err(Value::Null, error)).await;
+                continue;
+            }
+            Ok(Frame::Eof { .. }) | Err(_) => break,
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let call = match parse_call(&line) {
+            Ok(call) => call,
+            Err((id, error)) => {
+                let _ = out.send(Response::err(id, error)).await;
+                continue;
+            }
+        };
+        if call.method == "hello" {
+            let result = handlers::hello::handle(&ctx, call.params).await;
+            greeted = result.is_ok();
+            respond(&out, call.id, result).await;
+        } else if !greeted {
+            let error = RpcError::new(
+                codes::HELLO_REQUIRED,
+                "say `hello` with the protocol version first",
+            );
+            respond(&out, call.id, Err(error)).await;
+        } else {
+            let ctx = ctx.clone();
+            let out = out.clone();
+            tokio::spawn(async move {
+                let result = handlers::dispatch(&ctx, &call.method, call.params).await;
+                respond(&out, call.id, result).await;
+            });
+        }
+    }
+    drop(out);
+    let _ = writer.await;
+}
+
+async fn respond(out: &mpsc::Sender<Response>, id: Option<Value>, result: Result<Value, RpcError>) {
+    let Some(id) = id else {
+        return;
+    };
+    let response = match result {
+        Ok(value) => Response::ok(id, value),
+        Err(error) => Response::err(id, error),
+    };
+    let _ = out.send(response).await;
+}
+
+/// Checks the JSON-RPC envelope; on failure returns the id to answer with and the error.
+fn parse_call(line: &[u8]) -> Result<Call, (Value, RpcError)> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| {
+        (
+            Value::Null,
+            RpcError::new(codes::PARSE_ERROR, format!("invalid JSON: {e}")),
+        )
+    })?;
+    let Value::Object(mut object) = value else {
+        return Err((
+            Value::Null,
+            RpcError::new(codes::INVALID_REQUEST, "a request must be a JSON object"),
+        ));
+    };
+    let id = object.remove("id");
+    let answer_id = id.clone().unwrap_or(Value::Null);
+    let invalid = |message: &str| {
+        (
+            answer_id.clone(),
+            RpcError::new(codes::INVALID_REQUEST, message.to_string()),
+        )
+    };
+    if !matches!(
+        &id,
+        None | Some(Value::Null | Value::Number(_) | Value::String(_))
+    ) {
+        return Err((
+            Value::Null,
+            RpcError::new(
+                codes::INVALID_REQUEST,
+                "`id` must be a number, a string or null",
+            ),
+        ));
+    }
+    if object.get("jsonrpc") != Some(&Value::from("2.0")) {
+        return Err(invalid("`jsonrpc` must be \"2.0\""));
+    }
+    let Some(Value::String(method)) = object.remove("method") else {
+        return Err(invalid("`method` must be a string"));
+    };
+    let params = object.remove("params");
+    if !matches!(params, None | Some(Value::Object(_))) {
+        return Err((
+            answer_id,
+            RpcError::new(codes::INVALID_PARAMS, "`params` must be an object"),
+        ));
+    }
+    Ok(Call { id, method, params })
+}

@@ -1,0 +1,17 @@
+use super::super::Ctx;
+use crate::Error;
+use grove_proto::methods::DaemonStatusResult;
+
+pub async fn handle(ctx: &Ctx) -> Result<DaemonStatusResult, Error> {
+    let dirs = &ctx.config.dirs;
+    Ok(DaemonStatusResult {
+        pid: std::process::id(),
+        daemon_version: env!("CARGO_PKG_VERSION").into(),
+        protocol: ctx.config.protocol_version,
+        started_at_ms: ctx.started_at_ms,
+        socket: dirs.socket.clone(),
+        state_dir: dirs.state_dir.clone(),
+        worktree_root: dirs.worktree_root.clone(),
+        agents_live: ctx.core.count_live().await,
+    })
+}

@@ -1,0 +1,28 @@
+use super::super::Ctx;
+use grove_proto::methods::{Hello, HelloResult};
+use grove_proto::{codes, RpcError};
+use serde_json::Value;
+
+pub async fn handle(ctx: &Ctx, params: Option<Value>) -> Result<Value, RpcError> {
+    let params = super::parse::<Hello>(params)?;
+    let ours = ctx.config.protocol_version;
+    if params.protocol != ours {
+        let mut error = RpcError::new(
+            codes::PROTOCOL_MISMATCH,
+            format!(
+                "the grove daemon speaks protocol {ours} but this client speaks {}; \
+                 restart the daemon with the same grove version: `grove daemon stop`, \
+                 then run your command again",
+                params.protocol
+            ),
+        );
+        error.data = Some(serde_json::json!({ "daemon_protocol": ours }));
+        return Err(error);
+    }
+    let result = HelloResult {
+        protocol: ours,
+        daemon_version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
+    };
+    serde_json::to_value(result).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
+}

@@ -1,0 +1,82 @@
+//! The socket server: accepts connections from the daemon's own uid only, and serves
+//! each on its own task.
+
+mod connection;
+mod handlers;
+
+use crate::config::Config;
+use crate::core::CoreHandle;
+use crate::git::lane::Lanes;
+use grove_proto::framing::encode_line;
+use grove_proto::{codes, Response, RpcError};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+
+/// What every request handler may use.
+pub struct Ctx {
+    pub core: CoreHandle,
+    pub lanes: Lanes,
+    pub config: Arc<Config>,
+    /// This executable, started again as `grove __shim` for each agent.
+    pub exe: PathBuf,
+    pub started_at_ms: u64,
+    /// Set to true to stop the daemon.
+    pub stop: watch::Sender<bool>,
+}
+
+/// Serves until `ctx.stop` is set, then lets open connections flush their last
+/// responses (bounded, so that a stuck client cannot hold the daemon up).
+pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
+    let mut stopped = ctx.stop.subscribe();
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((mut stream, _)) => {
+                    let ctx = ctx.clone();
+                    connections.spawn(async move {
+                        if admit(&mut stream).await {
+                            connection::serve(stream, ctx).await;
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stopped.wait_for(|stop| *stop) => break,
+        }
+    }
+    drop(listener);
+    let drain = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(std::time::Duration::from_secs(2), drain)
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not close in time");
+    }
+}
+
+/// Only processes of the daemon's own uid may talk to it.
+async fn admit(stream: &mut UnixStream) -> bool {
+    let me = nix::unistd::geteuid().as_raw();
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == me => true,
+        Ok(cred) => {
+            tracing::warn!(uid = cred.uid(), "refused a connection from another user");
+            let error = RpcError::new(
+                codes::REFUSED,
+                format!("this grove daemon serves uid {me} only"),
+            );
+            let line = encode_line(&Response::err(serde_json::Value::Null, error));
+            let _ = stream.write_all(&line).await;
+            false
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read peer credentials; refusing");
+            false
+        }
+    }
+}

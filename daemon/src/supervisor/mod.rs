@@ -1,0 +1,6 @@
+//! Starting shims and watching them end.
+
+pub mod environment;
+pub mod launch;
+pub mod procfs;
+pub mod watch;

@@ -1,0 +1,40 @@
+//! Facts about processes from /proc.
+
+use std::fs;
+
+/// Start time of `pid` in clock ticks since boot (field 22 of /proc/<pid>/stat).
+/// Together with the pid it names one process for good: pids are reused, start times
+/// of one pid are not.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // After the name: field 3 (state) is index 0, so field 22 is index 19.
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// True when `pid` is alive and is the process that started at `started`.
+pub fn is_same_process(pid: u32, started: u64) -> bool {
+    start_time(pid) == Some(started) && !is_zombie(pid)
+}
+
+fn is_zombie(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let after = &stat[stat.rfind(')')? + 1..];
+            after.split_whitespace().next().map(|state| state == "Z")
+        })
+        .unwrap_or(true)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn own_start_time_is_stable() {
+        let me = std::process::id();
+        let t = super::start_time(me).expect("own stat");
+        assert_eq!(super::start_time(me), Some(t));
+        assert!(super::is_same_process(me, t));
+        assert!(!super::is_same_process(me, t + 1));
+    }
+}

@@ -1,0 +1,174 @@
+//! Clients: a blocking one (used by `grove`) and an async one (tokio).
+
+use crate::framing::{encode_line, read_frame, read_frame_async, Frame};
+use crate::jsonrpc::{Request, Response, RpcError};
+use crate::methods::{Hello, HelloParams, HelloResult, Method};
+use crate::{MAX_LINE_BYTES, PROTOCOL_VERSION};
+use serde_json::Value;
+use std::io::{self, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing answers at the socket (no daemon, or a stale socket file).
+    #[error("cannot connect to the grove daemon at {path}: {source}")]
+    Unreachable { path: String, source: io::Error },
+    #[error("lost the connection to the grove daemon: {0}")]
+    Io(#[from] io::Error),
+    #[error("{}", .0.message)]
+    Rpc(RpcError),
+    #[error("the grove daemon sent something unexpected: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    pub fn rpc_code(&self) -> Option<i64> {
+        match self {
+            ClientError::Rpc(e) => Some(e.code),
+            _ => None,
+        }
+    }
+}
+
+/// Turns a raw response into the typed result of method `M`.
+fn decode<M: Method>(response: Response) -> Result<M::Result, ClientError> {
+    if let Some(error) = response.error {
+        return Err(ClientError::Rpc(error));
+    }
+    let value = response.result.unwrap_or(Value::Null);
+    serde_json::from_value(value)
+        .map_err(|e| ClientError::Protocol(format!("bad result for {}: {e}", M::NAME)))
+}
+
+fn parse_response(frame: Frame) -> Result<Option<Response>, ClientError> {
+    match frame {
+        Frame::Line(line) => {
+            let value: Value = serde_json::from_slice(&line)
+                .map_err(|e| ClientError::Protocol(format!("invalid JSON: {e}")))?;
+            // Notifications (no id) are events; callers of `call` skip them.
+            if value.get("id").is_none() {
+                return Ok(None);
+            }
+            serde_json::from_value(value)
+                .map(Some)
+                .map_err(|e| ClientError::Protocol(format!("invalid response: {e}")))
+        }
+        Frame::TooLong => Err(ClientError::Protocol("response over the line cap".into())),
+        Frame::Eof { .. } => Err(ClientError::Io(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the daemon closed the connection",
+        ))),
+    }
+}
+
+fn hello_params() -> HelloParams {
+    HelloParams {
+        protocol: PROTOCOL_VERSION,
+        client: format!("grove-proto {}", env!("CARGO_PKG_VERSION")),
+    }
+}
+
+/// A blocking connection that has said hello.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    pub hello: HelloResult,
+}
+
+impl Client {
+    pub fn connect(path: &Path) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(path).map_err(|source| ClientError::Unreachable {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let writer = stream.try_clone()?;
+        let mut client = Client {
+            reader: BufReader::new(stream),
+            writer,
+            next_id: 1,
+            hello: HelloResult {
+                protocol: 0,
+                daemon_version: String::new(),
+                pid: 0,
+            },
+        };
+        client.hello = client.call::<Hello>(&hello_params())?;
+        Ok(client)
+    }
+
+    pub fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
+        let params = serde_json::to_value(params)
+            .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
+        decode::<M>(self.call_raw(M::NAME, params)?)
+    }
+
+    pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.writer
+            .write_all(&encode_line(&Request::new(id, method, params)))?;
+        loop {
+            if let Some(response) = parse_response(read_frame(&mut self.reader, MAX_LINE_BYTES)?)? {
+                return Ok(response);
+            }
+        }
+    }
+}
+
+/// An async connection that has said hello.
+pub struct AsyncClient {
+    reader: tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: tokio::net::unix::OwnedWriteHalf,
+    next_id: u64,
+    pub hello: Option<HelloResult>,
+}
+
+impl AsyncClient {
+    pub async fn connect(path: &Path) -> Result<AsyncClient, ClientError> {
+        let stream = tokio::net::UnixStream::connect(path)
+            .await
+            .map_err(|source| ClientError::Unreachable {
+                path: path.display().to_string(),
+                source,
+            })?;
+        let (read, write) = stream.into_split();
+        let mut client = AsyncClient {
+            reader: tokio::io::BufReader::new(read),
+            writer: write,
+            next_id: 1,
+            hello: None,
+        };
+        client.hello = Some(client.call::<Hello>(&hello_params()).await?);
+        Ok(client)
+    }
+
+    pub async fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
+        let params = serde_json::to_value(params)
+            .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
+        decode::<M>(self.call_raw(M::NAME, params).await?)
+    }
+
+    pub async fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
+        use tokio::io::AsyncWriteExt;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.writer
+            .write_all(&encode_line(&Request::new(id, method, params)))
+            .await?;
+        loop {
+            let frame = read_frame_async(&mut self.reader, MAX_LINE_BYTES).await?;
+            if let Some(response) = parse_response(frame)? {
+                return Ok(response);
+            }
+        }
+    }
+}
+
+impl ClientError {
+    /// True when the daemon refused our protocol version.
+    pub fn is_protocol_mismatch(&self) -> bool {
+        self.rpc_code() == Some(crate::codes::PROTOCOL_MISMATCH)
+    }
+}

@@ -1,0 +1,22 @@
+//! grove's wire protocol: JSON-RPC 2.0, one JSON object per line, over a local socket.
+//!
+//! This crate is the single source of the wire types. It holds no daemon code, so that
+//! any client (the `grove` command, a parent agent, a test) can depend on it cheaply.
+
+pub mod client;
+pub mod codes;
+pub mod framing;
+pub mod jsonrpc;
+pub mod methods;
+pub mod paths;
+pub mod types;
+
+/// The protocol version exchanged in `hello`. Bump it on any incompatible wire change;
+/// it is deliberately independent of the crate version.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest line (one JSON-RPC message) either side accepts, newline excluded.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+pub use client::{AsyncClient, Client, ClientError};
+pub use jsonrpc::{Notification, Request, Response, RpcError};

@@ -1,0 +1,156 @@
+//! Records the daemon hands out.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where an agent is in its life. See `shared/DESIGN.md`, "An agent's life".
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStatus {
+    Queued,
+    Preparing,
+    Running,
+    /// The process ended; its worktree is being collected.
+    Exited,
+    /// Finished and collected: the branch holds everything the agent produced.
+    Collected,
+    /// Its process vanished while nobody watched and left no exit record.
+    Lost,
+    Cancelled,
+}
+
+impl AgentStatus {
+    /// True once nothing more will happen to the agent.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            AgentStatus::Collected | AgentStatus::Lost | AgentStatus::Cancelled
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentStatus::Queued => "queued",
+            AgentStatus::Preparing => "preparing",
+            AgentStatus::Running => "running",
+            AgentStatus::Exited => "exited",
+            AgentStatus::Collected => "collected",
+            AgentStatus::Lost => "lost",
+            AgentStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for AgentStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How an agent's process ended.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Killed,
+    TimedOut,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Killed => "killed",
+            Outcome::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// Resource limits applied to the agent's command (rlimits).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// RLIMIT_NOFILE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_files: Option<u64>,
+    /// RLIMIT_AS, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// RLIMIT_CPU, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<u64>,
+}
+
+/// Everything known about one agent. Times are milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AgentRecord {
+    pub id: String,
+    pub name: Option<String>,
+    pub session: String,
+    /// The repository's main working directory.
+    pub repo: PathBuf,
+    /// What the base was given as (a branch name, or a commit when HEAD was detached).
+    pub base_ref: String,
+    pub base_commit: String,
+    pub branch: String,
+    pub worktree: PathBuf,
+    pub log_path: PathBuf,
+    pub argv: Vec<String>,
+    /// Names of the variables given with `--env`; their values are never recorded.
+    pub env_names: Vec<String>,
+    pub limits: Limits,
+    pub timeout_ms: Option<u64>,
+    pub keep: bool,
+    pub status: AgentStatus,
+    pub outcome: Option<Outcome>,
+    pub pid: Option<u32>,
+    pub created_at_ms: u64,
+    pub started_at_ms: Option<u64>,
+    pub ended_at_ms: Option<u64>,
+    pub collected_at_ms: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// Commit at the tip of the branch after collection.
+    pub head_commit: Option<String>,
+    pub files_changed: Option<u64>,
+    pub insertions: Option<u64>,
+    pub deletions: Option<u64>,
+    /// False when the branch held nothing beyond the base and was deleted.
+    pub branch_exists: bool,
+    /// True when collection committed leftovers onto the branch.
+    pub salvaged: bool,
+    /// Why the agent could not run or be collected normally, when that happened.
+    pub error: Option<String>,
+}
+
+impl AgentRecord {
+    /// Duration from start to end, when both are known.
+    pub fn duration_ms(&self) -> Option<u64> {
+        Some(self.ended_at_ms?.saturating_sub(self.started_at_ms?))
+    }
+
+    /// A short human description of the status, with the outcome once there is one.
+    pub fn status_text(&self) -> String {
+        match (self.status, self.outcome) {
+            (AgentStatus::Exited | AgentStatus::Collected, Some(Outcome::Failed)) => {
+                match (self.exit_code, self.exit_signal) {
+                    (Some(code), _) => format!("failed (exit {code})"),
+                    (None, Some(sig)) => format!("failed (signal {sig})"),
+                    _ => "failed".into(),
+                }
+            }
+            (AgentStatus::Exited | AgentStatus::Collected, Some(outcome)) => {
+                outcome.as_str().replace('_', " ")
+            }
+            (status, _) => status.as_str().into(),
+        }
+    }
+
+    /// True when the agent ended well: collected after a successful run.
+    pub fn succeeded(&self) -> bool {
+        self.status == AgentStatus::Collected && self.outcome == Some(Outcome::Succeeded)
+    }
+}
