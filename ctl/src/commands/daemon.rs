@@ -62,8 +62,11 @@ fn status(json: bool) -> Result<ExitCode> {
 
 fn stop(json: bool) -> Result<ExitCode> {
     let dirs = dirs()?;
-    let mut client = match connect_existing(&dirs) {
-        Ok(client) => client,
+    let pid = match connect_existing(&dirs) {
+        Ok(mut client) => {
+            client.call::<DaemonStop>(&Empty {})?;
+            client.hello.pid
+        }
         Err(ClientError::Unreachable { .. }) => {
             if json {
                 print_json(&serde_json::json!({ "stopped": false, "running": false }))?;
@@ -72,11 +75,10 @@ fn stop(json: bool) -> Result<ExitCode> {
             }
             return Ok(ExitCode::SUCCESS);
         }
+        // A daemon of another version cannot be asked; SIGTERM stops it just as well.
+        Err(e) if e.is_protocol_mismatch() => terminate_by_lock_pid(&dirs.daemon_lock())?,
         Err(e) => return Err(e.into()),
     };
-    let pid = client.hello.pid;
-    client.call::<DaemonStop>(&Empty {})?;
-    drop(client);
     wait_until_gone(&dirs.daemon_lock())?;
     if json {
         print_json(&serde_json::json!({ "stopped": true, "pid": pid }))?;
@@ -84,6 +86,20 @@ fn stop(json: bool) -> Result<ExitCode> {
         println!("grove daemon: stopped (pid {pid}); running agents keep running");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sends SIGTERM to the pid the daemon wrote into its lock file.
+fn terminate_by_lock_pid(lock_path: &std::path::Path) -> Result<u32> {
+    let text = std::fs::read_to_string(lock_path)?;
+    let pid: u32 = text
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("{} holds no daemon pid", lock_path.display()))?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )?;
+    Ok(pid)
 }
 
 /// The daemon holds its lock until it exits: taking the lock is how we learn it is gone.

@@ -14,6 +14,9 @@ pub struct RepoTarget {
     pub workdir: PathBuf,
     /// `<repo-name>-<hash6>`: this repository's directory under the worktree root.
     pub dir_name: String,
+    /// The git dir of the worktree the caller stands in (the main one or a linked one):
+    /// its HEAD is the default base.
+    pub caller_git_dir: PathBuf,
 }
 
 pub fn resolve_repo(path: &Path) -> Result<RepoTarget, Error> {
@@ -30,6 +33,7 @@ pub fn resolve_repo(path: &Path) -> Result<RepoTarget, Error> {
         ))
     })?;
     let common_dir = repo.commondir().to_path_buf();
+    let caller_git_dir = repo.path().to_path_buf();
     let main = if repo.is_worktree() {
         Repository::open(&common_dir).map_err(|e| {
             Error::Git(format!(
@@ -58,6 +62,7 @@ pub fn resolve_repo(path: &Path) -> Result<RepoTarget, Error> {
         common_dir,
         workdir,
         dir_name,
+        caller_git_dir,
     })
 }
 

@@ -14,8 +14,13 @@ pub struct Base {
     pub commit: Oid,
 }
 
-/// Resolves `--base`, or the repository's HEAD when none is given.
-pub fn resolve_base(lane: &RepoLane, base: Option<&str>) -> Result<Base, Error> {
+/// Resolves `--base`, or when none is given the HEAD of the worktree the caller stands
+/// in (`caller_git_dir`).
+pub fn resolve_base(
+    lane: &RepoLane,
+    base: Option<&str>,
+    caller_git_dir: &Path,
+) -> Result<Base, Error> {
     let repo = &lane.repo;
     let workdir = lane.target.workdir.display();
     match base {
@@ -35,7 +40,14 @@ pub fn resolve_base(lane: &RepoLane, base: Option<&str>) -> Result<Base, Error> 
             })
         }
         None => {
-            let head = repo.head().map_err(|e| match e.code() {
+            let caller = Repository::open(caller_git_dir).map_err(|e| {
+                Error::Git(format!(
+                    "cannot open {}: {}",
+                    caller_git_dir.display(),
+                    e.message()
+                ))
+            })?;
+            let head = caller.head().map_err(|e| match e.code() {
                 ErrorCode::UnbornBranch | ErrorCode::NotFound => Error::BadInput(format!(
                     "{workdir} has no commits yet (its HEAD is unborn); \
                      make a first commit, or pass --base"

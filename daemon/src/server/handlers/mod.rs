@@ -30,10 +30,6 @@ pub async fn dispatch(ctx: &Ctx, method: &str, params: Option<Value>) -> Result<
             parse::<methods::DaemonStop>(params)?;
             reply(daemon_stop::handle(ctx).await)
         }
-        methods::Hello::NAME => Err(RpcError::new(
-            codes::INVALID_REQUEST,
-            "`hello` was already said on this connection",
-        )),
         other => Err(RpcError::new(
             codes::METHOD_NOT_FOUND,
             format!("unknown method `{other}`; docs/protocol.md lists the methods"),

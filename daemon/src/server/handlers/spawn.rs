@@ -19,10 +19,12 @@ pub async fn handle(ctx: &Ctx, params: SpawnParams) -> Result<AgentRecord, Error
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
     let wanted_base = params.base.clone();
+    let caller_git_dir = target.caller_git_dir.clone();
     let (base_name, base_commit) = ctx
         .lanes
         .run(&target, move |lane| {
-            worktree::resolve_base(lane, wanted_base.as_deref()).map(|b| (b.name, b.commit))
+            worktree::resolve_base(lane, wanted_base.as_deref(), &caller_git_dir)
+                .map(|b| (b.name, b.commit))
         })
         .await?;
     let user_env: Vec<(String, String)> = params

@@ -1,0 +1,329 @@
+//! Every bad input gets a clear error and changes nothing.
+
+mod support;
+
+use serde_json::Value;
+use std::fs;
+use std::path::Path;
+use support::*;
+
+/// What a failed spawn must leave untouched.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    agents: Value,
+    refs: String,
+    worktrees: String,
+    dirs: Vec<std::path::PathBuf>,
+}
+
+fn snapshot(g: &Grove, repo: &Path) -> Snapshot {
+    let refs = if repo.join(".git").exists() {
+        git_in(repo, &["for-each-ref"])
+    } else {
+        String::new()
+    };
+    let worktrees = if repo.join(".git").exists() {
+        git_in(repo, &["worktree", "list", "--porcelain"])
+    } else {
+        String::new()
+    };
+    Snapshot {
+        agents: g.json(&["list", "--all"]),
+        refs,
+        worktrees,
+        dirs: g.worktree_dirs(),
+    }
+}
+
+/// Runs a spawn that must fail with exit code 2 and `needle` in its message.
+fn refused(g: &Grove, repo: &Path, args: &[&str], needle: &str) {
+    let before = snapshot(g, repo);
+    let out = g.run(args);
+    assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+    assert!(
+        out.stderr.contains(needle),
+        "{args:?}: expected {needle:?} in {}",
+        out.stderr
+    );
+    assert_eq!(snapshot(g, repo), before, "{args:?} changed something");
+}
+
+#[test]
+fn not_a_git_repository() {
+    let g = Grove::new();
+    let plain = g.dir.path().join("plain");
+    fs::create_dir(&plain).expect("mkdir");
+    let p = plain.to_str().expect("utf8");
+    refused(
+        &g,
+        &g.repo,
+        &["spawn", "--repo", p, "--", "true"],
+        "is not inside a git repository",
+    );
+    let missing = g.dir.path().join("missing");
+    refused(
+        &g,
+        &g.repo,
+        &[
+            "spawn",
+            "--repo",
+            missing.to_str().expect("utf8"),
+            "--",
+            "true",
+        ],
+        "does not exist",
+    );
+}
+
+#[test]
+fn bare_repository() {
+    let g = Grove::new();
+    let bare = g.dir.path().join("bare.git");
+    git_in(
+        g.dir.path(),
+        &["init", "-q", "--bare", bare.to_str().expect("utf8")],
+    );
+    refused(
+        &g,
+        &bare,
+        &[
+            "spawn",
+            "--repo",
+            bare.to_str().expect("utf8"),
+            "--",
+            "true",
+        ],
+        "is a bare repository",
+    );
+}
+
+#[test]
+fn base_that_does_not_exist() {
+    let g = Grove::new();
+    refused(
+        &g,
+        &g.repo,
+        &["spawn", "--base", "no-such-branch", "--", "true"],
+        "base `no-such-branch` is not a branch, tag or commit",
+    );
+}
+
+#[test]
+fn empty_repository_with_unborn_head() {
+    let g = Grove::new();
+    let empty = g.dir.path().join("empty");
+    fs::create_dir(&empty).expect("mkdir");
+    git_in(&empty, &["init", "-q"]);
+    refused(
+        &g,
+        &empty,
+        &[
+            "spawn",
+            "--repo",
+            empty.to_str().expect("utf8"),
+            "--",
+            "true",
+        ],
+        "has no commits yet",
+    );
+}
+
+#[test]
+fn names_that_cannot_be_a_branch_component() {
+    let g = Grove::new();
+    for name in ["a/b", "has space", "..", "x~y", ".hidden"] {
+        refused(
+            &g,
+            &g.repo,
+            &["spawn", "--name", name, "--", "true"],
+            "cannot be part of a branch name",
+        );
+    }
+}
+
+#[test]
+fn empty_command() {
+    let g = Grove::new();
+    refused(&g, &g.repo, &["spawn"], "no command given");
+    refused(&g, &g.repo, &["spawn", "--", ""], "empty string");
+}
+
+#[test]
+fn malformed_flags() {
+    let g = Grove::new();
+    refused(
+        &g,
+        &g.repo,
+        &["spawn", "--env", "NOVALUE", "--", "true"],
+        "is not NAME=VALUE",
+    );
+    refused(
+        &g,
+        &g.repo,
+        &["spawn", "--timeout", "soon", "--", "true"],
+        "is not a duration",
+    );
+    refused(
+        &g,
+        &g.repo,
+        &["spawn", "--timeout", "0", "--", "true"],
+        "longer than zero",
+    );
+    refused(
+        &g,
+        &g.repo,
+        &["spawn", "--memory", "lots", "--", "true"],
+        "is not a size",
+    );
+}
+
+#[test]
+fn command_that_does_not_exist_fails_with_127_and_is_collected() {
+    let g = Grove::new();
+    let id = g
+        .ok(&["spawn", "--", "no-such-command-anywhere", "--flag"])
+        .trim()
+        .to_string();
+    let record = g.wait(&id);
+    assert_eq!(record["status"], "collected");
+    assert_eq!(record["outcome"], "failed");
+    assert_eq!(record["exit_code"], 127);
+    let log = g.ok(&["logs", &id]);
+    assert!(
+        log.contains("cannot run `no-such-command-anywhere`: command not found"),
+        "{log}"
+    );
+    assert!(g.worktree_dirs().is_empty());
+    assert_eq!(g.git(&["branch", "--list", "grove/*"]), "");
+}
+
+#[test]
+fn detached_head_without_base_starts_from_the_commit() {
+    let g = Grove::new();
+    let head = g.git(&["rev-parse", "HEAD"]).trim().to_string();
+    g.git(&["checkout", "-q", "--detach"]);
+    let id = g.spawn(&[], "echo x > x.txt");
+    let record = g.wait(&id);
+    assert_eq!(record["base_ref"], head.as_str());
+    assert_eq!(record["base_commit"], head.as_str());
+    assert_eq!(g.git(&["rev-parse", &format!("grove/{id}~1")]).trim(), head);
+}
+
+#[test]
+fn explicit_base_branch_is_used() {
+    let g = Grove::new();
+    g.git(&["checkout", "-q", "-b", "other"]);
+    fs::write(g.repo.join("other.txt"), "other\n").expect("write");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-q", "-m", "other"]);
+    g.git(&["checkout", "-q", "main"]);
+    let id = g.spawn(&["--base", "other"], "cat other.txt > copy.txt");
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded");
+    assert_eq!(record["base_ref"], "other");
+    assert_eq!(g.git(&["show", &format!("grove/{id}:copy.txt")]), "other\n");
+}
+
+#[test]
+fn repository_path_with_spaces_and_unicode() {
+    let g = Grove::new();
+    let odd = g.dir.path().join("my répo ünïcode 🌳");
+    init_repo(&odd);
+    let id = g
+        .ok(&[
+            "spawn",
+            "--repo",
+            odd.to_str().expect("utf8"),
+            "--",
+            "sh",
+            "-c",
+            "echo ok > ok.txt",
+        ])
+        .trim()
+        .to_string();
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded");
+    assert_eq!(
+        git_in(&odd, &["show", &format!("grove/{id}:ok.txt")]),
+        "ok\n"
+    );
+    assert!(g.worktree_dirs().is_empty());
+    git_in(&odd, &["fsck", "--strict"]);
+}
+
+#[test]
+fn spawn_from_a_subdirectory_and_from_a_linked_worktree_uses_the_main_repository() {
+    let g = Grove::new();
+    let sub = g.repo.join("src");
+    let out = g
+        .command()
+        .current_dir(&sub)
+        .args(["spawn", "--", "sh", "-c", "pwd > where.txt"])
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let main_repo = g.repo.canonicalize().expect("canon");
+    let record = g.wait(&id);
+    assert_eq!(record["repo"], main_repo.to_str().expect("utf8"));
+
+    let linked = g.dir.path().join("linked");
+    g.git(&["worktree", "add", "-q", linked.to_str().expect("utf8")]);
+    let out = g
+        .command()
+        .current_dir(&linked)
+        .args(["spawn", "--", "true"])
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let record = g.wait(&id);
+    assert_eq!(record["repo"], main_repo.to_str().expect("utf8"));
+    // The base is the linked worktree's branch, which is where the user stood.
+    assert_eq!(record["base_ref"], "linked");
+}
+
+#[test]
+fn unknown_and_ambiguous_id_prefixes() {
+    let g = Grove::new();
+    // 17 ids over 16 hex digits: two must share a first character.
+    let mut ids = Vec::new();
+    for _ in 0..17 {
+        ids.push(g.ok(&["spawn", "--", "true"]).trim().to_string());
+    }
+    let mut args = vec!["wait"];
+    args.extend(ids.iter().map(String::as_str));
+    g.ok(&args);
+    let shared = ids
+        .iter()
+        .map(|id| &id[..1])
+        .find(|c| ids.iter().filter(|id| id.starts_with(*c)).count() > 1)
+        .expect("pigeonhole");
+    let out = g.run(&["show", shared]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains(&format!("`{shared}` matches")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("give more characters"),
+        "{}",
+        out.stderr
+    );
+    let out = g.run(&["wait", "ffffffffff"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("no agent has an id starting with"),
+        "{}",
+        out.stderr
+    );
+}

@@ -1,0 +1,159 @@
+//! The daemon's own life: auto-start, single instance, crash recovery, version checks.
+
+mod support;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs;
+use std::time::Duration;
+use support::*;
+
+#[test]
+fn racing_commands_start_exactly_one_daemon() {
+    let g = Grove::new();
+    let racers: Vec<_> = (0..4)
+        .map(|_| {
+            g.command()
+                .args(["--json", "list"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn grove")
+        })
+        .collect();
+    for racer in racers {
+        let out = racer.wait_with_output().expect("racer");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let log = g.daemon_log();
+    assert_eq!(log.matches("grove daemon ready").count(), 1, "{log}");
+    assert!(!log.contains("already runs"), "{log}");
+    let pid = g.daemon_pid();
+    assert!(process_exists(pid));
+}
+
+#[test]
+fn a_second_daemon_is_refused_while_one_runs() {
+    let g = Grove::new();
+    let pid = g.daemon_pid();
+    let out = g.run(&["daemon", "run"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr
+            .contains(&format!("another grove daemon (pid {pid}) already runs")),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(g.daemon_pid(), pid);
+}
+
+#[test]
+fn sigkill_of_the_daemon_loses_no_agent() {
+    let g = Grove::new();
+    let gates = g.dir.path().join("gates");
+    fs::create_dir(&gates).expect("mkdir");
+    let wait_for = |gate: &str, out: &str| {
+        format!(
+            "while [ ! -e '{}/{gate}' ]; do sleep 0.02; done; echo {gate} > {out}",
+            gates.display()
+        )
+    };
+    let survivor = g.spawn(&[], &wait_for("a", "a.txt"));
+    let finishes_while_down = g.spawn(&[], &wait_for("b", "b.txt"));
+    let shim_pid = g.record(&survivor)["pid"].as_i64().expect("pid") as i32;
+    let daemon = g.daemon_pid();
+
+    kill(Pid::from_raw(daemon), Signal::SIGKILL).expect("kill -9 daemon");
+    eventually("daemon gone", Duration::from_secs(10), || {
+        !process_exists(daemon)
+    });
+    assert!(process_exists(shim_pid), "the agent died with the daemon");
+
+    // One agent ends while no daemon watches: its shim still writes the exit record.
+    fs::write(gates.join("b"), "").expect("gate b");
+    let exit_record = g
+        .home
+        .join("agents")
+        .join(&finishes_while_down)
+        .join("exit.json");
+    eventually("exit record of b", Duration::from_secs(10), || {
+        exit_record.exists()
+    });
+
+    // The next command starts a new daemon, which adopts the survivor and collects b.
+    let listed = g.json(&["list", "--all"]);
+    assert_eq!(listed["agents"].as_array().map(Vec::len), Some(2));
+    assert_ne!(g.daemon_pid(), daemon);
+    assert_eq!(g.record(&survivor)["status"], "running");
+    fs::write(gates.join("a"), "").expect("gate a");
+
+    let done = g.json(&["wait", &survivor, &finishes_while_down]);
+    for agent in done["agents"].as_array().expect("agents") {
+        assert_eq!(agent["status"], "collected", "{agent}");
+        assert_eq!(agent["outcome"], "succeeded", "{agent}");
+    }
+    assert_eq!(g.git(&["show", &format!("grove/{survivor}:a.txt")]), "a\n");
+    assert_eq!(
+        g.git(&["show", &format!("grove/{finishes_while_down}:b.txt")]),
+        "b\n"
+    );
+    assert!(g.worktree_dirs().is_empty(), "{:?}", g.worktree_dirs());
+    assert_eq!(
+        g.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    g.git(&["fsck", "--strict"]);
+}
+
+#[test]
+fn stop_leaves_agents_running_and_the_next_daemon_adopts_them() {
+    let g = Grove::new();
+    let gate = g.dir.path().join("gate");
+    let id = g.spawn(
+        &[],
+        &format!(
+            "while [ ! -e '{}' ]; do sleep 0.02; done; echo done > done.txt",
+            gate.display()
+        ),
+    );
+    let shim = g.record(&id)["pid"].as_i64().expect("pid") as i32;
+    assert!(g.ok(&["daemon", "stop"]).contains("stopped"));
+    assert!(process_exists(shim));
+    assert_eq!(g.run(&["daemon", "status"]).code, 3);
+    fs::write(&gate, "").expect("gate");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert_eq!(g.git(&["show", &format!("grove/{id}:done.txt")]), "done\n");
+}
+
+#[test]
+fn a_daemon_of_another_protocol_version_is_reported_with_the_way_out() {
+    let g = Grove::new();
+    let out = g.run_env(&["list"], &[("GROVE_TEST_PROTOCOL_VERSION", "99")]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("speaks protocol 99 but this client speaks 1"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("grove daemon stop"), "{}", out.stderr);
+    // The way out works: stop it, and the next command starts a matching daemon.
+    g.ok(&["daemon", "stop"]);
+    g.ok(&["list"]);
+}
+
+#[test]
+fn daemon_logs_go_to_its_log_file() {
+    let g = Grove::new();
+    let id = g.spawn(&[], "true");
+    g.wait(&id);
+    let log = g.daemon_log();
+    assert!(log.contains("agent running") && log.contains(&id), "{log}");
+    assert!(log.contains("agent collected"), "{log}");
+}

@@ -1,0 +1,278 @@
+//! A grove under test: a temp dir with GROVE_HOME, HOME and XDG dirs, a real git repo,
+//! and helpers to run the real `grove` binary against them. Dropping it stops the daemon.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_grove-e2e");
+
+/// Variables of an enclosing grove agent that must not leak into the grove under test.
+const OUTER_GROVE_VARS: &[&str] = &[
+    "GROVE_AGENT_ID",
+    "GROVE_SESSION",
+    "GROVE_SOCKET",
+    "GROVE_TOKEN",
+    "GROVE_WORKTREE",
+    "GROVE_BASE",
+    "GROVE_NOTIFY_READY",
+    "GROVE_WORKTREE_ROOT",
+    "GROVE_TEST_PROTOCOL_VERSION",
+];
+
+pub struct Grove {
+    pub dir: TempDir,
+    pub home: PathBuf,
+    pub repo: PathBuf,
+}
+
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    fn from(output: Output) -> Out {
+        Out {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+impl Grove {
+    /// A grove with a repository `repo` holding one commit on `main`.
+    pub fn new() -> Grove {
+        let grove = Grove::without_repo();
+        init_repo(&grove.repo);
+        grove
+    }
+
+    /// A grove whose `repo` directory does not exist yet.
+    pub fn without_repo() -> Grove {
+        // Short paths: the socket path must stay under 108 bytes.
+        let dir = tempfile::Builder::new()
+            .prefix("g")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
+        let home = dir.path().join("h");
+        let repo = dir.path().join("repo");
+        Grove { dir, home, repo }
+    }
+
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(BIN);
+        let root = self.dir.path();
+        for var in OUTER_GROVE_VARS {
+            command.env_remove(var);
+        }
+        command
+            .env("GROVE_HOME", &self.home)
+            .env("HOME", root)
+            .env("XDG_STATE_HOME", root.join("xdg/state"))
+            .env("XDG_DATA_HOME", root.join("xdg/data"))
+            .env("XDG_CONFIG_HOME", root.join("xdg/config"))
+            .env("XDG_RUNTIME_DIR", root.join("xdg/run"))
+            .env("GROVE_KILL_GRACE_MS", "1000")
+            .env("GROVE_LOG", "debug")
+            .env("NO_COLOR", "1")
+            .envs(git_identity())
+            .current_dir(if self.repo.exists() { &self.repo } else { root });
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> Out {
+        Out::from(self.command().args(args).output().expect("running grove"))
+    }
+
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
+        let mut command = self.command();
+        command.args(args);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        Out::from(command.output().expect("running grove"))
+    }
+
+    /// Runs grove and insists on success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.code,
+            0,
+            "grove {args:?} failed\nstdout: {}\nstderr: {}\ndaemon log:\n{}",
+            out.stdout,
+            out.stderr,
+            self.daemon_log()
+        );
+        out.stdout
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let stdout = self.ok(&all);
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: bad JSON {e}: {stdout}"))
+    }
+
+    /// Spawns `sh -c script` in the repo; returns the agent id.
+    pub fn spawn(&self, extra: &[&str], script: &str) -> String {
+        let mut args = vec!["spawn"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let id = self.ok(&args).trim().to_string();
+        assert_eq!(id.len(), 8, "spawn printed {id:?}");
+        id
+    }
+
+    /// Waits for one agent and returns its final record.
+    pub fn wait(&self, id: &str) -> Value {
+        let out = self.run(&["--json", "wait", id]);
+        let list: Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("wait {id}: {e}: {} {}", out.stdout, out.stderr));
+        list["agents"][0].clone()
+    }
+
+    pub fn record(&self, id: &str) -> Value {
+        self.json(&["show", id])
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        git_in(&self.repo, args)
+    }
+
+    pub fn daemon_log(&self) -> String {
+        fs::read_to_string(self.home.join("daemon.log")).unwrap_or_default()
+    }
+
+    /// The daemon's pid, starting the daemon if none runs.
+    pub fn daemon_pid(&self) -> i32 {
+        self.ok(&["list"]);
+        self.json(&["daemon", "status"])["pid"]
+            .as_i64()
+            .expect("daemon pid") as i32
+    }
+
+    pub fn worktree_root(&self) -> PathBuf {
+        self.home.join("worktrees")
+    }
+
+    /// Every directory two levels below the worktree root (one per agent worktree).
+    pub fn worktree_dirs(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for repo_dir in fs::read_dir(self.worktree_root())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for wt in fs::read_dir(repo_dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                found.push(wt.path());
+            }
+        }
+        found
+    }
+}
+
+impl Drop for Grove {
+    fn drop(&mut self) {
+        let _ = self.command().args(["daemon", "stop"]).output();
+        // A daemon that did not stop must not outlive the test.
+        if let Ok(pid) = fs::read_to_string(self.home.join("daemon.lock")) {
+            if let Ok(pid) = pid.trim().parse::<i32>() {
+                let lock = fs::File::open(self.home.join("daemon.lock"));
+                let held = lock
+                    .map(|f| {
+                        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+                            .is_err()
+                    })
+                    .unwrap_or(false);
+                if held {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        }
+    }
+}
+
+pub fn git_identity() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("GIT_AUTHOR_NAME", "Test Author"),
+        ("GIT_AUTHOR_EMAIL", "author@example.invalid"),
+        ("GIT_COMMITTER_NAME", "Test Author"),
+        ("GIT_COMMITTER_EMAIL", "author@example.invalid"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+    ]
+}
+
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .envs(git_identity())
+        .env("HOME", dir)
+        .output()
+        .expect("running git");
+    assert!(
+        output.status.success(),
+        "git {args:?} in {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A repository at `path` with one commit on `main`: README.md and src/lib.txt.
+pub fn init_repo(path: &Path) {
+    fs::create_dir_all(path.join("src")).expect("mkdir repo");
+    git_in(path, &["init", "-q", "-b", "main"]);
+    fs::write(path.join("README.md"), "# test repo\n").expect("write");
+    fs::write(path.join("src/lib.txt"), "one\ntwo\nthree\n").expect("write");
+    fs::write(path.join(".gitignore"), "*.ignored\n").expect("write");
+    git_in(path, &["add", "."]);
+    git_in(path, &["commit", "-q", "-m", "initial"]);
+}
+
+/// Polls `condition` until it holds or `limit` passes; for facts no event announces
+/// (a process vanished, a file appeared written by an agent).
+pub fn eventually(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn process_exists(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+        && !fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true)
+}
+
+pub fn read_pid(path: &Path) -> i32 {
+    fs::read_to_string(path)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid")
+}
