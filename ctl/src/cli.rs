@@ -51,6 +51,29 @@ pub enum Command {
     },
     /// Show the agent's branch against its base, as git prints it.
     Diff { id: String },
+    /// List agents waiting for a worktree slot, in the order they will start.
+    Queue,
+    /// Remove the kept worktree of a finished agent (its work is salvaged to its branch).
+    Rm { id: String },
+    /// Run the prune pass now: idle worktrees of finished agents, expired records.
+    Gc {
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Show what grove removed, when, why, and which ref holds the work.
+        #[arg(long, conflicts_with = "dry_run")]
+        log: bool,
+    },
+    /// List salvage refs (work grove saved from worktrees it could not match to an agent).
+    Salvaged,
+    /// Bring a salvage ref back as a new branch and worktree.
+    Restore {
+        /// `refs/grove/salvage/<name>` or just `<name>`.
+        reference: String,
+        /// The repository (default: the current directory).
+        #[arg(long)]
+        repo: Option<PathBuf>,
+    },
     /// Control the daemon (it starts by itself when needed).
     Daemon {
         #[command(subcommand)]

@@ -16,6 +16,9 @@ pub enum Error {
     Git(String),
     #[error("{0}")]
     Internal(String),
+    /// Refused for capacity, disk pressure or authority.
+    #[error("{0}")]
+    Refused(String),
     #[error("the daemon is shutting down; start it again with any grove command")]
     ShuttingDown,
 }
@@ -29,6 +32,7 @@ impl Error {
             Error::InvalidState(_) => codes::INVALID_STATE,
             Error::Git(_) => codes::GIT_FAILED,
             Error::Internal(_) => codes::INTERNAL_ERROR,
+            Error::Refused(_) => codes::REFUSED,
             Error::ShuttingDown => codes::SHUTTING_DOWN,
         }
     }

@@ -5,6 +5,7 @@ use crate::core::Core;
 use crate::db::Db;
 use crate::error::Error;
 use crate::git::lane::Lanes;
+use crate::janitor::Janitor;
 use crate::server::{self, Ctx};
 use grove_agent_shim::now_ms;
 use nix::fcntl::{Flock, FlockArg};
@@ -34,15 +35,26 @@ pub async fn run(
     let config = Arc::new(config);
     let lanes = Lanes::default();
     let (stop, stopped) = watch::channel(false);
-    let core = Core::start(db, lanes.clone(), config.clone(), stopped).await?;
-    let listener = bind(&dirs.socket)?;
     let exe = std::env::current_exe()
         .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
+    let core = Core::start(
+        db.clone(),
+        lanes.clone(),
+        config.clone(),
+        exe,
+        stopped.clone(),
+    )
+    .await?;
+    let janitor = Janitor::new(core.clone(), lanes.clone(), db.clone(), config.clone());
+    janitor.startup_scan().await;
+    let janitor = janitor.start(stopped);
+    let listener = bind(&dirs.socket)?;
     let ctx = Arc::new(Ctx {
         core,
+        janitor,
+        db,
         lanes,
         config: config.clone(),
-        exe,
         started_at_ms: now_ms(),
         stop: stop.clone(),
     });

@@ -8,6 +8,7 @@ mod error;
 mod git;
 mod ids;
 mod instance;
+mod janitor;
 mod owner;
 mod server;
 mod supervisor;

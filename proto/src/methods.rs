@@ -1,6 +1,6 @@
 //! Every method: its name, its params and its result, in one place.
 
-use crate::types::{AgentRecord, Limits};
+use crate::types::{AgentRecord, Limits, Removal, SalvageRef};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -29,6 +29,12 @@ method!(List, "agent.list", ListParams, AgentList);
 method!(Get, "agent.get", IdParams, AgentRecord);
 method!(Wait, "agent.wait", WaitParams, AgentList);
 method!(Kill, "agent.kill", IdParams, AgentRecord);
+method!(Queue, "agent.queue", Empty, AgentList);
+method!(Remove, "agent.remove", IdParams, AgentRecord);
+method!(Gc, "janitor.gc", GcParams, GcReport);
+method!(GcLog, "janitor.log", GcLogParams, GcLogResult);
+method!(Salvaged, "salvage.list", Empty, SalvagedResult);
+method!(Restore, "salvage.restore", RestoreParams, RestoreResult);
 method!(DaemonStatus, "daemon.status", Empty, DaemonStatusResult);
 method!(DaemonStop, "daemon.stop", Empty, Empty);
 
@@ -40,6 +46,12 @@ pub const ALL_METHODS: &[&str] = &[
     Get::NAME,
     Wait::NAME,
     Kill::NAME,
+    Queue::NAME,
+    Remove::NAME,
+    Gc::NAME,
+    GcLog::NAME,
+    Salvaged::NAME,
+    Restore::NAME,
     DaemonStatus::NAME,
     DaemonStop::NAME,
 ];
@@ -132,4 +144,53 @@ pub struct DaemonStatusResult {
     pub state_dir: PathBuf,
     pub worktree_root: PathBuf,
     pub agents_live: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GcParams {
+    /// Say what would be removed without removing anything.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GcReport {
+    pub dry_run: bool,
+    pub removals: Vec<Removal>,
+    /// Ids of finished agents whose records and logs passed `retention` and were deleted.
+    pub records_deleted: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GcLogParams {
+    /// Most recent entries to return (default 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GcLogResult {
+    pub removals: Vec<Removal>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SalvagedResult {
+    pub refs: Vec<SalvageRef>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreParams {
+    /// A path inside the repository that holds the ref.
+    pub repo: PathBuf,
+    /// `refs/grove/salvage/<name>` or just `<name>`.
+    pub reference: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RestoreResult {
+    pub branch: String,
+    pub worktree: PathBuf,
 }

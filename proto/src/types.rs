@@ -124,6 +124,9 @@ pub struct AgentRecord {
     pub salvaged: bool,
     /// Why the agent could not run or be collected normally, when that happened.
     pub error: Option<String>,
+    /// Place in the queue (1 = next to start) while the agent is queued.
+    #[serde(default)]
+    pub queue_position: Option<u64>,
 }
 
 impl AgentRecord {
@@ -153,4 +156,29 @@ impl AgentRecord {
     pub fn succeeded(&self) -> bool {
         self.status == AgentStatus::Collected && self.outcome == Some(Outcome::Succeeded)
     }
+}
+
+/// One worktree grove removed (or, in a dry run, would remove).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Removal {
+    pub at_ms: u64,
+    pub path: PathBuf,
+    /// Why: `collect`, `prune`, `disk pressure`, `orphan`, `rm`, ...
+    pub reason: String,
+    pub agent_id: Option<String>,
+    pub repo: Option<PathBuf>,
+    /// The ref that holds what the worktree held (a branch or refs/grove/salvage/...).
+    pub salvage_ref: Option<String>,
+    /// The commit that ref pointed to right after salvage.
+    pub salvage_commit: Option<String>,
+}
+
+/// A ref under refs/grove/salvage/ in one repository.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SalvageRef {
+    pub repo: PathBuf,
+    pub name: String,
+    pub commit: String,
+    pub time_ms: u64,
+    pub subject: String,
 }

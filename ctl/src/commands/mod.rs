@@ -2,9 +2,14 @@
 
 mod daemon;
 mod diff;
+mod gc;
 mod kill;
 mod list;
 mod logs;
+mod queue;
+mod restore;
+mod rm;
+mod salvaged;
 mod show;
 mod spawn;
 mod wait;
@@ -23,6 +28,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Wait { ids } => wait::run(ids, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
         Command::Diff { id } => diff::run(&id, json),
+        Command::Queue => queue::run(json),
+        Command::Rm { id } => rm::run(&id, json),
+        Command::Gc { dry_run, log } => gc::run(dry_run, log, json),
+        Command::Salvaged => salvaged::run(json),
+        Command::Restore { reference, repo } => restore::run(&reference, repo, json),
         Command::Daemon { command } => daemon::run(command, json),
     }
 }

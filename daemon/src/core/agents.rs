@@ -74,41 +74,42 @@ impl Core {
         }
     }
 
-    /// Asks the agent's shim to stop the tree: SIGTERM now, SIGKILL after the grace period.
-    pub(super) fn kill(&self, prefix: &str) -> Result<AgentRecord, Error> {
+    /// Cancels a queued agent, or asks a running agent's shim to stop the tree:
+    /// SIGTERM now, SIGKILL after the grace period.
+    pub(super) async fn kill(&mut self, prefix: &str) -> Result<AgentRecord, Error> {
         let row = self.resolve(prefix)?;
-        let record = &row.record;
-        match record.status {
+        let id = row.record.id.clone();
+        match row.record.status {
             AgentStatus::Running => {}
-            AgentStatus::Preparing | AgentStatus::Queued => {
+            AgentStatus::Queued => {
+                return self
+                    .cancel_queued(&id)
+                    .await
+                    .ok_or_else(|| Error::Internal(format!("agent {id} is not in the queue")))
+            }
+            AgentStatus::Preparing => {
                 return Err(Error::InvalidState(format!(
-                    "agent {} is still being prepared; try again in a moment",
-                    record.id
+                    "agent {id} is still being prepared; try again in a moment"
                 )))
             }
             _ => {
                 return Err(Error::InvalidState(format!(
-                    "agent {} has already finished ({})",
-                    record.id,
-                    record.status_text()
+                    "agent {id} has already finished ({})",
+                    row.record.status_text()
                 )))
             }
         }
-        let (Some(pid), Some(started)) = (record.pid, row.pid_start) else {
+        let (Some(pid), Some(started)) = (row.record.pid, row.pid_start) else {
             return Err(Error::Internal(format!(
-                "agent {} has no recorded process",
-                record.id
+                "agent {id} has no recorded process"
             )));
         };
         // Never signal a pid that now belongs to someone else.
         if procfs::is_same_process(pid, started) {
             kill(Pid::from_raw(pid as i32), Signal::SIGTERM).map_err(|e| {
-                Error::Internal(format!(
-                    "cannot signal agent {} (pid {pid}): {e}",
-                    record.id
-                ))
+                Error::Internal(format!("cannot signal agent {id} (pid {pid}): {e}"))
             })?;
         }
-        Ok(record.clone())
+        Ok(row.record.clone())
     }
 }

@@ -9,6 +9,13 @@ pub struct CoreHandle {
     tx: mpsc::Sender<Msg>,
 }
 
+/// What the core said to a spawn: the record, and (unless the agent was queued) the
+/// promise of its start.
+pub struct Accepted {
+    pub record: AgentRecord,
+    pub started: Option<oneshot::Receiver<Result<AgentRecord, Error>>>,
+}
+
 impl CoreHandle {
     pub(super) fn new(tx: mpsc::Sender<Msg>) -> Self {
         CoreHandle { tx }
@@ -26,21 +33,14 @@ impl CoreHandle {
         answer.await.map_err(|_| Error::ShuttingDown)?
     }
 
-    pub async fn register(&self, new: NewAgent) -> Result<(AgentRecord, String), Error> {
-        self.ask(|reply| Msg::Register(Box::new(new), reply)).await
-    }
-
-    pub async fn discard(&self, id: &str) {
-        let _ = self.tx.send(Msg::Discard(id.to_string())).await;
-    }
-
-    pub async fn started(&self, id: &str, pid: u32) -> Result<AgentRecord, Error> {
-        self.ask(|reply| Msg::Started {
-            id: id.to_string(),
-            pid,
-            reply,
-        })
-        .await
+    /// Registers the agent and starts it, or queues it when no slot is free. Returns
+    /// once it runs (or is queued).
+    pub async fn spawn(&self, new: NewAgent) -> Result<AgentRecord, Error> {
+        let accepted = self.ask(|reply| Msg::Spawn(Box::new(new), reply)).await?;
+        match accepted.started {
+            Some(started) => started.await.map_err(|_| Error::ShuttingDown)?,
+            None => Ok(accepted.record),
+        }
     }
 
     pub async fn get(&self, prefix: &str) -> Result<AgentRecord, Error> {
@@ -49,6 +49,10 @@ impl CoreHandle {
 
     pub async fn list(&self, all: bool) -> Result<Vec<AgentRecord>, Error> {
         self.ask(|reply| Msg::List(all, reply)).await
+    }
+
+    pub async fn queue(&self) -> Result<Vec<AgentRecord>, Error> {
+        self.ask(Msg::Queue).await
     }
 
     /// Resolves once the agent is finished, with its final record.
@@ -61,6 +65,28 @@ impl CoreHandle {
 
     pub async fn kill(&self, prefix: &str) -> Result<AgentRecord, Error> {
         self.ask(|reply| Msg::Kill(prefix.to_string(), reply)).await
+    }
+
+    pub async fn recollect(&self, prefix: &str, reason: &str) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::Recollect(prefix.to_string(), reason.to_string(), reply))
+            .await
+    }
+
+    pub async fn forget(&self, ids: Vec<String>) -> Result<Vec<String>, Error> {
+        self.ask(|reply| Msg::Forget(ids, reply)).await
+    }
+
+    pub async fn snapshot(&self) -> Result<Vec<AgentRecord>, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Msg::Snapshot(reply))
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)
+    }
+
+    pub async fn disk_hold(&self, hold: Option<String>) {
+        let _ = self.tx.send(Msg::DiskHold(hold)).await;
     }
 
     pub async fn count_live(&self) -> u64 {

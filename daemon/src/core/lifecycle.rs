@@ -1,6 +1,7 @@
-//! An agent's life as the core sees it: registered, started, exited, collected.
+//! An agent's life as the core sees it: registered, prepared, started, exited, collected.
 
-use super::{Core, Msg};
+use super::handle::Accepted;
+use super::{Core, Msg, Reply};
 use crate::db::agents::AgentRow;
 use crate::error::Error;
 use crate::git::collect::{collect, CollectJob, Collected};
@@ -10,7 +11,8 @@ use crate::ids::random_hex;
 use crate::supervisor::{procfs, watch};
 use grove_agent_shim::{now_ms, read_exit_record, EXIT_RECORD_FILE};
 use grove_proto::methods::SpawnParams;
-use grove_proto::types::{AgentRecord, AgentStatus};
+use grove_proto::types::{AgentRecord, AgentStatus, Removal};
+use tokio::sync::oneshot;
 
 /// What the spawn handler has worked out before the agent gets an id.
 pub struct NewAgent {
@@ -21,7 +23,49 @@ pub struct NewAgent {
 }
 
 impl Core {
-    pub(super) async fn register(&mut self, new: NewAgent) -> Result<(AgentRecord, String), Error> {
+    pub(super) async fn spawn(&mut self, new: NewAgent) -> Result<Accepted, Error> {
+        if let Some(why) = &self.disk_hold {
+            return Err(Error::Refused(why.clone()));
+        }
+        let env: Vec<(String, String)> = new
+            .params
+            .env
+            .iter()
+            .map(|v| (v.name.clone(), v.value.clone()))
+            .collect();
+        let record = self.register(new)?;
+        let id = record.id.clone();
+        if self.queue.is_empty() && self.has_free_slot() {
+            let (reply, started) = oneshot::channel();
+            self.pending_starts.insert(id.clone(), reply);
+            self.begin_prepare(&id, env).await;
+            return Ok(Accepted {
+                record,
+                started: Some(started),
+            });
+        }
+        self.queue.push_back(id.clone());
+        self.renumber_queue();
+        self.persist(&id).await;
+        let owned = id.clone();
+        let saved = env.clone();
+        self.db
+            .call(move |conn| crate::db::agents::save_queued_env(conn, &owned, &saved))
+            .await?;
+        self.pending_env.insert(id.clone(), env);
+        let record = self
+            .agents
+            .get(&id)
+            .map(|r| r.record.clone())
+            .unwrap_or(record);
+        tracing::info!(agent = %id, position = ?record.queue_position, "no free slot: queued");
+        Ok(Accepted {
+            record,
+            started: None,
+        })
+    }
+
+    fn register(&mut self, new: NewAgent) -> Result<AgentRecord, Error> {
         let id = loop {
             let id = random_hex(4).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
             if !self.agents.contains_key(&id) {
@@ -51,7 +95,7 @@ impl Core {
             limits: params.limits,
             timeout_ms: params.timeout_ms,
             keep: params.keep,
-            status: AgentStatus::Preparing,
+            status: AgentStatus::Queued,
             outcome: None,
             pid: None,
             created_at_ms: now_ms(),
@@ -67,23 +111,57 @@ impl Core {
             branch_exists: true,
             salvaged: false,
             error: None,
+            queue_position: None,
             name: params.name,
             id: id.clone(),
         };
         self.agents.insert(
-            id.clone(),
+            id,
             AgentRow {
                 record: record.clone(),
-                token: token.clone(),
+                token,
                 pid_start: None,
             },
         );
-        self.persist(&id).await;
-        Ok((record, token))
+        Ok(record)
+    }
+
+    /// A preparation finished: the agent runs, or it never will.
+    pub(super) async fn prepared(&mut self, id: &str, result: Result<u32, Error>) {
+        let waiting = self.pending_starts.remove(id);
+        match result {
+            Ok(pid) => {
+                let started = self.started(id, pid).await;
+                if let Some(reply) = waiting {
+                    let _ = reply.send(started);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(agent = id, error = %e, "preparation failed; rolled back");
+                match waiting {
+                    // The client is still there: it gets the error, and no trace remains.
+                    Some(reply) => {
+                        self.discard(id).await;
+                        let _ = reply.send(Err(e));
+                    }
+                    // Started from the queue: the id is known to someone, so keep the record.
+                    None => {
+                        if let Some(row) = self.agents.get_mut(id) {
+                            row.record.status = AgentStatus::Cancelled;
+                            row.record.error = Some(format!("could not start: {e}"));
+                        }
+                        self.persist(id).await;
+                        self.drop_queued_env(id).await;
+                        self.notify_finished(id);
+                    }
+                }
+                self.admit_queued().await;
+            }
+        }
     }
 
     /// Forgets an agent whose preparation failed (its worktree was already rolled back).
-    pub(super) async fn discard(&mut self, id: &str) {
+    async fn discard(&mut self, id: &str) {
         self.agents.remove(id);
         let owned = id.to_string();
         if let Err(e) = self
@@ -96,7 +174,7 @@ impl Core {
         let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id));
     }
 
-    pub(super) async fn started(&mut self, id: &str, pid: u32) -> Result<AgentRecord, Error> {
+    async fn started(&mut self, id: &str, pid: u32) -> Result<AgentRecord, Error> {
         let row = self
             .agents
             .get_mut(id)
@@ -107,6 +185,7 @@ impl Core {
         row.pid_start = procfs::start_time(pid);
         let record = row.record.clone();
         self.persist(id).await;
+        self.drop_queued_env(id).await;
         self.watch_shim(id, pid);
         tracing::info!(agent = id, pid, branch = %record.branch, "agent running");
         Ok(record)
@@ -157,26 +236,35 @@ impl Core {
         record.status = AgentStatus::Exited;
         tracing::info!(agent = id, outcome = ?record.outcome, "agent exited");
         self.persist(id).await;
-        self.start_collect(id);
+        self.start_collect(id, None);
     }
 
-    fn start_collect(&self, id: &str) {
+    /// Collects the agent in its repository's lane. `removal` overrides `keep` and names
+    /// why the worktree goes (rm, prune, disk pressure).
+    fn start_collect(&mut self, id: &str, removal: Option<String>) {
         let Some(record) = self.agents.get(id).map(|row| row.record.clone()) else {
             return;
         };
-        let lanes = self.lanes.clone();
-        let tx = self.tx.clone();
+        let keep = record.keep && removal.is_none();
+        let why = removal.unwrap_or_else(|| match record.outcome {
+            Some(_) => "collect".into(),
+            None => "lost".into(),
+        });
         let job = CollectJob {
             agent_id: record.id.clone(),
             worktree: record.worktree.clone(),
             branch: record.branch.clone(),
             base_commit: record.base_commit.clone(),
-            keep: record.keep,
-            reason: match record.outcome {
-                Some(outcome) => format!("ended ({})", outcome.as_str()),
-                None => "was lost".into(),
+            keep,
+            reason: match (record.status, record.outcome) {
+                (AgentStatus::Exited, Some(outcome)) => format!("ended ({})", outcome.as_str()),
+                (AgentStatus::Exited, None) => "was lost".into(),
+                _ => format!("was removed ({why})"),
             },
         };
+        self.removal_reasons.insert(id.to_string(), why);
+        let lanes = self.lanes.clone();
+        let tx = self.tx.clone();
         tokio::spawn(async move {
             let result = async {
                 let repo = record.repo.clone();
@@ -191,18 +279,35 @@ impl Core {
     }
 
     pub(super) async fn collected(&mut self, id: &str, result: Result<Collected, Error>) {
+        let why = self
+            .removal_reasons
+            .remove(id)
+            .unwrap_or_else(|| "collect".into());
         let Some(row) = self.agents.get_mut(id) else {
             return;
         };
         let record = &mut row.record;
+        let mut removal = None;
         match result {
             Ok(done) => {
-                record.head_commit = done.head_commit;
+                record.head_commit = done.head_commit.clone();
                 record.files_changed = Some(done.files_changed);
                 record.insertions = Some(done.insertions);
                 record.deletions = Some(done.deletions);
                 record.branch_exists = done.branch_exists;
-                record.salvaged = done.salvaged;
+                record.salvaged = record.salvaged || done.salvaged;
+                if done.removed {
+                    record.keep = false;
+                    removal = Some(Removal {
+                        at_ms: now_ms(),
+                        path: record.worktree.clone(),
+                        reason: why,
+                        agent_id: Some(record.id.clone()),
+                        repo: Some(record.repo.clone()),
+                        salvage_ref: done.branch_exists.then(|| record.branch.clone()),
+                        salvage_commit: done.head_commit,
+                    });
+                }
             }
             Err(e) => {
                 // The worktree stays where it is: nothing is removed without salvage.
@@ -214,15 +319,77 @@ impl Core {
                 });
             }
         }
-        record.collected_at_ms = Some(now_ms());
-        record.status = if record.outcome.is_some() {
-            AgentStatus::Collected
-        } else {
-            AgentStatus::Lost
-        };
+        if !record.status.is_final() {
+            record.collected_at_ms = Some(now_ms());
+            record.status = if record.outcome.is_some() {
+                AgentStatus::Collected
+            } else {
+                AgentStatus::Lost
+            };
+        }
+        let record = record.clone();
         tracing::info!(agent = id, status = %record.status, "agent collected");
         self.persist(id).await;
+        if let Some(removal) = removal {
+            tracing::info!(path = %removal.path.display(), reason = %removal.reason, "worktree removed");
+            let _ = self
+                .db
+                .call(move |conn| crate::db::removals::record(conn, &removal))
+                .await;
+        }
         self.notify_finished(id);
+        if let Some(reply) = self.pending_recollects.remove(id) {
+            let _ = reply.send(Ok(record));
+        }
+        self.admit_queued().await;
+    }
+
+    /// Removes the kept worktree of a finished agent, salvaged first (`grove rm`, prune).
+    pub(super) fn recollect(&mut self, prefix: &str, reason: String, reply: Reply<AgentRecord>) {
+        let record = match self.resolve(prefix) {
+            Ok(row) => row.record.clone(),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        if !record.status.is_final() {
+            let _ = reply.send(Err(Error::InvalidState(format!(
+                "agent {} is {}; kill it first (`grove kill {}`)",
+                record.id, record.status, record.id
+            ))));
+            return;
+        }
+        if !record.worktree.exists() || self.pending_recollects.contains_key(&record.id) {
+            let _ = reply.send(Err(Error::InvalidState(format!(
+                "agent {} has no worktree left to remove",
+                record.id
+            ))));
+            return;
+        }
+        self.pending_recollects.insert(record.id.clone(), reply);
+        self.start_collect(&record.id, Some(reason));
+    }
+
+    /// Deletes the records and logs of finished agents.
+    pub(super) async fn forget(&mut self, ids: Vec<String>) -> Result<Vec<String>, Error> {
+        let ids: Vec<String> = ids
+            .into_iter()
+            .filter(|id| {
+                self.agents.get(id).is_some_and(|row| {
+                    row.record.status.is_final() && !row.record.worktree.exists()
+                })
+            })
+            .collect();
+        let owned = ids.clone();
+        self.db
+            .call(move |conn| crate::db::agents::delete_many(conn, &owned))
+            .await?;
+        for id in &ids {
+            self.agents.remove(id);
+            let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id));
+        }
+        Ok(ids)
     }
 
     /// Start-up: adopt shims that are still alive, collect the ones that ended while
@@ -241,13 +408,15 @@ impl Core {
                     }
                     _ => self.shim_exited(&id).await,
                 },
-                AgentStatus::Exited => self.start_collect(&id),
+                AgentStatus::Exited => self.start_collect(&id, None),
                 AgentStatus::Preparing => self.roll_back_preparation(&id).await,
                 _ => {}
             }
         }
     }
 
+    /// A crash interrupted this agent's preparation: undo it and put it back at the head
+    /// of the queue, so it starts again as if nothing happened.
     async fn roll_back_preparation(&mut self, id: &str) {
         let Some(record) = self.agents.get(id).map(|row| row.record.clone()) else {
             return;
@@ -266,6 +435,10 @@ impl Core {
                 })
                 .await;
         }
-        self.discard(id).await;
+        if let Some(row) = self.agents.get_mut(id) {
+            row.record.status = AgentStatus::Queued;
+            row.record.queue_position = Some(0);
+        }
+        self.persist(id).await;
     }
 }

@@ -1,12 +1,14 @@
-//! The daemon's core: the one owner of the agent table. Everyone talks to it through
-//! [`CoreHandle`]; slow work (git, waiting for processes) runs in tasks that report back
-//! with messages, so the core never blocks.
+//! The daemon's core: the one owner of the agent table and the queue. Everyone talks to
+//! it through [`CoreHandle`]; slow work (git, waiting for processes) runs in tasks that
+//! report back with messages, so the core never waits on git or on a process.
 
 mod agents;
 mod handle;
 mod lifecycle;
+mod prepare;
+mod queue;
 
-pub use handle::CoreHandle;
+pub use handle::{Accepted, CoreHandle};
 pub use lifecycle::NewAgent;
 
 use crate::config::Config;
@@ -16,46 +18,62 @@ use crate::error::Error;
 use crate::git::collect::Collected;
 use crate::git::lane::Lanes;
 use grove_proto::types::AgentRecord;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
 pub enum Msg {
-    Register(Box<NewAgent>, Reply<(AgentRecord, String)>),
-    Discard(String),
-    Started {
-        id: String,
-        pid: u32,
-        reply: Reply<AgentRecord>,
-    },
+    Spawn(Box<NewAgent>, Reply<Accepted>),
+    Prepared(String, Result<u32, Error>),
     ShimExited(String),
     Collected(String, Result<Collected, Error>),
     Get(String, Reply<AgentRecord>),
     List(bool, Reply<Vec<AgentRecord>>),
+    Queue(Reply<Vec<AgentRecord>>),
     Wait(String, Reply<oneshot::Receiver<AgentRecord>>),
     Kill(String, Reply<AgentRecord>),
+    /// Remove the kept worktree of a finished agent (salvaged first), for `reason`.
+    Recollect(String, String, Reply<AgentRecord>),
+    /// Forget finished agents (records and logs) past retention.
+    Forget(Vec<String>, Reply<Vec<String>>),
+    Snapshot(oneshot::Sender<Vec<AgentRecord>>),
+    /// The janitor's verdict on disk usage: `Some(why)` holds the queue and refuses spawns.
+    DiskHold(Option<String>),
     CountLive(oneshot::Sender<u64>),
 }
 
 pub struct Core {
     agents: HashMap<String, AgentRow>,
     waiters: HashMap<String, Vec<oneshot::Sender<AgentRecord>>>,
+    /// Agents waiting for a slot, first in first out.
+    queue: VecDeque<String>,
+    /// User environment of agents that have not started yet (never persisted in records).
+    pending_env: HashMap<String, Vec<(String, String)>>,
+    /// Spawn requests waiting to hear that their agent started.
+    pending_starts: HashMap<String, Reply<AgentRecord>>,
+    /// `rm`/prune requests waiting for their agent's worktree to be removed.
+    pending_recollects: HashMap<String, Reply<AgentRecord>>,
+    /// Why the next collect of an agent removes its worktree (for the removal log).
+    removal_reasons: HashMap<String, String>,
+    disk_hold: Option<String>,
     db: Db,
     lanes: Lanes,
     config: Arc<Config>,
+    exe: PathBuf,
     tx: mpsc::Sender<Msg>,
 }
 
 impl Core {
-    /// Loads the agent table and reconciles it with the processes that are (or are not)
-    /// still alive, then returns the handle; the core runs until every handle is dropped
-    /// and `shutdown` fires.
+    /// Loads the agent table, reconciles it with the processes that are (or are not)
+    /// still alive, starts what the queue allows, and returns the handle.
     pub async fn start(
         db: Db,
         lanes: Lanes,
         config: Arc<Config>,
+        exe: PathBuf,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<CoreHandle, Error> {
         let rows = db.call(|conn| crate::db::agents::load_all(conn)).await?;
@@ -66,12 +84,21 @@ impl Core {
                 .map(|row| (row.record.id.clone(), row))
                 .collect(),
             waiters: HashMap::new(),
+            queue: VecDeque::new(),
+            pending_env: HashMap::new(),
+            pending_starts: HashMap::new(),
+            pending_recollects: HashMap::new(),
+            removal_reasons: HashMap::new(),
+            disk_hold: None,
             db,
             lanes,
             config,
+            exe,
             tx: tx.clone(),
         };
         core.reconcile().await;
+        core.restore_queue();
+        core.admit_queued().await;
         tokio::spawn(core.serve(rx, shutdown));
         Ok(CoreHandle::new(tx))
     }
@@ -99,13 +126,10 @@ impl Core {
 
     async fn handle(&mut self, msg: Msg) {
         match msg {
-            Msg::Register(new, reply) => {
-                let _ = reply.send(self.register(*new).await);
+            Msg::Spawn(new, reply) => {
+                let _ = reply.send(self.spawn(*new).await);
             }
-            Msg::Discard(id) => self.discard(&id).await,
-            Msg::Started { id, pid, reply } => {
-                let _ = reply.send(self.started(&id, pid).await);
-            }
+            Msg::Prepared(id, result) => self.prepared(&id, result).await,
             Msg::ShimExited(id) => self.shim_exited(&id).await,
             Msg::Collected(id, result) => self.collected(&id, result).await,
             Msg::Get(prefix, reply) => {
@@ -114,11 +138,29 @@ impl Core {
             Msg::List(all, reply) => {
                 let _ = reply.send(Ok(self.list(all)));
             }
+            Msg::Queue(reply) => {
+                let _ = reply.send(Ok(self.queued_records()));
+            }
             Msg::Wait(prefix, reply) => {
                 let _ = reply.send(self.wait(&prefix));
             }
             Msg::Kill(prefix, reply) => {
-                let _ = reply.send(self.kill(&prefix));
+                let result = self.kill(&prefix).await;
+                let _ = reply.send(result);
+            }
+            Msg::Recollect(prefix, reason, reply) => self.recollect(&prefix, reason, reply),
+            Msg::Forget(ids, reply) => {
+                let _ = reply.send(self.forget(ids).await);
+            }
+            Msg::Snapshot(reply) => {
+                let _ = reply.send(self.agents.values().map(|r| r.record.clone()).collect());
+            }
+            Msg::DiskHold(hold) => {
+                let released = self.disk_hold.is_some() && hold.is_none();
+                self.disk_hold = hold;
+                if released {
+                    self.admit_queued().await;
+                }
             }
             Msg::CountLive(reply) => {
                 let live = self

@@ -58,3 +58,48 @@ pub fn load_all(conn: &Connection) -> rusqlite::Result<Vec<AgentRow>> {
     })?;
     rows.collect()
 }
+
+/// The environment of a queued agent, kept until it starts (values are secrets the user
+/// handed over; they never reach a log or a record).
+pub fn save_queued_env(
+    conn: &Connection,
+    id: &str,
+    env: &[(String, String)],
+) -> rusqlite::Result<()> {
+    let json = serde_json::to_string(env)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+    conn.execute(
+        "INSERT OR REPLACE INTO queued_env (agent_id, env) VALUES (?1, ?2)",
+        params![id, json],
+    )?;
+    Ok(())
+}
+
+/// The saved environment of a queued agent; `None` when none was saved.
+pub fn load_queued_env(
+    conn: &Connection,
+    id: &str,
+) -> rusqlite::Result<Option<Vec<(String, String)>>> {
+    let json: Option<String> = conn
+        .query_row(
+            "SELECT env FROM queued_env WHERE agent_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .ok();
+    Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+}
+
+pub fn drop_queued_env(conn: &Connection, id: &str) -> rusqlite::Result<()> {
+    conn.execute("DELETE FROM queued_env WHERE agent_id = ?1", [id])?;
+    Ok(())
+}
+
+pub fn delete_many(conn: &mut Connection, ids: &[String]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    for id in ids {
+        tx.execute("DELETE FROM agents WHERE id = ?1", [id])?;
+        tx.execute("DELETE FROM queued_env WHERE agent_id = ?1", [id])?;
+    }
+    tx.commit()
+}

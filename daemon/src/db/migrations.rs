@@ -16,6 +16,17 @@ const MIGRATIONS: &[&str] = &[
         record        TEXT NOT NULL
     );
     CREATE INDEX agents_by_status ON agents(status);",
+    // 2: removals (what grove deleted, why, where the work went) and the environment of
+    // queued agents, kept only until they start.
+    "CREATE TABLE removals (
+        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms           INTEGER NOT NULL,
+        record          TEXT NOT NULL
+    );
+    CREATE TABLE queued_env (
+        agent_id        TEXT PRIMARY KEY,
+        env             TEXT NOT NULL
+    );",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

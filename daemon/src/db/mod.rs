@@ -2,6 +2,7 @@
 
 pub mod agents;
 mod migrations;
+pub mod removals;
 
 use crate::owner::{Owner, OwnerGone};
 use rusqlite::Connection;

@@ -26,6 +26,8 @@ pub struct Collected {
     pub deletions: u64,
     pub branch_exists: bool,
     pub salvaged: bool,
+    /// The worktree was removed (not kept).
+    pub removed: bool,
 }
 
 pub fn collect(lane: &mut RepoLane, job: &CollectJob) -> Result<Collected, Error> {
@@ -53,7 +55,10 @@ pub fn collect(lane: &mut RepoLane, job: &CollectJob) -> Result<Collected, Error
         result.insertions = insertions;
         result.deletions = deletions;
     }
-    if !job.keep {
+    if job.keep {
+        unlock(repo, &job.worktree);
+    } else {
+        result.removed = job.worktree.exists();
         worktree::remove(repo, &job.worktree)?;
     }
     result.branch_exists = tip.is_some();
@@ -70,6 +75,14 @@ pub fn collect(lane: &mut RepoLane, job: &CollectJob) -> Result<Collected, Error
         result.branch_exists = false;
     }
     Ok(result)
+}
+
+/// A kept worktree no longer belongs to a running agent: its lock would only stop the
+/// user from removing it.
+fn unlock(repo: &Repository, path: &std::path::Path) {
+    if let Some(wt) = worktree::find(repo, path) {
+        let _ = wt.unlock();
+    }
 }
 
 /// If the agent left its worktree on a commit its branch does not contain (a detached

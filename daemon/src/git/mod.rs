@@ -4,6 +4,7 @@
 
 pub mod collect;
 pub mod lane;
+pub mod refs;
 pub mod salvage;
 pub mod target;
 pub mod worktree;

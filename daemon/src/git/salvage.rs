@@ -20,6 +20,48 @@ fn git_err<'a>(what: &str, path: &'a Path) -> impl FnOnce(git2::Error) -> Error 
 /// salvage must never run the user's hooks, which could refuse the commit.
 pub fn salvage(worktree: &Path, message: &str) -> Result<Option<Oid>, Error> {
     let repo = Repository::open(worktree).map_err(git_err("opening", worktree))?;
+    commit_everything(&repo, worktree, message, Some("HEAD"))
+}
+
+/// For a worktree grove cannot match to an agent: commit its leftovers without moving
+/// any branch, and point `refs/grove/salvage/<name>` (or `<name>-2`, ... if taken) at
+/// the result. Returns the ref and its commit; `Ok(None)` when HEAD is unborn and the
+/// worktree holds nothing.
+pub fn salvage_orphan(worktree: &Path, name: &str) -> Result<Option<(String, Oid)>, Error> {
+    let repo = Repository::open(worktree).map_err(git_err("opening", worktree))?;
+    let message = format!(
+        "grove: salvage of unknown worktree {name}\n\n\
+         grove found {} with no agent record and committed what it held.",
+        worktree.display()
+    );
+    let commit = commit_everything(&repo, worktree, &message, None)?;
+    let head = repo.head().ok().and_then(|h| h.target());
+    let Some(target) = commit.or(head) else {
+        return Ok(None);
+    };
+    let reference = free_ref_name(&repo, name);
+    repo.reference(&reference, target, false, "grove: salvage")
+        .map_err(git_err("writing the salvage ref", worktree))?;
+    Ok(Some((reference, target)))
+}
+
+fn free_ref_name(repo: &Repository, name: &str) -> String {
+    let base = format!("refs/grove/salvage/{name}");
+    if repo.find_reference(&base).is_err() {
+        return base;
+    }
+    (2..)
+        .map(|n| format!("{base}-{n}"))
+        .find(|candidate| repo.find_reference(candidate).is_err())
+        .unwrap_or(base)
+}
+
+fn commit_everything(
+    repo: &Repository,
+    worktree: &Path,
+    message: &str,
+    update_ref: Option<&str>,
+) -> Result<Option<Oid>, Error> {
     // Every process of the agent is gone by now, so a leftover index.lock is stale.
     let _ = std::fs::remove_file(repo.path().join("index.lock"));
     let mut index = repo
@@ -48,14 +90,7 @@ pub fn salvage(worktree: &Path, message: &str) -> Result<Option<Oid>, Error> {
         .map_err(git_err("making a signature", worktree))?;
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
     let commit = repo
-        .commit(
-            Some("HEAD"),
-            &signature,
-            &signature,
-            message,
-            &tree,
-            &parents,
-        )
+        .commit(update_ref, &signature, &signature, message, &tree, &parents)
         .map_err(git_err("committing", worktree))?;
     Ok(Some(commit))
 }

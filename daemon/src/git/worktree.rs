@@ -137,6 +137,11 @@ fn worktree_name(repo: &Repository, path: &Path) -> Option<String> {
     })
 }
 
+/// The git worktree whose directory is `path`.
+pub fn find(repo: &Repository, path: &Path) -> Option<git2::Worktree> {
+    worktree_name(repo, path).and_then(|name| repo.find_worktree(&name).ok())
+}
+
 /// Unlocks and deletes the worktree at `path` and prunes its metadata. The caller has
 /// salvaged it first. A missing directory or missing metadata is not an error.
 pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
@@ -170,4 +175,47 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
         })?;
     }
     Ok(())
+}
+
+/// Start-up tidying of one repository's worktree metadata, limited to worktrees under
+/// `root`: metadata whose directory is gone is pruned (unlocking it first: its agent is
+/// gone too), and locks on worktrees of agents that are not `live` are lifted.
+pub fn tidy_metadata(
+    repo: &Repository,
+    root: &Path,
+    live: &std::collections::HashSet<std::path::PathBuf>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let Ok(names) = repo.worktrees() else {
+        return notes;
+    };
+    for name in names.iter().flatten() {
+        let Ok(wt) = repo.find_worktree(name) else {
+            continue;
+        };
+        let path = wt.path().to_path_buf();
+        if !path.starts_with(root) || live.contains(&path) {
+            continue;
+        }
+        let locked = matches!(wt.is_locked(), Ok(git2::WorktreeLockStatus::Locked(_)));
+        if !path.exists() {
+            let _ = wt.unlock();
+            let pruned = wt.prune(Some(WorktreePruneOptions::new().valid(true).locked(true)));
+            notes.push(match pruned {
+                Ok(()) => format!("pruned metadata of vanished worktree {}", path.display()),
+                Err(e) => format!(
+                    "cannot prune metadata of {}: {}",
+                    path.display(),
+                    e.message()
+                ),
+            });
+        } else if locked {
+            let _ = wt.unlock();
+            notes.push(format!(
+                "unlocked {} (its agent no longer runs)",
+                path.display()
+            ));
+        }
+    }
+    notes
 }

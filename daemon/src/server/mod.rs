@@ -6,10 +6,11 @@ mod handlers;
 
 use crate::config::Config;
 use crate::core::CoreHandle;
+use crate::db::Db;
 use crate::git::lane::Lanes;
+use crate::janitor::JanitorHandle;
 use grove_proto::framing::encode_line;
 use grove_proto::{codes, Response, RpcError};
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
@@ -18,10 +19,10 @@ use tokio::sync::watch;
 /// What every request handler may use.
 pub struct Ctx {
     pub core: CoreHandle,
+    pub janitor: JanitorHandle,
+    pub db: Db,
     pub lanes: Lanes,
     pub config: Arc<Config>,
-    /// This executable, started again as `grove __shim` for each agent.
-    pub exe: PathBuf,
     pub started_at_ms: u64,
     /// Set to true to stop the daemon.
     pub stop: watch::Sender<bool>,

@@ -79,7 +79,7 @@ impl Grove {
             .env("XDG_DATA_HOME", root.join("xdg/data"))
             .env("XDG_CONFIG_HOME", root.join("xdg/config"))
             .env("XDG_RUNTIME_DIR", root.join("xdg/run"))
-            .env("GROVE_KILL_GRACE_MS", "1000")
+            .env("GROVE_KILL_GRACE", "1000")
             .env("GROVE_LOG", "debug")
             .env("NO_COLOR", "1")
             .envs(git_identity())

@@ -2,10 +2,16 @@
 
 pub mod daemon_status;
 pub mod daemon_stop;
+pub mod gc;
+pub mod gc_log;
 pub mod get;
 pub mod hello;
 pub mod kill;
 pub mod list;
+pub mod queue;
+pub mod remove;
+pub mod restore;
+pub mod salvaged;
 pub mod spawn;
 pub mod wait;
 
@@ -22,6 +28,22 @@ pub async fn dispatch(ctx: &Ctx, method: &str, params: Option<Value>) -> Result<
         methods::Get::NAME => reply(get::handle(ctx, parse::<methods::Get>(params)?).await),
         methods::Wait::NAME => reply(wait::handle(ctx, parse::<methods::Wait>(params)?).await),
         methods::Kill::NAME => reply(kill::handle(ctx, parse::<methods::Kill>(params)?).await),
+        methods::Queue::NAME => {
+            parse::<methods::Queue>(params)?;
+            reply(queue::handle(ctx).await)
+        }
+        methods::Remove::NAME => {
+            reply(remove::handle(ctx, parse::<methods::Remove>(params)?).await)
+        }
+        methods::Gc::NAME => reply(gc::handle(ctx, parse::<methods::Gc>(params)?).await),
+        methods::GcLog::NAME => reply(gc_log::handle(ctx, parse::<methods::GcLog>(params)?).await),
+        methods::Salvaged::NAME => {
+            parse::<methods::Salvaged>(params)?;
+            reply(salvaged::handle(ctx).await)
+        }
+        methods::Restore::NAME => {
+            reply(restore::handle(ctx, parse::<methods::Restore>(params)?).await)
+        }
         methods::DaemonStatus::NAME => {
             parse::<methods::DaemonStatus>(params)?;
             reply(daemon_status::handle(ctx).await)

@@ -1,14 +1,12 @@
-//! `agent.spawn`: check the request, resolve repository and base, register the agent,
-//! create its worktree and start its shim. Any failure leaves nothing behind.
+//! `agent.spawn`: check the request, resolve repository and base, check the disk, then
+//! hand the agent to the core, which starts it or queues it. Any failure leaves nothing
+//! behind.
 
 use super::super::Ctx;
 use crate::core::NewAgent;
 use crate::git::target::resolve_repo;
 use crate::git::worktree;
-use crate::supervisor::environment::{agent_environment, AgentIdentity};
-use crate::supervisor::launch::launch;
 use crate::Error;
-use grove_agent_shim::{ShimSpec, EXIT_RECORD_FILE};
 use grove_proto::methods::SpawnParams;
 use grove_proto::types::AgentRecord;
 
@@ -27,91 +25,15 @@ pub async fn handle(ctx: &Ctx, params: SpawnParams) -> Result<AgentRecord, Error
                 .map(|b| (b.name, b.commit))
         })
         .await?;
-    let user_env: Vec<(String, String)> = params
-        .env
-        .iter()
-        .map(|v| (v.name.clone(), v.value.clone()))
-        .collect();
-    let (record, token) = ctx
-        .core
-        .register(NewAgent {
+    ctx.janitor.check_disk().await?;
+    ctx.core
+        .spawn(NewAgent {
             params,
-            target: target.clone(),
+            target,
             base_name,
             base_commit: base_commit.to_string(),
         })
-        .await?;
-    if let Err(e) = create_worktree(ctx, &target, &record, base_commit).await {
-        ctx.core.discard(&record.id).await;
-        return Err(e);
-    }
-    let pid = match start_shim(ctx, &record, &token, user_env).await {
-        Ok(pid) => pid,
-        Err(e) => {
-            let (path, branch) = (record.worktree.clone(), record.branch.clone());
-            let _ = ctx
-                .lanes
-                .run(&target, move |lane| {
-                    worktree::rollback(&lane.repo, &path, &branch);
-                    Ok(())
-                })
-                .await;
-            ctx.core.discard(&record.id).await;
-            return Err(e);
-        }
-    };
-    ctx.core.started(&record.id, pid).await
-}
-
-async fn create_worktree(
-    ctx: &Ctx,
-    target: &crate::git::target::RepoTarget,
-    record: &AgentRecord,
-    base: git2::Oid,
-) -> Result<(), Error> {
-    let path = record.worktree.clone();
-    let branch = record.branch.clone();
-    let reason = format!("grove agent {} is using this worktree", record.id);
-    let workers = ctx.config.checkout_workers;
-    ctx.lanes
-        .run(target, move |lane| {
-            worktree::create(lane, &path, &branch, base, &reason, workers)
-        })
         .await
-}
-
-async fn start_shim(
-    ctx: &Ctx,
-    record: &AgentRecord,
-    token: &str,
-    user_env: Vec<(String, String)>,
-) -> Result<u32, Error> {
-    let socket = ctx.config.dirs.socket.display().to_string();
-    let worktree = record.worktree.display().to_string();
-    let identity = AgentIdentity {
-        agent_id: &record.id,
-        session: &record.session,
-        socket: &socket,
-        token,
-        worktree: &worktree,
-        base: &record.base_commit,
-    };
-    let spec = ShimSpec {
-        agent_id: record.id.clone(),
-        argv: record.argv.clone(),
-        env: agent_environment(&identity, &user_env),
-        limits: record.limits.clone(),
-        timeout_ms: record.timeout_ms,
-        grace_ms: ctx.config.kill_grace.as_millis() as u64,
-        exit_record: ctx.config.dirs.agent_dir(&record.id).join(EXIT_RECORD_FILE),
-    };
-    let exe = ctx.exe.clone();
-    let cwd = record.worktree.clone();
-    let log = record.log_path.clone();
-    tokio::task::spawn_blocking(move || launch(&exe, &spec, &cwd, &log))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))?
-        .map_err(|e| Error::Internal(format!("cannot start the agent's shim: {e}")))
 }
 
 fn validate(params: &SpawnParams) -> Result<(), Error> {

@@ -1,0 +1,58 @@
+use crate::connect::{connect, dirs};
+use crate::output::{age, print_json, table};
+use anyhow::Result;
+use grove_proto::methods::{Gc, GcLog, GcLogParams, GcParams};
+use grove_proto::types::Removal;
+use std::process::ExitCode;
+
+pub fn run(dry_run: bool, log: bool, json: bool) -> Result<ExitCode> {
+    let mut client = connect(&dirs()?)?;
+    if log {
+        let log = client.call::<GcLog>(&GcLogParams { limit: None })?;
+        if json {
+            print_json(&log)?;
+        } else if log.removals.is_empty() {
+            println!("grove has removed nothing yet");
+        } else {
+            println!("{}", removal_table(&log.removals));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = client.call::<Gc>(&GcParams { dry_run })?;
+    if json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    if report.removals.is_empty() {
+        println!("no idle worktrees to remove");
+    } else {
+        println!("{verb} {} worktrees:", report.removals.len());
+        println!("{}", removal_table(&report.removals));
+    }
+    if !report.records_deleted.is_empty() {
+        let verb = if dry_run { "would forget" } else { "forgot" };
+        println!(
+            "{verb} {} finished agents past retention: {}",
+            report.records_deleted.len(),
+            report.records_deleted.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn removal_table(removals: &[Removal]) -> String {
+    let rows = removals
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{} ago", age(r.at_ms)),
+                r.agent_id.clone().unwrap_or_else(|| "-".into()),
+                r.path.display().to_string(),
+                r.reason.clone(),
+                r.salvage_ref.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    table(&["WHEN", "AGENT", "PATH", "WHY", "WORK IS ON"], rows)
+}

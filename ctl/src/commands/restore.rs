@@ -1,0 +1,25 @@
+use crate::connect::{connect, dirs};
+use crate::output::print_json;
+use anyhow::{Context, Result};
+use grove_proto::methods::{Restore, RestoreParams};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub fn run(reference: &str, repo: Option<PathBuf>, json: bool) -> Result<ExitCode> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let repo = repo.map(|p| cwd.join(p)).unwrap_or(cwd);
+    let restored = connect(&dirs()?)?.call::<Restore>(&RestoreParams {
+        repo,
+        reference: reference.into(),
+    })?;
+    if json {
+        print_json(&restored)?;
+    } else {
+        println!(
+            "restored on branch {} in {}",
+            restored.branch,
+            restored.worktree.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

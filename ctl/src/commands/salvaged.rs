@@ -1,0 +1,34 @@
+use crate::connect::{connect, dirs};
+use crate::output::{age, print_json, table};
+use anyhow::Result;
+use grove_proto::methods::{Empty, Salvaged};
+use std::process::ExitCode;
+
+pub fn run(json: bool) -> Result<ExitCode> {
+    let result = connect(&dirs()?)?.call::<Salvaged>(&Empty {})?;
+    if json {
+        print_json(&result)?;
+    } else if result.refs.is_empty() {
+        println!("no salvage refs");
+    } else {
+        let rows = result
+            .refs
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    r.commit.chars().take(10).collect(),
+                    format!("{} ago", age(r.time_ms)),
+                    r.repo.display().to_string(),
+                    r.subject.clone(),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            table(&["REF", "COMMIT", "WHEN", "REPO", "SUBJECT"], rows)
+        );
+        println!("bring one back with `grove restore <ref>`");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,94 @@
+//! Preparing an agent: its worktree, then its shim. Runs as a task outside the core;
+//! any failure rolls back completely (no worktree, no metadata, no branch).
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::git::lane::Lanes;
+use crate::git::target::{resolve_repo, RepoTarget};
+use crate::git::worktree;
+use crate::supervisor::environment::{agent_environment, AgentIdentity};
+use crate::supervisor::launch::launch;
+use grove_agent_shim::{ShimSpec, EXIT_RECORD_FILE};
+use grove_proto::types::AgentRecord;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub struct PrepareJob {
+    pub record: AgentRecord,
+    pub token: String,
+    pub env: Vec<(String, String)>,
+    pub exe: PathBuf,
+    pub config: Arc<Config>,
+}
+
+/// Creates the worktree and starts the shim; returns the shim's pid.
+pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<u32, Error> {
+    let repo = job.record.repo.clone();
+    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+    create_worktree(&lanes, &target, &job).await?;
+    match start_shim(&job).await {
+        Ok(pid) => Ok(pid),
+        Err(e) => {
+            let (path, branch) = (job.record.worktree.clone(), job.record.branch.clone());
+            let _ = lanes
+                .run(&target, move |lane| {
+                    worktree::rollback(&lane.repo, &path, &branch);
+                    Ok(())
+                })
+                .await;
+            Err(e)
+        }
+    }
+}
+
+async fn create_worktree(
+    lanes: &Lanes,
+    target: &RepoTarget,
+    job: &PrepareJob,
+) -> Result<(), Error> {
+    let record = &job.record;
+    let base = git2::Oid::from_str(&record.base_commit)
+        .map_err(|_| Error::Internal(format!("bad base commit {}", record.base_commit)))?;
+    let path = record.worktree.clone();
+    let branch = record.branch.clone();
+    let reason = format!("grove agent {} is using this worktree", record.id);
+    let workers = job.config.checkout_workers;
+    lanes
+        .run(target, move |lane| {
+            worktree::create(lane, &path, &branch, base, &reason, workers)
+        })
+        .await
+}
+
+async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
+    let record = &job.record;
+    let dirs = &job.config.dirs;
+    let socket = dirs.socket.display().to_string();
+    let worktree = record.worktree.display().to_string();
+    let identity = AgentIdentity {
+        agent_id: &record.id,
+        session: &record.session,
+        socket: &socket,
+        token: &job.token,
+        worktree: &worktree,
+        base: &record.base_commit,
+    };
+    let spec = ShimSpec {
+        agent_id: record.id.clone(),
+        argv: record.argv.clone(),
+        env: agent_environment(&identity, &job.env),
+        limits: record.limits.clone(),
+        timeout_ms: record.timeout_ms,
+        grace_ms: job.config.kill_grace.as_millis() as u64,
+        exit_record: dirs.agent_dir(&record.id).join(EXIT_RECORD_FILE),
+    };
+    let exe = job.exe.clone();
+    let cwd = record.worktree.clone();
+    let log = record.log_path.clone();
+    tokio::task::spawn_blocking(move || launch(&exe, &spec, &cwd, &log))
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?
+        .map_err(|e| Error::Internal(format!("cannot start the agent's shim: {e}")))
+}

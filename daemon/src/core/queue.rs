@@ -1,0 +1,167 @@
+//! The cap and the queue: at most `max_worktrees` grove worktrees exist at once,
+//! counted from the disk; spawns beyond wait here, first in first out, across restarts.
+
+use super::prepare::{prepare, PrepareJob};
+use super::{Core, Msg};
+use crate::janitor::disk::worktree_dirs;
+use grove_proto::types::{AgentRecord, AgentStatus};
+use std::collections::HashSet;
+
+impl Core {
+    /// Worktree slots in use: directories on disk plus preparations that have not
+    /// created theirs yet.
+    fn slots_used(&self) -> usize {
+        let on_disk: HashSet<_> = worktree_dirs(&self.config.dirs.worktree_root)
+            .into_iter()
+            .collect();
+        let preparing = self
+            .agents
+            .values()
+            .filter(|row| row.record.status == AgentStatus::Preparing)
+            .filter(|row| !on_disk.contains(&row.record.worktree))
+            .count();
+        on_disk.len() + preparing
+    }
+
+    pub(super) fn has_free_slot(&self) -> bool {
+        self.disk_hold.is_none() && self.slots_used() < self.config.max_worktrees
+    }
+
+    /// Rebuilds the queue from the records after a restart, in the order of arrival.
+    pub(super) fn restore_queue(&mut self) {
+        let mut queued: Vec<&AgentRecord> = self
+            .agents
+            .values()
+            .map(|row| &row.record)
+            .filter(|r| r.status == AgentStatus::Queued)
+            .collect();
+        queued.sort_by(|a, b| {
+            (a.queue_position, a.created_at_ms, &a.id).cmp(&(
+                b.queue_position,
+                b.created_at_ms,
+                &b.id,
+            ))
+        });
+        self.queue = queued.into_iter().map(|r| r.id.clone()).collect();
+        self.renumber_queue();
+    }
+
+    pub(super) fn renumber_queue(&mut self) {
+        for (index, id) in self.queue.iter().enumerate() {
+            if let Some(row) = self.agents.get_mut(id) {
+                row.record.queue_position = Some(index as u64 + 1);
+            }
+        }
+    }
+
+    pub(super) fn queued_records(&self) -> Vec<AgentRecord> {
+        self.queue
+            .iter()
+            .filter_map(|id| self.agents.get(id).map(|row| row.record.clone()))
+            .collect()
+    }
+
+    /// Starts queued agents while slots are free.
+    pub(super) async fn admit_queued(&mut self) {
+        while !self.queue.is_empty() && self.has_free_slot() {
+            let Some(id) = self.queue.pop_front() else {
+                break;
+            };
+            let Some(env) = self.queued_env(&id).await else {
+                continue;
+            };
+            tracing::info!(agent = %id, "slot free: starting queued agent");
+            self.begin_prepare(&id, env).await;
+            self.renumber_queue();
+            for id in self.queue.clone() {
+                self.persist(&id).await;
+            }
+        }
+    }
+
+    /// Moves an agent to `preparing` and starts the preparation task.
+    pub(super) async fn begin_prepare(&mut self, id: &str, env: Vec<(String, String)>) {
+        let Some(row) = self.agents.get_mut(id) else {
+            return;
+        };
+        row.record.status = AgentStatus::Preparing;
+        row.record.queue_position = None;
+        let job = PrepareJob {
+            record: row.record.clone(),
+            token: row.token.clone(),
+            env,
+            exe: self.exe.clone(),
+            config: self.config.clone(),
+        };
+        self.persist(id).await;
+        let lanes = self.lanes.clone();
+        let tx = self.tx.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            let result = prepare(lanes, job).await;
+            let _ = tx.send(Msg::Prepared(id, result)).await;
+        });
+    }
+
+    /// The environment a queued agent was spawned with. An agent whose variables were
+    /// not kept (a crash interrupted its first preparation) is cancelled rather than
+    /// started without them.
+    async fn queued_env(&mut self, id: &str) -> Option<Vec<(String, String)>> {
+        if let Some(env) = self.pending_env.remove(id) {
+            return Some(env);
+        }
+        let owned = id.to_string();
+        let saved = self
+            .db
+            .call(move |conn| crate::db::agents::load_queued_env(conn, &owned))
+            .await
+            .ok()
+            .flatten();
+        let needs_env = self
+            .agents
+            .get(id)
+            .is_some_and(|row| !row.record.env_names.is_empty());
+        match saved {
+            Some(env) => Some(env),
+            None if !needs_env => Some(Vec::new()),
+            None => {
+                if let Some(row) = self.agents.get_mut(id) {
+                    row.record.status = AgentStatus::Cancelled;
+                    row.record.error = Some(
+                        "its start was interrupted and its --env values were not kept; \
+                         spawn it again"
+                            .into(),
+                    );
+                }
+                self.persist(id).await;
+                self.notify_finished(id);
+                None
+            }
+        }
+    }
+
+    pub(super) async fn drop_queued_env(&self, id: &str) {
+        let owned = id.to_string();
+        let _ = self
+            .db
+            .call(move |conn| crate::db::agents::drop_queued_env(conn, &owned))
+            .await;
+    }
+
+    /// Takes a queued agent out of the queue for good.
+    pub(super) async fn cancel_queued(&mut self, id: &str) -> Option<AgentRecord> {
+        let position = self.queue.iter().position(|q| q == id)?;
+        self.queue.remove(position);
+        self.pending_env.remove(id);
+        let row = self.agents.get_mut(id)?;
+        row.record.status = AgentStatus::Cancelled;
+        row.record.queue_position = None;
+        row.record.error = Some("cancelled while queued".into());
+        let record = row.record.clone();
+        self.drop_queued_env(id).await;
+        self.persist(id).await;
+        self.renumber_queue();
+        self.notify_finished(id);
+        Some(record)
+    }
+}

@@ -1,0 +1,90 @@
+//! Facts about the worktree root on disk.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Every directory two levels below the root: `<root>/<repo-dir>/<worktree>`.
+pub fn worktree_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(repos) = fs::read_dir(root) else {
+        return found;
+    };
+    for repo in repos.flatten() {
+        if !repo.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(worktrees) = fs::read_dir(repo.path()) else {
+            continue;
+        };
+        for wt in worktrees.flatten() {
+            if wt.file_type().is_ok_and(|t| t.is_dir()) {
+                found.push(wt.path());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Fraction of the filesystem holding `path` that is in use (statvfs, as `df` counts:
+/// blocks reserved for root count as unavailable).
+pub fn usage(path: &Path) -> io::Result<f64> {
+    let probe = existing_ancestor(path);
+    let stat = nix::sys::statvfs::statvfs(&probe).map_err(io::Error::from)?;
+    let total = stat.blocks() as f64;
+    let free_for_users = stat.blocks_available() as f64;
+    let free = stat.blocks_free() as f64;
+    let used = total - free;
+    let denominator = used + free_for_users;
+    Ok(if denominator > 0.0 {
+        used / denominator
+    } else {
+        0.0
+    })
+}
+
+fn existing_ancestor(path: &Path) -> PathBuf {
+    let mut probe = path.to_path_buf();
+    while !probe.exists() {
+        if !probe.pop() {
+            return PathBuf::from("/");
+        }
+    }
+    probe
+}
+
+/// When a worktree was last touched: the newest mtime of the directory itself and of its
+/// git bookkeeping (index, HEAD log), which move whenever anyone works in it.
+pub fn last_activity(worktree: &Path) -> SystemTime {
+    let mut newest = mtime(worktree).unwrap_or(SystemTime::UNIX_EPOCH);
+    if let Some(admin) = admin_dir(worktree) {
+        for file in ["index", "HEAD", "logs/HEAD"] {
+            if let Some(t) = mtime(&admin.join(file)) {
+                newest = newest.max(t);
+            }
+        }
+    }
+    newest
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The worktree's admin dir, from its `.git` file (`gitdir: <path>`).
+pub fn admin_dir(worktree: &Path) -> Option<PathBuf> {
+    let text = fs::read_to_string(worktree.join(".git")).ok()?;
+    let dir = text.strip_prefix("gitdir:")?.trim();
+    Some(worktree.join(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn usage_is_a_fraction() {
+        let used = super::usage(std::path::Path::new("/tmp/does/not/exist")).expect("statvfs");
+        assert!((0.0..=1.0).contains(&used));
+    }
+}

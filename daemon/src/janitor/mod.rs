@@ -1,0 +1,130 @@
+//! Housekeeping: the start-up scan, the periodic prune, disk pressure. One task owns it,
+//! so passes never overlap; removals of agents' worktrees go through the core (which
+//! salvages onto the agent's branch), removals of unknown worktrees salvage to
+//! `refs/grove/salvage/<dir>`. Every removal is logged with its reason.
+
+pub mod disk;
+mod orphan;
+mod pressure;
+mod prune;
+mod scan;
+
+use crate::config::Config;
+use crate::core::CoreHandle;
+use crate::db::Db;
+use crate::error::Error;
+use crate::git::lane::Lanes;
+use grove_proto::methods::GcReport;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::{interval_at, Instant, MissedTickBehavior};
+
+enum Msg {
+    Gc(bool, oneshot::Sender<Result<GcReport, Error>>),
+    CheckDisk(oneshot::Sender<Result<(), Error>>),
+}
+
+#[derive(Clone)]
+pub struct JanitorHandle {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl JanitorHandle {
+    /// Runs the prune pass now (`grove gc`).
+    pub async fn gc(&self, dry_run: bool) -> Result<GcReport, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Msg::Gc(dry_run, reply))
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)?
+    }
+
+    /// Checks disk usage (cleaning up if it is high); refuses when it stays high.
+    pub async fn check_disk(&self) -> Result<(), Error> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Msg::CheckDisk(reply))
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)?
+    }
+}
+
+pub struct Janitor {
+    core: CoreHandle,
+    lanes: Lanes,
+    db: Db,
+    config: Arc<Config>,
+}
+
+impl Janitor {
+    pub fn new(core: CoreHandle, lanes: Lanes, db: Db, config: Arc<Config>) -> Janitor {
+        Janitor {
+            core,
+            lanes,
+            db,
+            config,
+        }
+    }
+
+    /// Starts the janitor task: timers for disk checks and prunes, and requests.
+    pub fn start(self, mut shutdown: watch::Receiver<bool>) -> JanitorHandle {
+        let (tx, mut rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            let mut disk_timer = interval_at(
+                Instant::now() + self.config.disk_check_interval,
+                self.config.disk_check_interval,
+            );
+            disk_timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            let mut prune_timer = interval_at(
+                Instant::now() + self.config.prune_first_delay,
+                self.config.prune_interval,
+            );
+            prune_timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            let stopped = async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            };
+            tokio::pin!(stopped);
+            loop {
+                tokio::select! {
+                    msg = rx.recv() => match msg {
+                        Some(Msg::Gc(dry_run, reply)) => {
+                            let _ = reply.send(self.prune(dry_run).await);
+                        }
+                        Some(Msg::CheckDisk(reply)) => {
+                            let _ = reply.send(self.relieve_disk_pressure().await);
+                        }
+                        None => break,
+                    },
+                    _ = disk_timer.tick() => {
+                        let _ = self.relieve_disk_pressure().await;
+                    }
+                    _ = prune_timer.tick() => {
+                        if let Err(e) = self.prune(false).await {
+                            tracing::error!(error = %e, "prune pass failed");
+                        }
+                    }
+                    () = &mut stopped => break,
+                }
+            }
+        });
+        JanitorHandle { tx }
+    }
+
+    async fn log_removal(&self, removal: grove_proto::types::Removal) {
+        tracing::info!(
+            path = %removal.path.display(),
+            reason = %removal.reason,
+            salvage_ref = ?removal.salvage_ref,
+            "worktree removed"
+        );
+        if let Err(e) = self
+            .db
+            .call(move |conn| crate::db::removals::record(conn, &removal))
+            .await
+        {
+            tracing::error!(error = %e, "cannot log a removal");
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The prune pass (daily, and `grove gc`): idle worktrees of no live agent, and records
+//! past retention.
+
+use super::disk::{last_activity, worktree_dirs};
+use super::Janitor;
+use crate::error::Error;
+use grove_agent_shim::now_ms;
+use grove_proto::methods::GcReport;
+use grove_proto::types::{AgentRecord, Removal};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+impl Janitor {
+    pub(super) async fn prune(&self, dry_run: bool) -> Result<GcReport, Error> {
+        let dirs = worktree_dirs(&self.config.dirs.worktree_root);
+        let records = self.core.snapshot().await?;
+        let owners: HashMap<&PathBuf, &AgentRecord> =
+            records.iter().map(|r| (&r.worktree, r)).collect();
+        let mut report = GcReport {
+            dry_run,
+            removals: Vec::new(),
+            records_deleted: Vec::new(),
+        };
+        for dir in dirs {
+            let owner = owners.get(&dir).copied();
+            if owner.is_some_and(|r| !r.status.is_final()) {
+                continue;
+            }
+            let idle = SystemTime::now()
+                .duration_since(last_activity(&dir))
+                .unwrap_or_default();
+            if idle < self.config.max_idle {
+                continue;
+            }
+            let reason = format!("prune: idle for {}", humanize(idle));
+            match self.remove_worktree(dir, owner, reason, dry_run).await {
+                Ok(removal) => report.removals.push(removal),
+                Err(e) => tracing::warn!(error = %e, "prune: skipped a worktree"),
+            }
+        }
+        let expired = self.expired_records(&records);
+        report.records_deleted = if dry_run || expired.is_empty() {
+            expired
+        } else {
+            self.core.forget(expired).await?
+        };
+        if !dry_run && !report.records_deleted.is_empty() {
+            tracing::info!(
+                count = report.records_deleted.len(),
+                "prune: deleted records past retention"
+            );
+        }
+        Ok(report)
+    }
+
+    /// Removes one non-live worktree, salvaged first: through the core for an agent's
+    /// (onto its branch), directly for an unknown one (onto a salvage ref).
+    pub(super) async fn remove_worktree(
+        &self,
+        dir: PathBuf,
+        owner: Option<&AgentRecord>,
+        reason: String,
+        dry_run: bool,
+    ) -> Result<Removal, Error> {
+        if dry_run {
+            return Ok(Removal {
+                at_ms: now_ms(),
+                agent_id: owner.map(|r| r.id.clone()),
+                repo: owner.map(|r| r.repo.clone()),
+                salvage_ref: owner.map(|r| r.branch.clone()),
+                salvage_commit: None,
+                path: dir,
+                reason,
+            });
+        }
+        match owner {
+            Some(record) => {
+                let done = self.core.recollect(&record.id, &reason).await?;
+                Ok(Removal {
+                    at_ms: now_ms(),
+                    path: dir,
+                    reason,
+                    agent_id: Some(done.id.clone()),
+                    repo: Some(done.repo.clone()),
+                    salvage_ref: done.branch_exists.then(|| done.branch.clone()),
+                    salvage_commit: done.head_commit.clone(),
+                })
+            }
+            None => self.remove_orphan(dir, reason).await,
+        }
+    }
+
+    fn expired_records(&self, records: &[AgentRecord]) -> Vec<String> {
+        let cutoff = now_ms().saturating_sub(self.config.retention.as_millis() as u64);
+        records
+            .iter()
+            .filter(|r| r.status.is_final() && !Path::new(&r.worktree).exists())
+            .filter(|r| {
+                let finished = r
+                    .collected_at_ms
+                    .or(r.ended_at_ms)
+                    .unwrap_or(r.created_at_ms);
+                finished < cutoff
+            })
+            .map(|r| r.id.clone())
+            .collect()
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0..=119 => format!("{secs}s"),
+        120..=7199 => format!("{}m", secs / 60),
+        7200..=172_799 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}

@@ -1,0 +1,66 @@
+//! The start-up scan: before the daemon serves, make the disk and git's worktree
+//! metadata agree with the agent records (which the core has already reconciled with
+//! the live processes).
+
+use super::disk::worktree_dirs;
+use super::Janitor;
+use crate::git::target::resolve_repo;
+use crate::git::worktree;
+use std::collections::{BTreeSet, HashSet};
+use std::path::PathBuf;
+
+impl Janitor {
+    pub async fn startup_scan(&self) {
+        // Directories first, records second: a directory is only ever created after its
+        // record exists, so nothing being prepared right now can look like an orphan.
+        let dirs = worktree_dirs(&self.config.dirs.worktree_root);
+        let Ok(records) = self.core.snapshot().await else {
+            return;
+        };
+        let owned: HashSet<&PathBuf> = records.iter().map(|r| &r.worktree).collect();
+        for dir in dirs.into_iter().filter(|d| !owned.contains(d)) {
+            let reason = "orphan at start-up: no agent record owns it".to_string();
+            match self.remove_orphan(dir.clone(), reason).await {
+                Ok(removal) => tracing::warn!(
+                    path = %dir.display(),
+                    salvage_ref = ?removal.salvage_ref,
+                    "start-up scan: salvaged and removed an unknown worktree"
+                ),
+                Err(e) => {
+                    tracing::warn!(path = %dir.display(), error = %e, "start-up scan: left an unknown directory")
+                }
+            }
+        }
+        let live: HashSet<PathBuf> = records
+            .iter()
+            .filter(|r| !r.status.is_final())
+            .map(|r| r.worktree.clone())
+            .collect();
+        let repos: BTreeSet<PathBuf> = records.iter().map(|r| r.repo.clone()).collect();
+        for repo in repos {
+            self.tidy_repo(repo, &live).await;
+        }
+    }
+
+    /// Prunes metadata of grove worktrees whose directory is gone and unlocks worktrees
+    /// whose agent no longer runs. Worktrees outside grove's root are never touched.
+    async fn tidy_repo(&self, repo: PathBuf, live: &HashSet<PathBuf>) {
+        let probe = repo.clone();
+        let Ok(Ok(target)) = tokio::task::spawn_blocking(move || resolve_repo(&probe)).await else {
+            tracing::info!(repo = %repo.display(), "start-up scan: repository is gone; skipped");
+            return;
+        };
+        let root = self.config.dirs.worktree_root.clone();
+        let live = live.clone();
+        let notes = self
+            .lanes
+            .run(&target, move |lane| {
+                Ok(worktree::tidy_metadata(&lane.repo, &root, &live))
+            })
+            .await
+            .unwrap_or_default();
+        for note in notes {
+            tracing::info!(repo = %repo.display(), "start-up scan: {note}");
+        }
+    }
+}

@@ -1,0 +1,9 @@
+use super::super::Ctx;
+use crate::Error;
+use grove_proto::methods::AgentList;
+
+pub async fn handle(ctx: &Ctx) -> Result<AgentList, Error> {
+    Ok(AgentList {
+        agents: ctx.core.queue().await?,
+    })
+}

@@ -1,0 +1,25 @@
+use super::super::Ctx;
+use crate::git::refs;
+use crate::git::target::resolve_repo;
+use crate::Error;
+use grove_proto::methods::{RestoreParams, RestoreResult};
+
+/// `salvage.restore`: a salvage ref back as a branch and a worktree.
+pub async fn handle(ctx: &Ctx, params: RestoreParams) -> Result<RestoreResult, Error> {
+    if !params.repo.is_absolute() {
+        return Err(Error::BadInput(format!(
+            "repo path `{}` must be absolute",
+            params.repo.display()
+        )));
+    }
+    let repo = params.repo.clone();
+    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+    let reference = params.reference;
+    let (branch, worktree) = ctx
+        .lanes
+        .run(&target, move |lane| refs::restore(lane, &reference))
+        .await?;
+    Ok(RestoreResult { branch, worktree })
+}
