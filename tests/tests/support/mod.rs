@@ -28,6 +28,8 @@ pub struct Grove {
     pub dir: TempDir,
     pub home: PathBuf,
     pub repo: PathBuf,
+    /// Extra environment for every grove command (and so for the daemon they start).
+    pub env: Vec<(String, String)>,
 }
 
 pub struct Out {
@@ -63,7 +65,19 @@ impl Grove {
             .expect("temp dir");
         let home = dir.path().join("h");
         let repo = dir.path().join("repo");
-        Grove { dir, home, repo }
+        Grove {
+            dir,
+            home,
+            repo,
+            env: Vec::new(),
+        }
+    }
+
+    /// Adds environment for every command of this grove (daemon settings, say).
+    pub fn with_env(mut self, vars: &[(&str, &str)]) -> Grove {
+        self.env
+            .extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        self
     }
 
     pub fn command(&self) -> Command {
@@ -83,6 +97,7 @@ impl Grove {
             .env("GROVE_LOG", "debug")
             .env("NO_COLOR", "1")
             .envs(git_identity())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(if self.repo.exists() { &self.repo } else { root });
         command
     }
@@ -160,7 +175,28 @@ impl Grove {
     }
 
     pub fn worktree_root(&self) -> PathBuf {
-        self.home.join("worktrees")
+        self.env
+            .iter()
+            .find(|(k, _)| k == "GROVE_WORKTREE_ROOT")
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap_or_else(|| self.home.join("worktrees"))
+    }
+
+    /// Kills the daemon with SIGKILL and waits until it is gone.
+    pub fn crash_daemon(&self) {
+        let pid = self.daemon_pid();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill -9 daemon");
+        eventually("daemon gone", Duration::from_secs(10), || {
+            !process_exists(pid)
+        });
+    }
+
+    pub fn status(&self, id: &str) -> String {
+        self.record(id)["status"].as_str().unwrap_or("").to_string()
     }
 
     /// Every directory two levels below the worktree root (one per agent worktree).

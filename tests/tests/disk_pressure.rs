@@ -1,0 +1,159 @@
+//! Disk pressure on a real small filesystem: a tmpfs mounted as the worktree root.
+//! Needs root to mount; elsewhere the test says why it skips.
+
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::*;
+
+const MIB: usize = 1 << 20;
+
+struct Tmpfs {
+    path: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(path: &Path, size_mib: usize) -> Result<Tmpfs, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("not root, so no tmpfs can be mounted".into());
+        }
+        fs::create_dir_all(path).map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size_mib}m"),
+                "grove-test",
+            ])
+            .arg(path)
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mount failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(Tmpfs { path: path.into() })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+fn fill(path: &Path, mib: usize) {
+    fs::write(path, vec![7u8; mib * MIB]).expect("write filler");
+}
+
+fn big_file_script(mib: usize) -> String {
+    format!("head -c {} /dev/zero > big.bin", mib * MIB)
+}
+
+#[test]
+fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns() {
+    let scratch = tempfile::Builder::new()
+        .prefix("gd")
+        .tempdir_in("/tmp")
+        .expect("tmp");
+    let root = scratch.path().join("wt");
+    let _mount = match Tmpfs::mount(&root, 100) {
+        Ok(mount) => mount,
+        Err(why) => {
+            eprintln!("skipping the disk pressure test: {why}");
+            return;
+        }
+    };
+    let root_text = root.to_str().expect("utf8").to_string();
+    let g = Grove::new().with_env(&[
+        ("GROVE_WORKTREE_ROOT", root_text.as_str()),
+        ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
+    ]);
+    fill(&root.join("filler"), 30);
+    // Four finished agents keep 13 MiB each: 30 + 52 = 82 MiB of 100, over 80 %.
+    let kept: Vec<(String, PathBuf)> = (0..4)
+        .map(|_| {
+            let id = g.spawn(&["--keep"], &big_file_script(13));
+            let record = g.wait(&id);
+            (id, PathBuf::from(record["worktree"].as_str().expect("wt")))
+        })
+        .collect();
+    eventually("cleanup under 50 %", Duration::from_secs(60), || {
+        !kept[2].1.exists()
+    });
+    assert!(!kept[0].1.exists() && !kept[1].1.exists());
+    assert!(kept[3].1.exists(), "cleanup stops once usage is under 50 %");
+    for (id, _) in &kept {
+        let size = g.git(&["cat-file", "-s", &format!("grove/{id}:big.bin")]);
+        assert_eq!(size.trim(), (13 * MIB).to_string(), "work of {id} salvaged");
+    }
+    let log = g.json(&["gc", "--log"]);
+    let removed: Vec<&str> = log["removals"]
+        .as_array()
+        .expect("removals")
+        .iter()
+        .filter(|r| {
+            r["reason"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("disk pressure")
+        })
+        .filter_map(|r| r["agent_id"].as_str())
+        .collect();
+    let oldest_first: Vec<&str> = kept[..3].iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(removed, oldest_first);
+
+    // Only a live agent left and usage high: spawns are refused, the live one is spared.
+    g.ok(&["rm", &kept[3].0]);
+    fill(&root.join("filler2"), 40);
+    let gates = g.dir.path().join("gates");
+    fs::create_dir(&gates).expect("mkdir");
+    let live = g.spawn(
+        &[],
+        &format!(
+            "{}; touch '{gates}/written'; while [ ! -e '{gates}/go' ]; do sleep 0.05; done",
+            big_file_script(15),
+            gates = gates.display()
+        ),
+    );
+    eventually("live agent wrote", Duration::from_secs(60), || {
+        gates.join("written").exists()
+    });
+    let refused = g.run(&["spawn", "--", "true"]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    for needle in [
+        "disk pressure",
+        "full (threshold 80%)",
+        "1 worktrees of live agents remain",
+    ] {
+        assert!(
+            refused.stderr.contains(needle),
+            "missing {needle:?} in {}",
+            refused.stderr
+        );
+    }
+    let live_worktree = PathBuf::from(g.record(&live)["worktree"].as_str().expect("wt"));
+    assert!(
+        live_worktree.join("big.bin").exists(),
+        "the live agent is spared"
+    );
+    assert_eq!(
+        g.json(&["list", "--all"])["agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(5)
+    );
+
+    // Space comes back: spawns are accepted again.
+    fs::remove_file(root.join("filler2")).expect("rm filler2");
+    let id = g.spawn(&[], "true");
+    fs::write(gates.join("go"), "").expect("go");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert_eq!(g.wait(&live)["outcome"], "succeeded");
+}
