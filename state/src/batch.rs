@@ -1,0 +1,195 @@
+//! Validating and applying one batch of writes, atomically.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::BatchError;
+use crate::reducer::{json_type, ReduceError, Reducer};
+use crate::schema::{ChannelSpec, Schema};
+use crate::State;
+
+/// The only key of a write that replaces a channel's value outright.
+pub const OVERWRITE_KEY: &str = "__overwrite__";
+
+/// One write of a batch: a delta for the channel's reducer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Write {
+    pub channel: String,
+    pub value: Value,
+    /// The checkpoint the writer last read; only replacing writes are checked against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<u64>,
+}
+
+/// Per channel: the checkpoint that last changed it and who wrote it (kept by the store).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastChange {
+    pub checkpoint: u64,
+    pub writer: String,
+}
+
+impl Write {
+    /// A write without `base`.
+    pub fn new(channel: impl Into<String>, value: Value) -> Write {
+        Write {
+            channel: channel.into(),
+            value,
+            base: None,
+        }
+    }
+
+    /// `v` if the value is `{"__overwrite__": v}` (that key alone).
+    pub fn overwrite_value(&self) -> Option<&Value> {
+        match &self.value {
+            Value::Object(object) if object.len() == 1 => object.get(OVERWRITE_KEY),
+            _ => None,
+        }
+    }
+}
+
+/// What the stale-write check compares against; absent when replaying.
+struct StaleCheck<'a> {
+    writer: &'a str,
+    last_changes: &'a HashMap<String, LastChange>,
+}
+
+/// Applies one batch by `writer` to `state`, in order, all or nothing.
+/// On error the caller keeps `state`: nothing of the batch counts.
+pub fn apply_batch(
+    schema: &Schema,
+    state: &State,
+    writes: &[Write],
+    writer: &str,
+    last_changes: &HashMap<String, LastChange>,
+) -> Result<State, BatchError> {
+    apply(
+        schema,
+        state,
+        writes,
+        Some(&StaleCheck {
+            writer,
+            last_changes,
+        }),
+    )
+}
+
+/// Same as [`apply_batch`] but skips the stale-write check (used when
+/// replaying a stored log, whose batches were accepted when they arrived).
+pub fn replay_batch(schema: &Schema, state: &State, writes: &[Write]) -> Result<State, BatchError> {
+    apply(schema, state, writes, None)
+}
+
+/// The channels a batch writes, sorted and deduplicated.
+pub fn channels_written(writes: &[Write]) -> Vec<String> {
+    let names: BTreeSet<&str> = writes.iter().map(|write| write.channel.as_str()).collect();
+    names.into_iter().map(str::to_owned).collect()
+}
+
+fn apply(
+    schema: &Schema,
+    state: &State,
+    writes: &[Write],
+    stale: Option<&StaleCheck<'_>>,
+) -> Result<State, BatchError> {
+    if writes.is_empty() {
+        return Err(BatchError::EmptyBatch);
+    }
+    // Work on a copy so that a refused write leaves the caller's state whole.
+    let mut next = state.clone();
+    let mut replaced: HashSet<&str> = HashSet::new();
+    for write in writes {
+        let spec = declared(schema, &write.channel)?;
+        let replacement = replacement(spec, write);
+        if replacement.is_some() {
+            if !replaced.insert(&write.channel) {
+                return Err(BatchError::DoubleOverwrite {
+                    channel: write.channel.clone(),
+                });
+            }
+            if let Some(check) = stale {
+                check.check(write)?;
+            }
+        }
+        let slot = next
+            .entry(write.channel.clone())
+            .or_insert_with(|| spec.initial_value());
+        *slot = match replacement {
+            Some(value) => value.clone(),
+            None => reduce(
+                spec.reducer,
+                &write.channel,
+                std::mem::take(slot),
+                &write.value,
+            )?,
+        };
+    }
+    Ok(next)
+}
+
+fn declared<'s>(schema: &'s Schema, channel: &str) -> Result<&'s ChannelSpec, BatchError> {
+    schema
+        .channel(channel)
+        .ok_or_else(|| BatchError::UndeclaredChannel {
+            channel: channel.to_owned(),
+            declared: schema.channel_names(),
+        })
+}
+
+/// The value a write replaces its channel with, if it is a replacing write:
+/// any write to an `overwrite` channel, or `{"__overwrite__": v}` to any channel.
+fn replacement<'w>(spec: &ChannelSpec, write: &'w Write) -> Option<&'w Value> {
+    match (write.overwrite_value(), spec.reducer) {
+        (Some(value), _) => Some(value),
+        (None, Reducer::Overwrite) => Some(&write.value),
+        (None, _) => None,
+    }
+}
+
+fn reduce(
+    reducer: Reducer,
+    channel: &str,
+    current: Value,
+    write: &Value,
+) -> Result<Value, BatchError> {
+    reducer
+        .combine(current, write)
+        .map_err(|error| match error {
+            ReduceError::WrongType => BatchError::WrongType {
+                channel: channel.to_owned(),
+                reducer,
+                expected: reducer.expected_write(),
+                received: json_type(write),
+            },
+            ReduceError::StoredType(held) => BatchError::StoredTypeMismatch {
+                channel: channel.to_owned(),
+                reducer,
+                held,
+            },
+            ReduceError::OutOfRange => BatchError::NumberOutOfRange {
+                channel: channel.to_owned(),
+            },
+        })
+}
+
+impl StaleCheck<'_> {
+    /// Behaviour 16: a replacing write based on checkpoint `base` conflicts
+    /// when another writer changed the channel after `base`. Also applied to
+    /// `{"__overwrite__": v}` on other reducers: it loses updates the same way.
+    fn check(&self, write: &Write) -> Result<(), BatchError> {
+        let (Some(base), Some(last)) = (write.base, self.last_changes.get(&write.channel)) else {
+            return Ok(());
+        };
+        if last.checkpoint > base && last.writer != self.writer {
+            return Err(BatchError::Conflict {
+                channel: write.channel.clone(),
+                base,
+                changed_at: last.checkpoint,
+                changed_by: last.writer.clone(),
+            });
+        }
+        Ok(())
+    }
+}
