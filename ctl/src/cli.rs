@@ -74,6 +74,16 @@ pub enum Command {
         #[arg(long)]
         repo: Option<PathBuf>,
     },
+    /// Read and write a session's shared state.
+    State {
+        #[command(subcommand)]
+        command: StateCommand,
+    },
+    /// Sessions: groups of agents sharing one state.
+    Session {
+        #[command(subcommand)]
+        command: SessionCommand,
+    },
     /// Control the daemon (it starts by itself when needed).
     Daemon {
         #[command(subcommand)]
@@ -91,6 +101,82 @@ pub enum DaemonCommand {
     Stop,
 }
 
+/// Which session a state command is about. Inside an agent, GROVE_SESSION and
+/// GROVE_TOKEN say it and no flag is needed.
+#[derive(Debug, Args)]
+pub struct SessionArg {
+    /// The session (default: $GROVE_SESSION).
+    #[arg(long, env = "GROVE_SESSION", hide_env_values = true)]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Apply one atomic batch: `grove state update CHANNEL JSON [CHANNEL JSON]...`.
+    Update {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Checkpoint you last read; an overwrite of a channel someone else changed
+        /// since is refused as a conflict.
+        #[arg(long)]
+        base: Option<u64>,
+        /// Read batches from a file: one JSON object ({"channel": value, ...}) or NDJSON,
+        /// one batch per line. `-` reads standard input.
+        #[arg(long, conflicts_with = "pairs")]
+        file: Option<PathBuf>,
+        /// CHANNEL JSON pairs, e.g. `tests_passed 1 files_modified '["a.rs"]'`.
+        #[arg(value_name = "CHANNEL JSON")]
+        pairs: Vec<String>,
+    },
+    /// Print the state (or one channel), now or at a checkpoint.
+    Get {
+        #[command(flatten)]
+        session: SessionArg,
+        /// Read the state right after this checkpoint.
+        #[arg(long)]
+        at: Option<u64>,
+        channel: Option<String>,
+    },
+    /// List checkpoints, newest first.
+    History {
+        #[command(flatten)]
+        session: SessionArg,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// Print each applied update as it happens, until interrupted.
+    Watch {
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Start a new session from a checkpoint of this one.
+    Fork {
+        /// The session to fork (default: $GROVE_SESSION).
+        #[arg(long = "from", env = "GROVE_SESSION", hide_env_values = true)]
+        from: Option<String>,
+        #[arg(long)]
+        at: u64,
+        /// Name of the new session.
+        #[arg(long = "session")]
+        new_session: String,
+    },
+    /// Drop old checkpoints, keeping the newest N readable (the state does not change).
+    Compact {
+        #[command(flatten)]
+        session: SessionArg,
+        #[arg(long)]
+        keep: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Every session: channels, checkpoints, last update, agents.
+    List,
+    /// One session: its agents and their statuses, schema, sizes.
+    Show { name: String },
+}
+
 #[derive(Debug, Args)]
 pub struct SpawnArgs {
     /// Name the agent; its branch becomes grove/<name>-<id>.
@@ -102,9 +188,14 @@ pub struct SpawnArgs {
     /// The repository (default: the current directory).
     #[arg(long)]
     pub repo: Option<PathBuf>,
-    /// Put the agent in this session (shared state); default: a new session.
+    /// Put the agent in this session (shared state), created on first use; default: a
+    /// new session of its own.
     #[arg(long)]
     pub session: Option<String>,
+    /// State schema for a new session (a TOML file with a [state] table); default: the
+    /// [state] of the repository's .grove.toml.
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
     /// Set a variable for the agent, as NAME=VALUE (repeatable). Values are never stored.
     #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
     pub env: Vec<String>,

@@ -16,6 +16,9 @@ pub enum Error {
     Git(String),
     #[error("{0}")]
     Internal(String),
+    /// A stale write: another writer changed the channel after the writer's base.
+    #[error("{0}")]
+    Conflict(String),
     /// Refused for capacity, disk pressure or authority.
     #[error("{0}")]
     Refused(String),
@@ -33,6 +36,7 @@ impl Error {
             Error::Git(_) => codes::GIT_FAILED,
             Error::Internal(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
+            Error::Conflict(_) => codes::CONFLICT,
             Error::ShuttingDown => codes::SHUTTING_DOWN,
         }
     }

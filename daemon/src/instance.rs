@@ -37,11 +37,13 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let exe = std::env::current_exe()
         .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
+    let state = crate::state::start(db.clone(), stopped.clone()).await?;
     let core = Core::start(
         db.clone(),
         lanes.clone(),
         config.clone(),
         exe,
+        state.clone(),
         stopped.clone(),
     )
     .await?;
@@ -52,6 +54,7 @@ pub async fn run(
     let ctx = Arc::new(Ctx {
         core,
         janitor,
+        state,
         db,
         lanes,
         config: config.clone(),

@@ -11,6 +11,7 @@ mod instance;
 mod janitor;
 mod owner;
 mod server;
+mod state;
 mod supervisor;
 
 pub use config::Config;

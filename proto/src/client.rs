@@ -78,6 +78,26 @@ pub struct Client {
 }
 
 impl Client {
+    /// Blocks until the daemon pushes the next notification (after a subscription).
+    pub fn next_notification(&mut self) -> Result<crate::Notification, ClientError> {
+        loop {
+            match read_frame(&mut self.reader, MAX_LINE_BYTES)? {
+                Frame::Line(line) => {
+                    let value: Value = serde_json::from_slice(&line)
+                        .map_err(|e| ClientError::Protocol(format!("invalid JSON: {e}")))?;
+                    if value.get("id").is_some() {
+                        continue;
+                    }
+                    return serde_json::from_value(value)
+                        .map_err(|e| ClientError::Protocol(format!("invalid notification: {e}")));
+                }
+                other => {
+                    parse_response(other)?;
+                }
+            }
+        }
+    }
+
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(path).map_err(|source| ClientError::Unreachable {
             path: path.display().to_string(),

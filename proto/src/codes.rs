@@ -27,3 +27,5 @@ pub const REFUSED: i64 = -32008;
 pub const SHUTTING_DOWN: i64 = -32009;
 /// The agent is not in a state that allows the operation (e.g. kill of a finished agent).
 pub const INVALID_STATE: i64 = -32010;
+/// A state write based on a checkpoint older than another writer's change.
+pub const CONFLICT: i64 = -32011;

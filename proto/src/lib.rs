@@ -9,6 +9,7 @@ pub mod framing;
 pub mod jsonrpc;
 pub mod methods;
 pub mod paths;
+pub mod state;
 pub mod types;
 
 /// The protocol version exchanged in `hello`. Bump it on any incompatible wire change;

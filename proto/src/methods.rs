@@ -1,8 +1,10 @@
 //! Every method: its name, its params and its result, in one place.
 
+use crate::state::{CheckpointInfo, SchemaText, SessionInfo, StateWrite};
 use crate::types::{AgentRecord, Limits, Removal, SalvageRef};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// A method of the protocol, tying its name to its typed params and result.
@@ -35,6 +37,40 @@ method!(Gc, "janitor.gc", GcParams, GcReport);
 method!(GcLog, "janitor.log", GcLogParams, GcLogResult);
 method!(Salvaged, "salvage.list", Empty, SalvagedResult);
 method!(Restore, "salvage.restore", RestoreParams, RestoreResult);
+method!(
+    SessionCreate,
+    "session.create",
+    SessionCreateParams,
+    SessionInfo
+);
+method!(SessionList, "session.list", Empty, SessionListResult);
+method!(SessionShow, "session.show", SessionShowParams, SessionInfo);
+method!(
+    StateUpdate,
+    "state.update",
+    StateUpdateParams,
+    StateUpdateResult
+);
+method!(StateGet, "state.get", StateGetParams, StateGetResult);
+method!(
+    StateHistory,
+    "state.history",
+    StateHistoryParams,
+    StateHistoryResult
+);
+method!(StateFork, "state.fork", StateForkParams, SessionInfo);
+method!(
+    StateCompact,
+    "state.compact",
+    StateCompactParams,
+    StateCompactResult
+);
+method!(
+    StateWatch,
+    "state.watch",
+    StateWatchParams,
+    StateWatchResult
+);
 method!(DaemonStatus, "daemon.status", Empty, DaemonStatusResult);
 method!(DaemonStop, "daemon.stop", Empty, Empty);
 
@@ -52,6 +88,15 @@ pub const ALL_METHODS: &[&str] = &[
     GcLog::NAME,
     Salvaged::NAME,
     Restore::NAME,
+    SessionCreate::NAME,
+    SessionList::NAME,
+    SessionShow::NAME,
+    StateUpdate::NAME,
+    StateGet::NAME,
+    StateHistory::NAME,
+    StateFork::NAME,
+    StateCompact::NAME,
+    StateWatch::NAME,
     DaemonStatus::NAME,
     DaemonStop::NAME,
 ];
@@ -106,6 +151,10 @@ pub struct SpawnParams {
     pub keep: bool,
     #[serde(default)]
     pub session: Option<String>,
+    /// The session's schema when the session is new; default: `[state]` of the
+    /// repository's `.grove.toml`.
+    #[serde(default)]
+    pub schema: Option<SchemaText>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -193,4 +242,133 @@ pub struct RestoreParams {
 pub struct RestoreResult {
     pub branch: String,
     pub worktree: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCreateParams {
+    pub name: String,
+    /// The schema in its JSON form: `{"version": 1, "channels": {"n": {"reducer": "add"}}}`.
+    #[serde(default)]
+    pub schema: Option<Value>,
+    /// Or as TOML text with a `[state]` table.
+    #[serde(default)]
+    pub schema_text: Option<SchemaText>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionListResult {
+    pub sessions: Vec<SessionInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionShowParams {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StateUpdateParams {
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+    /// One atomic batch, applied in order.
+    pub writes: Vec<StateWrite>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StateUpdateResult {
+    pub session: String,
+    /// The checkpoint this batch created; it is durable when this answer arrives.
+    pub checkpoint: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateGetParams {
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+    /// Read the state as it was right after this checkpoint (default: the newest).
+    #[serde(default)]
+    pub at: Option<u64>,
+    /// Only this channel.
+    #[serde(default)]
+    pub channel: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StateGetResult {
+    pub session: String,
+    pub checkpoint: u64,
+    /// The whole state, or the one channel's value when a channel was asked for.
+    pub state: Value,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateHistoryParams {
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+    /// Newest checkpoints to return (default 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StateHistoryResult {
+    pub session: String,
+    /// Newest first.
+    pub checkpoints: Vec<CheckpointInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateForkParams {
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+    pub at: u64,
+    pub new_session: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateCompactParams {
+    pub session: String,
+    /// Checkpoints to keep readable (the newest ones); at least 1.
+    pub keep: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StateCompactResult {
+    pub session: String,
+    pub dropped: u64,
+    /// The oldest checkpoint still readable.
+    pub oldest: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateWatchParams {
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+/// After this answer, `state.updated` notifications follow on the same connection:
+/// `{"session", "checkpoint", "writer", "channels", "at_ms"}`; if the connection falls
+/// behind, one `state.lagged` notification `{"session", "missed"}` says so (read the
+/// state with `state.get` to resync).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StateWatchResult {
+    pub session: String,
+    pub checkpoint: u64,
 }

@@ -10,8 +10,10 @@ mod queue;
 mod restore;
 mod rm;
 mod salvaged;
+mod session;
 mod show;
 mod spawn;
+mod state;
 mod wait;
 
 use crate::cli::{Cli, Command};
@@ -33,6 +35,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Gc { dry_run, log } => gc::run(dry_run, log, json),
         Command::Salvaged => salvaged::run(json),
         Command::Restore { reference, repo } => restore::run(&reference, repo, json),
+        Command::State { command } => state::run(command, json),
+        Command::Session { command } => session::run(command, json),
         Command::Daemon { command } => daemon::run(command, json),
     }
 }

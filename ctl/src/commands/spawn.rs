@@ -70,6 +70,18 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         },
         keep: args.keep,
         session: args.session.clone(),
+        schema: args
+            .schema
+            .as_ref()
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the schema file {}", path.display()))
+                    .map(|text| grove_proto::state::SchemaText {
+                        origin: path.display().to_string(),
+                        text,
+                    })
+            })
+            .transpose()?,
     })
 }
 

@@ -89,6 +89,12 @@ impl CoreHandle {
         let _ = self.tx.send(Msg::DiskHold(hold)).await;
     }
 
+    /// The agent holding `token`: (id, session).
+    pub async fn by_token(&self, token: &str) -> Result<(String, String), Error> {
+        self.ask(|reply| Msg::ByToken(token.to_string(), reply))
+            .await
+    }
+
     pub async fn count_live(&self) -> u64 {
         let (reply, answer) = oneshot::channel();
         if self.tx.send(Msg::CountLive(reply)).await.is_err() {

@@ -17,6 +17,8 @@ use tokio::sync::oneshot;
 /// What the spawn handler has worked out before the agent gets an id.
 pub struct NewAgent {
     pub params: SpawnParams,
+    /// Schema for the agent's own session when it gets one (no `--session`).
+    pub schema: Option<grove_state::Schema>,
     pub target: RepoTarget,
     pub base_name: String,
     pub base_commit: String,
@@ -33,8 +35,16 @@ impl Core {
             .iter()
             .map(|v| (v.name.clone(), v.value.clone()))
             .collect();
+        let schema = new.schema.clone();
+        let own_session = new.params.session.is_none();
         let record = self.register(new)?;
         let id = record.id.clone();
+        if own_session {
+            if let Err(e) = self.state.ensure(&record.session, schema, false).await {
+                self.discard(&id).await;
+                return Err(e);
+            }
+        }
         if self.queue.is_empty() && self.has_free_slot() {
             let (reply, started) = oneshot::channel();
             self.pending_starts.insert(id.clone(), reply);

@@ -17,6 +17,7 @@ use crate::db::Db;
 use crate::error::Error;
 use crate::git::collect::Collected;
 use crate::git::lane::Lanes;
+use crate::state::StateHandle;
 use grove_proto::types::AgentRecord;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -43,6 +44,8 @@ pub enum Msg {
     /// The janitor's verdict on disk usage: `Some(why)` holds the queue and refuses spawns.
     DiskHold(Option<String>),
     CountLive(oneshot::Sender<u64>),
+    /// Who holds this token: (agent id, session).
+    ByToken(String, Reply<(String, String)>),
 }
 
 pub struct Core {
@@ -63,6 +66,7 @@ pub struct Core {
     lanes: Lanes,
     config: Arc<Config>,
     exe: PathBuf,
+    state: StateHandle,
     tx: mpsc::Sender<Msg>,
 }
 
@@ -74,6 +78,7 @@ impl Core {
         lanes: Lanes,
         config: Arc<Config>,
         exe: PathBuf,
+        state: StateHandle,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<CoreHandle, Error> {
         let rows = db.call(|conn| crate::db::agents::load_all(conn)).await?;
@@ -94,6 +99,7 @@ impl Core {
             lanes,
             config,
             exe,
+            state,
             tx: tx.clone(),
         };
         core.reconcile().await;
@@ -161,6 +167,19 @@ impl Core {
                 if released {
                     self.admit_queued().await;
                 }
+            }
+            Msg::ByToken(token, reply) => {
+                let found = self
+                    .agents
+                    .values()
+                    .find(|row| row.token == token)
+                    .map(|row| (row.record.id.clone(), row.record.session.clone()))
+                    .ok_or_else(|| {
+                        Error::Refused(
+                            "unknown agent token (GROVE_TOKEN); it belongs to no agent".into(),
+                        )
+                    });
+                let _ = reply.send(found);
             }
             Msg::CountLive(reply) => {
                 let live = self

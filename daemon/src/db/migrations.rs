@@ -27,6 +27,39 @@ const MIGRATIONS: &[&str] = &[
         agent_id        TEXT PRIMARY KEY,
         env             TEXT NOT NULL
     );",
+    // 3: sessions and their shared state: a write log (one row per checkpoint) plus
+    // periodic full snapshots, so any checkpoint reads as one snapshot plus a few batches.
+    "CREATE TABLE sessions (
+        name            TEXT PRIMARY KEY,
+        schema          TEXT NOT NULL,
+        schema_version  INTEGER NOT NULL,
+        created_at_ms   INTEGER NOT NULL,
+        forked_from     TEXT,
+        forked_at       INTEGER,
+        head            INTEGER NOT NULL,
+        oldest          INTEGER NOT NULL,
+        last_at_ms      INTEGER,
+        last_changes    TEXT NOT NULL
+    );
+    CREATE TABLE checkpoints (
+        session         TEXT NOT NULL,
+        id              INTEGER NOT NULL,
+        parent          INTEGER,
+        parent_session  TEXT,
+        at_ms           INTEGER NOT NULL,
+        writer          TEXT NOT NULL,
+        source          TEXT NOT NULL,
+        channels        TEXT NOT NULL,
+        writes          TEXT NOT NULL,
+        schema_version  INTEGER NOT NULL,
+        PRIMARY KEY (session, id)
+    ) WITHOUT ROWID;
+    CREATE TABLE snapshots (
+        session         TEXT NOT NULL,
+        id              INTEGER NOT NULL,
+        state           TEXT NOT NULL,
+        PRIMARY KEY (session, id)
+    ) WITHOUT ROWID;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

@@ -1,5 +1,6 @@
 //! One client connection: capped line framing, JSON-RPC envelopes, `hello` first.
-//! Requests after `hello` run concurrently; responses go out as they finish.
+//! Requests after `hello` run concurrently; responses (and, for subscriptions,
+//! notifications) go out as they are ready.
 
 use super::handlers;
 use super::Ctx;
@@ -7,9 +8,35 @@ use grove_proto::framing::{encode_line, read_frame_async, Frame};
 use grove_proto::{codes, Response, RpcError, MAX_LINE_BYTES};
 use serde_json::Value;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// What a request handler knows of its connection: where to write.
+#[derive(Clone)]
+pub struct Conn {
+    out: mpsc::Sender<Vec<u8>>,
+}
+
+impl Conn {
+    /// Queues one line (a response or a notification). False once the client is gone.
+    pub async fn send<T: serde::Serialize>(&self, message: &T) -> bool {
+        self.out.send(encode_line(message)).await.is_ok()
+    }
+
+    pub async fn respond(&self, id: Option<Value>, result: Result<Value, RpcError>) {
+        let Some(id) = id else {
+            return;
+        };
+        let response = match result {
+            Ok(value) => Response::ok(id, value),
+            Err(error) => Response::err(id, error),
+        };
+        self.send(&response).await;
+    }
+}
 
 /// A request that passed envelope checks.
 struct Call {
@@ -21,21 +48,24 @@ struct Call {
 
 pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
     let (read, mut write) = stream.into_split();
-    let (out, mut outbox) = mpsc::channel::<Response>(64);
+    let (out, mut outbox) = mpsc::channel::<Vec<u8>>(256);
     let writer = tokio::spawn(async move {
-        while let Some(response) = outbox.recv().await {
-            if write.write_all(&encode_line(&response)).await.is_err() {
+        while let Some(line) = outbox.recv().await {
+            if write.write_all(&line).await.is_err() {
                 break;
             }
         }
     });
+    let conn = Conn { out };
+    // Handles of the requests in flight, to abort them when the client leaves.
+    let mut requests: Vec<JoinHandle<()>> = Vec::new();
     let mut reader = BufReader::new(read);
     let mut stopped = ctx.stop.subscribe();
     let mut greeted = false;
-    loop {
+    let stopping = loop {
         let frame = tokio::select! {
             frame = read_frame_async(&mut reader, MAX_LINE_BYTES) => frame,
-            _ = stopped.wait_for(|stop| *stop) => break,
+            _ = stopped.wait_for(|stop| *stop) => break true,
         };
         let line = match frame {
             Ok(Frame::Line(line)) => line,
@@ -44,10 +74,10 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
                     codes::LINE_TOO_LONG,
                     format!("line longer than {MAX_LINE_BYTES} bytes; nothing of it was read"),
                 );
-                let _ = out.send(Response::err(Value::Null, error)).await;
+                conn.send(&Response::err(Value::Null, error)).await;
                 continue;
             }
-            Ok(Frame::Eof { .. }) | Err(_) => break,
+            Ok(Frame::Eof { .. }) | Err(_) => break false,
         };
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -55,42 +85,51 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
         let call = match parse_call(&line) {
             Ok(call) => call,
             Err((id, error)) => {
-                let _ = out.send(Response::err(id, error)).await;
+                conn.send(&Response::err(id, error)).await;
                 continue;
             }
         };
         if call.method == "hello" {
             let result = handlers::hello::handle(&ctx, call.params).await;
             greeted = result.is_ok();
-            respond(&out, call.id, result).await;
+            conn.respond(call.id, result).await;
         } else if !greeted {
             let error = RpcError::new(
                 codes::HELLO_REQUIRED,
                 "say `hello` with the protocol version first",
             );
-            respond(&out, call.id, Err(error)).await;
+            conn.respond(call.id, Err(error)).await;
         } else {
-            let ctx = ctx.clone();
-            let out = out.clone();
-            tokio::spawn(async move {
-                let result = handlers::dispatch(&ctx, &call.method, call.params).await;
-                respond(&out, call.id, result).await;
-            });
+            requests.retain(|task| !task.is_finished());
+            let (ctx, conn) = (ctx.clone(), conn.clone());
+            requests.push(tokio::spawn(async move {
+                let answer =
+                    handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, call.params)
+                        .await;
+                if let Some(result) = answer {
+                    conn.respond(call.id, result).await;
+                }
+            }));
         }
+    };
+    if stopping {
+        // Let requests in flight (daemon.stop among them) answer before we go.
+        let drain = async {
+            for task in requests.iter_mut() {
+                let _ = task.await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
     }
-    drop(out);
+    // The client is gone (or we are stopping): nothing more to answer.
+    for task in &requests {
+        task.abort();
+    }
+    for task in requests {
+        let _ = task.await;
+    }
+    drop(conn);
     let _ = writer.await;
-}
-
-async fn respond(out: &mpsc::Sender<Response>, id: Option<Value>, result: Result<Value, RpcError>) {
-    let Some(id) = id else {
-        return;
-    };
-    let response = match result {
-        Ok(value) => Response::ok(id, value),
-        Err(error) => Response::err(id, error),
-    };
-    let _ = out.send(response).await;
 }
 
 /// Checks the JSON-RPC envelope; on failure returns the id to answer with and the error.

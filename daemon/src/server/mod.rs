@@ -9,6 +9,7 @@ use crate::core::CoreHandle;
 use crate::db::Db;
 use crate::git::lane::Lanes;
 use crate::janitor::JanitorHandle;
+use crate::state::StateHandle;
 use grove_proto::framing::encode_line;
 use grove_proto::{codes, Response, RpcError};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use tokio::sync::watch;
 pub struct Ctx {
     pub core: CoreHandle,
     pub janitor: JanitorHandle,
+    pub state: StateHandle,
     pub db: Db,
     pub lanes: Lanes,
     pub config: Arc<Config>,

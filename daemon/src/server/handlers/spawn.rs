@@ -25,15 +25,52 @@ pub async fn handle(ctx: &Ctx, params: SpawnParams) -> Result<AgentRecord, Error
                 .map(|b| (b.name, b.commit))
         })
         .await?;
+    let schema = session_schema(&params, &target)?;
     ctx.janitor.check_disk().await?;
+    if let Some(name) = &params.session {
+        ctx.state
+            .ensure(name, schema.clone(), params.schema.is_some())
+            .await?;
+    }
     ctx.core
         .spawn(NewAgent {
             params,
+            schema,
             target,
             base_name,
             base_commit: base_commit.to_string(),
         })
         .await
+}
+
+/// The schema a new session gets: `--schema`, else `[state]` of the repository's
+/// `.grove.toml`, else none (a session without channels).
+fn session_schema(
+    params: &SpawnParams,
+    target: &crate::git::target::RepoTarget,
+) -> Result<Option<grove_state::Schema>, Error> {
+    let parse = |text: &str, origin: &str| {
+        grove_state::Schema::from_toml(text, origin).map_err(|e| Error::BadInput(e.to_string()))
+    };
+    if let Some(given) = &params.schema {
+        return match parse(&given.text, &given.origin)? {
+            Some(schema) => Ok(Some(schema)),
+            None => Err(Error::BadInput(format!(
+                "{}: has no [state] table; a schema file declares `[state]` with `version` \
+                 and `[state.channels]`",
+                given.origin
+            ))),
+        };
+    }
+    let path = target.workdir.join(".grove.toml");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse(&text, &path.display().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::BadInput(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
 }
 
 fn validate(params: &SpawnParams) -> Result<(), Error> {
@@ -72,6 +109,9 @@ fn validate(params: &SpawnParams) -> Result<(), Error> {
         if var.value.contains('\0') {
             return bad(format!("the value of {} contains a NUL byte", var.name));
         }
+    }
+    if let Some(session) = &params.session {
+        crate::state::validate_session_name(session)?;
     }
     if params.timeout_ms == Some(0) {
         return bad("timeout must be longer than zero".into());

@@ -1,0 +1,90 @@
+use crate::cli::SessionCommand;
+use crate::connect::{connect, dirs};
+use crate::output::{age, print_json, table};
+use anyhow::Result;
+use grove_proto::methods::{Empty, SessionList, SessionShow, SessionShowParams};
+use grove_proto::state::SessionInfo;
+use std::process::ExitCode;
+
+pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
+    let mut client = connect(&dirs()?)?;
+    match command {
+        SessionCommand::List => {
+            let list = client.call::<SessionList>(&Empty {})?;
+            if json {
+                print_json(&list)?;
+            } else if list.sessions.is_empty() {
+                println!("no sessions yet; `grove spawn --session NAME -- ...` starts one");
+            } else {
+                let rows = list.sessions.iter().map(row).collect();
+                println!(
+                    "{}",
+                    table(
+                        &[
+                            "SESSION",
+                            "AGENTS",
+                            "CHANNELS",
+                            "CHECKPOINTS",
+                            "LAST UPDATE",
+                            "SIZE"
+                        ],
+                        rows
+                    )
+                );
+            }
+        }
+        SessionCommand::Show { name } => {
+            let info = client.call::<SessionShow>(&SessionShowParams { name })?;
+            if json {
+                print_json(&info)?;
+            } else {
+                print!("{}", describe(&info));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn last_update(info: &SessionInfo) -> String {
+    info.last_checkpoint_at_ms
+        .map(|t| format!("{} ago", age(t)))
+        .unwrap_or_else(|| "never".into())
+}
+
+fn row(info: &SessionInfo) -> Vec<String> {
+    vec![
+        info.name.clone(),
+        info.agents.len().to_string(),
+        info.channels.to_string(),
+        info.checkpoints.to_string(),
+        last_update(info),
+        format!("{} B", info.state_bytes),
+    ]
+}
+
+fn describe(info: &SessionInfo) -> String {
+    let mut out = format!(
+        "session      {}\nchannels     {}\ncheckpoints  {} (newest {}, oldest readable {})\n\
+         last update  {}\nstate size   {} bytes\n",
+        info.name,
+        info.channels,
+        info.checkpoints,
+        info.head,
+        info.oldest,
+        last_update(info),
+        info.state_bytes
+    );
+    if let (Some(from), Some(at)) = (&info.forked_from, info.forked_at) {
+        out.push_str(&format!("forked from  {from} at checkpoint {at}\n"));
+    }
+    out.push_str(&format!("schema       {}\n", info.schema));
+    if info.agents.is_empty() {
+        out.push_str("agents       none\n");
+    } else {
+        for (i, agent) in info.agents.iter().enumerate() {
+            let label = if i == 0 { "agents" } else { "" };
+            out.push_str(&format!("{label:<12} {}  {}\n", agent.id, agent.status));
+        }
+    }
+    out
+}

@@ -1,0 +1,278 @@
+//! `grove state ...`: the shared state of a session. Inside an agent, GROVE_TOKEN says
+//! who writes and GROVE_SESSION where; outside, `--session` names the session.
+
+use crate::cli::{SessionArg, StateCommand};
+use crate::connect::{connect, dirs};
+use crate::exit::UsageError;
+use crate::output::{age, print_json, table};
+use anyhow::{Context, Result};
+use grove_proto::methods::{
+    StateCompact, StateCompactParams, StateFork, StateForkParams, StateGet, StateGetParams,
+    StateHistory, StateHistoryParams, StateUpdate, StateUpdateParams, StateWatch, StateWatchParams,
+};
+use grove_proto::state::StateWrite;
+use grove_proto::Client;
+use serde_json::Value;
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+
+fn token() -> Option<String> {
+    std::env::var("GROVE_TOKEN").ok().filter(|t| !t.is_empty())
+}
+
+pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
+    let mut client = connect(&dirs()?)?;
+    match command {
+        StateCommand::Update {
+            session,
+            base,
+            file,
+            pairs,
+        } => update(&mut client, session, base, file.as_deref(), &pairs, json),
+        StateCommand::Get {
+            session,
+            at,
+            channel,
+        } => {
+            let got = client.call::<StateGet>(&StateGetParams {
+                session: session.session,
+                token: token(),
+                at,
+                channel,
+            })?;
+            if json {
+                print_json(&got)?;
+            } else {
+                println!("{}", serde_json::to_string_pretty(&got.state)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        StateCommand::History { session, limit } => history(&mut client, session, limit, json),
+        StateCommand::Watch { session } => watch(&mut client, session, json),
+        StateCommand::Fork {
+            from,
+            at,
+            new_session,
+        } => {
+            let info = client.call::<StateFork>(&StateForkParams {
+                session: from,
+                token: token(),
+                at,
+                new_session,
+            })?;
+            if json {
+                print_json(&info)?;
+            } else {
+                println!(
+                    "session {} starts from checkpoint {at} of {}",
+                    info.name,
+                    info.forked_from.unwrap_or_default()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        StateCommand::Compact { session, keep } => {
+            let session = session
+                .session
+                .ok_or_else(|| UsageError("say which session: --session NAME".into()))?;
+            let done = client.call::<StateCompact>(&StateCompactParams { session, keep })?;
+            if json {
+                print_json(&done)?;
+            } else {
+                println!(
+                    "dropped {} checkpoints of {}; the oldest readable is {}",
+                    done.dropped, done.session, done.oldest
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn update(
+    client: &mut Client,
+    session: SessionArg,
+    base: Option<u64>,
+    file: Option<&Path>,
+    pairs: &[String],
+    json: bool,
+) -> Result<ExitCode> {
+    let batches = match file {
+        Some(path) => batches_from_file(path, base)?,
+        None => vec![batch_from_pairs(pairs, base)?],
+    };
+    let mut results = Vec::new();
+    for writes in batches {
+        let done = client.call::<StateUpdate>(&StateUpdateParams {
+            session: session.session.clone(),
+            token: token(),
+            writes,
+        })?;
+        if !json {
+            println!("checkpoint {}", done.checkpoint);
+        }
+        results.push(done);
+    }
+    if json {
+        print_json(&results)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_value(channel: &str, text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| {
+        UsageError(format!(
+            "the value for channel `{channel}` is not JSON ({e}): write strings with quotes, \
+             e.g. '\"text\"', lists as '[\"a\",\"b\"]'"
+        ))
+        .into()
+    })
+}
+
+fn batch_from_pairs(pairs: &[String], base: Option<u64>) -> Result<Vec<StateWrite>> {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        return Err(UsageError(
+            "give CHANNEL JSON pairs, e.g. `grove state update tests_passed 1`, or --file F".into(),
+        )
+        .into());
+    }
+    pairs
+        .chunks(2)
+        .map(|pair| {
+            Ok(StateWrite {
+                channel: pair[0].clone(),
+                value: parse_value(&pair[0], &pair[1])?,
+                base,
+            })
+        })
+        .collect()
+}
+
+/// One JSON document, or NDJSON with one batch per line. A batch is an object of
+/// `channel: value`, or `{"writes": [{"channel", "value", "base"?}, ...]}`.
+fn batches_from_file(path: &Path, base: Option<u64>) -> Result<Vec<Vec<StateWrite>>> {
+    let mut text = String::new();
+    if path == Path::new("-") {
+        std::io::stdin().read_to_string(&mut text)?;
+    } else {
+        text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    }
+    let documents: Vec<Value> = match serde_json::from_str::<Value>(&text) {
+        Ok(one) => vec![one],
+        Err(_) => text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(n, line)| {
+                serde_json::from_str(line).map_err(|e| {
+                    UsageError(format!("{}:{}: not JSON: {e}", path.display(), n + 1)).into()
+                })
+            })
+            .collect::<Result<_>>()?,
+    };
+    documents
+        .into_iter()
+        .map(|doc| batch_from_document(doc, base, path))
+        .collect()
+}
+
+fn batch_from_document(doc: Value, base: Option<u64>, path: &Path) -> Result<Vec<StateWrite>> {
+    let Value::Object(map) = doc else {
+        return Err(UsageError(format!(
+            "{}: each batch must be a JSON object",
+            path.display()
+        ))
+        .into());
+    };
+    if let Some(writes) = map.get("writes") {
+        let mut writes: Vec<StateWrite> = serde_json::from_value(writes.clone())
+            .map_err(|e| UsageError(format!("{}: bad `writes`: {e}", path.display())))?;
+        for write in &mut writes {
+            write.base = write.base.or(base);
+        }
+        return Ok(writes);
+    }
+    Ok(map
+        .into_iter()
+        .map(|(channel, value)| StateWrite {
+            channel,
+            value,
+            base,
+        })
+        .collect())
+}
+
+fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> Result<ExitCode> {
+    let history = client.call::<StateHistory>(&StateHistoryParams {
+        session: session.session,
+        token: token(),
+        limit: Some(limit),
+    })?;
+    if json {
+        print_json(&history)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows = history
+        .checkpoints
+        .iter()
+        .map(|c| {
+            vec![
+                c.id.to_string(),
+                format!("{} ago", age(c.at_ms)),
+                c.writer.clone(),
+                match (&c.parent_session, c.parent) {
+                    (Some(from), Some(at)) => format!("{} from {from}@{at}", c.source),
+                    _ => c.source.clone(),
+                },
+                c.channels.join(", "),
+            ]
+        })
+        .collect();
+    println!(
+        "{}",
+        table(
+            &["CHECKPOINT", "WHEN", "WRITER", "SOURCE", "CHANNELS"],
+            rows
+        )
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn watch(client: &mut Client, session: SessionArg, json: bool) -> Result<ExitCode> {
+    let started = client.call::<StateWatch>(&StateWatchParams {
+        session: session.session,
+        token: token(),
+    })?;
+    if json {
+        println!("{}", serde_json::to_string(&started)?);
+    } else {
+        eprintln!(
+            "watching session {} from checkpoint {} (Ctrl-C to stop)",
+            started.session, started.checkpoint
+        );
+    }
+    loop {
+        let note = client.next_notification()?;
+        if json {
+            println!("{}", serde_json::to_string(&note)?);
+        } else if note.method == "state.lagged" {
+            println!(
+                "(fell behind by {} updates; `grove state get` shows the current state)",
+                note.params["missed"]
+            );
+        } else {
+            let channels: Vec<&str> = note.params["channels"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            println!(
+                "checkpoint {} by {}: {}",
+                note.params["checkpoint"],
+                note.params["writer"].as_str().unwrap_or("?"),
+                channels.join(", ")
+            );
+        }
+    }
+}

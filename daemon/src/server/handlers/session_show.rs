@@ -1,0 +1,23 @@
+use super::super::Ctx;
+use crate::Error;
+use grove_proto::methods::SessionShowParams;
+use grove_proto::state::{SessionAgent, SessionInfo};
+use grove_proto::types::AgentRecord;
+
+pub async fn handle(ctx: &Ctx, params: SessionShowParams) -> Result<SessionInfo, Error> {
+    let mut info = ctx.state.info(&params.name).await?;
+    attach_agents(&mut info, &ctx.core.snapshot().await?);
+    Ok(info)
+}
+
+pub fn attach_agents(info: &mut SessionInfo, agents: &[AgentRecord]) {
+    let mut members: Vec<&AgentRecord> = agents.iter().filter(|a| a.session == info.name).collect();
+    members.sort_by_key(|a| a.created_at_ms);
+    info.agents = members
+        .into_iter()
+        .map(|a| SessionAgent {
+            id: a.id.clone(),
+            status: a.status_text(),
+        })
+        .collect();
+}

@@ -1,0 +1,17 @@
+use super::super::Ctx;
+use crate::Error;
+use grove_proto::methods::StateForkParams;
+use grove_proto::state::SessionInfo;
+
+/// `state.fork`: a new session starting from a checkpoint of another.
+pub async fn handle(ctx: &Ctx, params: StateForkParams) -> Result<SessionInfo, Error> {
+    let caller = super::caller(ctx, params.session.as_deref(), params.token.as_deref()).await?;
+    ctx.state
+        .fork(
+            &caller.session,
+            params.at,
+            &params.new_session,
+            &caller.writer,
+        )
+        .await
+}

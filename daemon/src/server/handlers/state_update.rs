@@ -1,0 +1,26 @@
+use super::super::Ctx;
+use crate::Error;
+use grove_proto::methods::{StateUpdateParams, StateUpdateResult};
+use grove_state::Write;
+
+/// `state.update`: one atomic batch; answered once it is durable.
+pub async fn handle(ctx: &Ctx, params: StateUpdateParams) -> Result<StateUpdateResult, Error> {
+    let caller = super::caller(ctx, params.session.as_deref(), params.token.as_deref()).await?;
+    let writes = params
+        .writes
+        .into_iter()
+        .map(|w| Write {
+            channel: w.channel,
+            value: w.value,
+            base: w.base,
+        })
+        .collect();
+    let checkpoint = ctx
+        .state
+        .update(&caller.session, &caller.writer, writes)
+        .await?;
+    Ok(StateUpdateResult {
+        session: caller.session,
+        checkpoint,
+    })
+}

@@ -1,0 +1,226 @@
+//! Sessions, checkpoints and snapshots in SQLite. Runs on the database thread.
+
+use grove_proto::state::CheckpointInfo;
+use grove_state::{replay_batch, LastChange, Schema, State, Write};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::HashMap;
+
+/// A full snapshot is stored after every this many checkpoints, so reading any
+/// checkpoint costs one snapshot plus at most this many batches.
+pub const SNAPSHOT_EVERY: u64 = 64;
+
+fn json_err(e: serde_json::Error) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(e.into())
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(text: &str, column: usize) -> rusqlite::Result<T> {
+    serde_json::from_str(text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, e.into())
+    })
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub name: String,
+    pub schema: serde_json::Value,
+    pub schema_version: u32,
+    pub created_at_ms: u64,
+    pub forked_from: Option<String>,
+    pub forked_at: Option<u64>,
+    pub head: u64,
+    pub oldest: u64,
+    pub last_at_ms: Option<u64>,
+    pub last_changes: HashMap<String, LastChange>,
+}
+
+/// One checkpoint to store.
+#[derive(Debug, Clone)]
+pub struct CheckpointRow {
+    pub session: String,
+    pub info: CheckpointInfo,
+    pub writes: Vec<Write>,
+    /// The state right after this checkpoint, when a snapshot is due.
+    pub snapshot: Option<State>,
+}
+
+pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO sessions (name, schema, schema_version, created_at_ms, forked_from,
+                               forked_at, head, oldest, last_at_ms, last_changes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(name) DO UPDATE SET head = ?7, oldest = ?8, last_at_ms = ?9,
+                                          last_changes = ?10",
+        params![
+            row.name,
+            row.schema.to_string(),
+            row.schema_version,
+            row.created_at_ms as i64,
+            row.forked_from,
+            row.forked_at.map(|v| v as i64),
+            row.head as i64,
+            row.oldest as i64,
+            row.last_at_ms.map(|v| v as i64),
+            serde_json::to_string(&row.last_changes).map_err(json_err)?,
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result<()> {
+    let info = &row.info;
+    conn.execute(
+        "INSERT INTO checkpoints (session, id, parent, parent_session, at_ms, writer, source,
+                                  channels, writes, schema_version)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            row.session,
+            info.id as i64,
+            info.parent.map(|v| v as i64),
+            info.parent_session,
+            info.at_ms as i64,
+            info.writer,
+            info.source,
+            serde_json::to_string(&info.channels).map_err(json_err)?,
+            serde_json::to_string(&row.writes).map_err(json_err)?,
+            info.schema_version,
+        ],
+    )?;
+    if let Some(state) = &row.snapshot {
+        conn.execute(
+            "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
+            params![
+                row.session,
+                info.id as i64,
+                serde_json::to_string(state).map_err(json_err)?
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// Stores a group of checkpoints and the sessions they advanced, in one transaction:
+/// one fsync acknowledges them all.
+pub fn commit_group(
+    conn: &mut Connection,
+    checkpoints: &[CheckpointRow],
+    sessions: &[SessionRow],
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    for row in checkpoints {
+        insert_checkpoint(&tx, row)?;
+    }
+    for row in sessions {
+        upsert_session(&tx, row)?;
+    }
+    tx.commit()
+}
+
+pub fn load_sessions(conn: &Connection) -> rusqlite::Result<Vec<SessionRow>> {
+    let mut stmt = conn.prepare(
+        "SELECT name, schema, schema_version, created_at_ms, forked_from, forked_at, head,
+                oldest, last_at_ms, last_changes FROM sessions ORDER BY created_at_ms, name",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(SessionRow {
+            name: r.get(0)?,
+            schema: from_json(&r.get::<_, String>(1)?, 1)?,
+            schema_version: r.get(2)?,
+            created_at_ms: r.get::<_, i64>(3)? as u64,
+            forked_from: r.get(4)?,
+            forked_at: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
+            head: r.get::<_, i64>(6)? as u64,
+            oldest: r.get::<_, i64>(7)? as u64,
+            last_at_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
+            last_changes: from_json(&r.get::<_, String>(9)?, 9)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// The state right after checkpoint `at` (0: the initial state): the newest snapshot at
+/// or before it, plus the batches after that snapshot, replayed.
+pub fn state_at(
+    conn: &Connection,
+    session: &str,
+    schema: &Schema,
+    at: u64,
+) -> rusqlite::Result<State> {
+    let snapshot: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT id, state FROM snapshots WHERE session = ?1 AND id <= ?2
+             ORDER BY id DESC LIMIT 1",
+            params![session, at as i64],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (from, mut state) = match snapshot {
+        Some((id, json)) => (id as u64, from_json::<State>(&json, 1)?),
+        None => (0, schema.initial_state()),
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT writes FROM checkpoints WHERE session = ?1 AND id > ?2 AND id <= ?3 ORDER BY id",
+    )?;
+    let batches = stmt.query_map(params![session, from as i64, at as i64], |r| {
+        r.get::<_, String>(0)
+    })?;
+    for batch in batches {
+        let writes: Vec<Write> = from_json(&batch?, 0)?;
+        state = replay_batch(schema, &state, &writes)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+    }
+    Ok(state)
+}
+
+pub fn history(
+    conn: &Connection,
+    session: &str,
+    limit: u32,
+) -> rusqlite::Result<Vec<CheckpointInfo>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, parent, parent_session, at_ms, writer, source, channels, schema_version
+         FROM checkpoints WHERE session = ?1 ORDER BY id DESC LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![session, limit], |r| {
+        Ok(CheckpointInfo {
+            id: r.get::<_, i64>(0)? as u64,
+            parent: r.get::<_, Option<i64>>(1)?.map(|v| v as u64),
+            parent_session: r.get(2)?,
+            at_ms: r.get::<_, i64>(3)? as u64,
+            writer: r.get(4)?,
+            source: r.get(5)?,
+            channels: from_json(&r.get::<_, String>(6)?, 6)?,
+            schema_version: r.get(7)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Drops every checkpoint before `oldest`, after storing the state at `oldest` as a
+/// snapshot so that it and every later checkpoint read exactly as before.
+pub fn compact(
+    conn: &mut Connection,
+    session: &SessionRow,
+    schema: &Schema,
+) -> rusqlite::Result<u64> {
+    let state = state_at(conn, &session.name, schema, session.oldest)?;
+    let tx = conn.transaction()?;
+    tx.execute(
+        "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
+        params![
+            session.name,
+            session.oldest as i64,
+            serde_json::to_string(&state).map_err(json_err)?
+        ],
+    )?;
+    tx.execute(
+        "DELETE FROM snapshots WHERE session = ?1 AND id < ?2",
+        params![session.name, session.oldest as i64],
+    )?;
+    let dropped = tx.execute(
+        "DELETE FROM checkpoints WHERE session = ?1 AND id < ?2",
+        params![session.name, session.oldest as i64],
+    )?;
+    upsert_session(&tx, session)?;
+    tx.commit()?;
+    Ok(dropped as u64)
+}

@@ -1,0 +1,77 @@
+//! Wire types of sessions and their shared state.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One write of a batch: a delta for `channel` (see shared/state-semantics.md).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StateWrite {
+    pub channel: String,
+    pub value: Value,
+    /// The checkpoint the writer last read; an `overwrite` write to a channel another
+    /// writer changed after it is refused as a conflict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<u64>,
+}
+
+/// A schema as text, for the daemon to parse (so that errors name the file and line).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaText {
+    /// File name used in error messages.
+    pub origin: String,
+    /// TOML holding a `[state]` table.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    pub id: u64,
+    /// The checkpoint this one follows; for a fork's first checkpoint, the checkpoint
+    /// of `parent_session` it was forked from.
+    pub parent: Option<u64>,
+    pub parent_session: Option<String>,
+    pub at_ms: u64,
+    /// An agent id, or `user`.
+    pub writer: String,
+    /// `update` or `fork`.
+    pub source: String,
+    pub channels: Vec<String>,
+    pub schema_version: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionAgent {
+    pub id: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionInfo {
+    pub name: String,
+    pub schema: Value,
+    pub channels: u64,
+    /// Checkpoints still readable (compaction drops older ones).
+    pub checkpoints: u64,
+    /// The newest checkpoint id (0 before the first write).
+    pub head: u64,
+    pub oldest: u64,
+    pub last_checkpoint_at_ms: Option<u64>,
+    /// Size of the current state as JSON.
+    pub state_bytes: u64,
+    pub agents: Vec<SessionAgent>,
+    pub forked_from: Option<String>,
+    pub forked_at: Option<u64>,
+}
+
+/// Which session a state call is about. Inside an agent the token says it (and an agent
+/// may only name its own session); elsewhere `session` does.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRef {
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+}

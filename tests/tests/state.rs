@@ -1,0 +1,470 @@
+//! Shared state through a real daemon: the numbered behaviours of
+//! shared/state-semantics.md that need storage, sessions or agents (17, 18, 20-24), the
+//! CLI, and ten agents writing at once. (1-16 and 19 are pinned in the grove-state crate.)
+
+mod support;
+
+use grove_proto::Client;
+use serde_json::{json, Value};
+use std::fs;
+use support::*;
+
+const SCHEMA: &str = r#"
+[state]
+version = 1
+[state.channels]
+items  = { reducer = "append" }
+count  = { reducer = "add", default = 0 }
+plan   = { reducer = "overwrite" }
+labels = { reducer = "union" }
+notes  = { reducer = "merge" }
+"#;
+
+fn client(g: &Grove) -> Client {
+    g.ok(&["list"]);
+    Client::connect(&g.home.join("grove.sock")).expect("connect")
+}
+
+fn call(c: &mut Client, method: &str, params: Value) -> Result<Value, grove_proto::RpcError> {
+    let response = c.call_raw(method, params).expect("call");
+    match response.error {
+        Some(error) => Err(error),
+        None => Ok(response.result.unwrap_or(Value::Null)),
+    }
+}
+
+fn create(c: &mut Client, name: &str) {
+    call(
+        c,
+        "session.create",
+        json!({"name": name, "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
+    )
+    .expect("session.create");
+}
+
+fn update(c: &mut Client, session: &str, writes: Value) -> u64 {
+    call(
+        c,
+        "state.update",
+        json!({"session": session, "writes": writes}),
+    )
+    .expect("state.update")["checkpoint"]
+        .as_u64()
+        .expect("checkpoint")
+}
+
+fn get(c: &mut Client, session: &str, at: Option<u64>) -> Value {
+    call(c, "state.get", json!({"session": session, "at": at})).expect("state.get")["state"].clone()
+}
+
+fn history(c: &mut Client, session: &str) -> Value {
+    call(
+        c,
+        "state.history",
+        json!({"session": session, "limit": 100_000}),
+    )
+    .expect("history")["checkpoints"]
+        .clone()
+}
+
+/// The i-th batch of a deterministic workload touching every reducer.
+fn batch(i: u64) -> Value {
+    let mut writes = vec![
+        json!({"channel": "items", "value": [i]}),
+        json!({"channel": "count", "value": i % 7}),
+        json!({"channel": "labels", "value": [format!("l{}", i % 5)]}),
+    ];
+    if i % 3 == 0 {
+        writes.push(json!({"channel": "plan", "value": format!("plan {i}")}));
+    }
+    if i % 4 == 0 {
+        writes.push(json!({"channel": "notes", "value": {format!("k{}", i % 3): i}}));
+    }
+    Value::Array(writes)
+}
+
+/// Writes `n` batches and returns the expected state after each checkpoint (index =
+/// checkpoint id; [0] is the initial state), read back from the daemon as it went.
+fn write_workload(c: &mut Client, session: &str, n: u64) -> Vec<Value> {
+    let mut states = vec![get(c, session, None)];
+    for i in 1..=n {
+        assert_eq!(update(c, session, batch(i)), i);
+        states.push(get(c, session, None));
+    }
+    states
+}
+
+#[test]
+fn b17_checkpoints_have_increasing_ids_time_writer_parent_source_and_channels() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "s");
+    update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
+    update(
+        &mut c,
+        "s",
+        json!([{"channel": "plan", "value": "x"}, {"channel": "items", "value": [1]}]),
+    );
+    let h = history(&mut c, "s");
+    assert_eq!(h[0]["id"], 2);
+    assert_eq!(h[1]["id"], 1);
+    assert_eq!(h[0]["parent"], 1);
+    assert_eq!(h[1]["parent"], Value::Null);
+    assert_eq!(h[0]["writer"], "user");
+    assert_eq!(h[0]["source"], "update");
+    assert_eq!(h[0]["channels"], json!(["items", "plan"]));
+    assert_eq!(h[0]["schema_version"], 1);
+    assert!(h[0]["at_ms"].as_u64() >= h[1]["at_ms"].as_u64());
+}
+
+#[test]
+fn b18_reading_a_checkpoint_gives_the_state_right_after_it() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "s");
+    // Past two snapshots (every 64 checkpoints), so reads mix snapshots and the log.
+    let states = write_workload(&mut c, "s", 150);
+    for (at, expected) in states.iter().enumerate() {
+        assert_eq!(
+            &get(&mut c, "s", Some(at as u64)),
+            expected,
+            "checkpoint {at}"
+        );
+    }
+    let err = call(&mut c, "state.get", json!({"session": "s", "at": 151})).expect_err("future");
+    assert!(err.message.contains("no checkpoint 151"), "{}", err.message);
+    // Still exact after a fork and after compaction (for every kept checkpoint).
+    call(
+        &mut c,
+        "state.fork",
+        json!({"session": "s", "at": 70, "new_session": "f"}),
+    )
+    .expect("fork");
+    update(&mut c, "s", batch(151));
+    call(&mut c, "state.compact", json!({"session": "s", "keep": 50})).expect("compact");
+    for at in 102..=150u64 {
+        assert_eq!(
+            &get(&mut c, "s", Some(at)),
+            &states[at as usize],
+            "checkpoint {at}"
+        );
+    }
+    let err = call(&mut c, "state.get", json!({"session": "s", "at": 10})).expect_err("compacted");
+    assert!(
+        err.message
+            .contains("compacted away; the oldest readable is 102"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn b20_fork_starts_from_the_checkpoint_and_sessions_stay_apart() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "s");
+    let states = write_workload(&mut c, "s", 10);
+    let fork = call(
+        &mut c,
+        "state.fork",
+        json!({"session": "s", "at": 4, "new_session": "f"}),
+    )
+    .expect("fork");
+    assert_eq!(fork["forked_from"], "s");
+    assert_eq!(fork["forked_at"], 4);
+    assert_eq!(get(&mut c, "f", None), states[4]);
+    let first = &history(&mut c, "f")[0];
+    assert_eq!(first["source"], "fork");
+    assert_eq!(first["parent"], 4);
+    assert_eq!(first["parent_session"], "s");
+    update(
+        &mut c,
+        "f",
+        json!([{"channel": "items", "value": ["only in f"]}]),
+    );
+    update(
+        &mut c,
+        "s",
+        json!([{"channel": "items", "value": ["only in s"]}]),
+    );
+    let f_items = get(&mut c, "f", None)["items"].clone();
+    let s_items = get(&mut c, "s", None)["items"].clone();
+    assert!(f_items.as_array().expect("f").contains(&json!("only in f")));
+    assert!(!f_items.as_array().expect("f").contains(&json!("only in s")));
+    assert!(!s_items.as_array().expect("s").contains(&json!("only in f")));
+    // The old history is untouched.
+    assert_eq!(history(&mut c, "s").as_array().map(Vec::len), Some(11));
+    let dup = call(
+        &mut c,
+        "state.fork",
+        json!({"session": "s", "at": 1, "new_session": "f"}),
+    );
+    assert!(dup.expect_err("exists").message.contains("already exists"));
+}
+
+#[test]
+fn b21_compaction_keeps_the_current_and_the_last_k_states() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "s");
+    let states = write_workload(&mut c, "s", 90);
+    let done = call(&mut c, "state.compact", json!({"session": "s", "keep": 20})).expect("compact");
+    assert_eq!(done["oldest"], 71);
+    assert_eq!(done["dropped"], 70);
+    assert_eq!(get(&mut c, "s", None), states[90]);
+    for at in 71..=90 {
+        assert_eq!(get(&mut c, "s", Some(at)), states[at as usize]);
+    }
+    assert_eq!(history(&mut c, "s").as_array().map(Vec::len), Some(20));
+    // Writing on after compaction works from the same state.
+    assert_eq!(update(&mut c, "s", batch(91)), 91);
+    let info = g.json(&["session", "show", "s"]);
+    assert_eq!(info["checkpoints"], 21);
+    let out = g.ok(&["state", "compact", "--session", "s", "--keep", "5"]);
+    assert!(out.contains("oldest readable is 87"), "{out}");
+}
+
+#[test]
+fn b22_a_newer_stored_schema_version_is_refused_not_misread() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "s");
+    update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
+    drop(c);
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    db.execute(
+        "UPDATE sessions SET schema_version = 99 WHERE name = 's'",
+        [],
+    )
+    .expect("bump");
+    drop(db);
+    let out = g.run(&["state", "get", "--session", "s"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr
+            .contains("state schema version 99, newer than this grove understands (1)"),
+        "{}",
+        out.stderr
+    );
+    let out = g.run(&["state", "update", "--session", "s", "count", "1"]);
+    assert!(
+        out.stderr.contains("newer than this grove understands"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn b23_a_crash_loses_no_acknowledged_batch() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "s");
+    let states = write_workload(&mut c, "s", 100);
+    let before = history(&mut c, "s");
+    drop(c);
+    g.crash_daemon();
+    let mut c = client(&g);
+    assert_eq!(get(&mut c, "s", None), states[100]);
+    assert_eq!(history(&mut c, "s"), before);
+    assert_eq!(get(&mut c, "s", Some(37)), states[37]);
+    assert_eq!(update(&mut c, "s", batch(101)), 101);
+}
+
+#[test]
+fn b24_an_agent_writes_only_its_own_session() {
+    let g = Grove::new();
+    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "schema"]);
+    let mut c = client(&g);
+    create(&mut c, "other");
+    let result = g.dir.path().join("result");
+    let script = format!(
+        r#""$GROVE_BIN" state update count 5 || exit 1
+           "$GROVE_BIN" state update --session other count 1 2> '{r}.other'; echo $? > '{r}.code'
+           "$GROVE_BIN" state get count > '{r}.own'"#,
+        r = result.display()
+    );
+    let id = g.spawn(
+        &["--session", "mine", "--env", &format!("GROVE_BIN={BIN}")],
+        &script,
+    );
+    assert_eq!(
+        g.wait(&id)["outcome"],
+        "succeeded",
+        "{}",
+        g.ok(&["logs", &id])
+    );
+    let code = fs::read_to_string(result.with_extension("code")).expect("code");
+    assert_eq!(code.trim(), "4", "refused (exit 4)");
+    let why = fs::read_to_string(result.with_extension("other")).expect("stderr");
+    assert!(
+        why.contains(&format!("agent {id} may use only its own session `mine`")),
+        "{why}"
+    );
+    assert_eq!(
+        fs::read_to_string(result.with_extension("own"))
+            .expect("own")
+            .trim(),
+        "5"
+    );
+    assert_eq!(get(&mut c, "other", None)["count"], 0);
+    assert_eq!(history(&mut c, "mine")[0]["writer"], id.as_str());
+    // The user's shell may write any session.
+    g.ok(&["state", "update", "--session", "other", "count", "2"]);
+    assert_eq!(get(&mut c, "other", None)["count"], 2);
+}
+
+#[test]
+fn ten_agents_writing_a_hundred_updates_each_lose_nothing() {
+    let g = Grove::new();
+    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
+    let script = r#"i=0
+        while [ $i -lt 100 ]; do
+          "$GROVE_BIN" state update items "[\"$GROVE_AGENT_ID-$i\"]" count 1 labels "[\"v$((i % 10))\", \"$GROVE_AGENT_ID\"]" || exit 1
+          i=$((i + 1))
+        done"#;
+    let ids: Vec<String> = (0..10)
+        .map(|_| {
+            g.spawn(
+                &["--session", "swarm", "--env", &format!("GROVE_BIN={BIN}")],
+                script,
+            )
+        })
+        .collect();
+    let mut args = vec!["wait"];
+    args.extend(ids.iter().map(String::as_str));
+    let out = g.run(&args);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let state = g.json(&["state", "get", "--session", "swarm"])["state"].clone();
+    let items = state["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1000);
+    let distinct: std::collections::HashSet<&Value> = items.iter().collect();
+    assert_eq!(distinct.len(), 1000);
+    assert_eq!(state["count"], 1000);
+    let labels: std::collections::HashSet<String> = state["labels"]
+        .as_array()
+        .expect("labels")
+        .iter()
+        .map(|v| v.as_str().expect("label").to_string())
+        .collect();
+    let mut expected: std::collections::HashSet<String> =
+        (0..10).map(|i| format!("v{i}")).collect();
+    expected.extend(ids.iter().cloned());
+    assert_eq!(labels, expected);
+    assert_eq!(g.json(&["session", "show", "swarm"])["checkpoints"], 1000);
+}
+
+#[test]
+fn schema_errors_name_the_file_and_line_and_leave_nothing_behind() {
+    let g = Grove::new();
+    fs::write(
+        g.repo.join(".grove.toml"),
+        "[state]\nversion = 1\n[state.channels]\nx = { reducer = \"average\" }\n",
+    )
+    .expect("write");
+    let out = g.run(&["spawn", "--", "true"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains(".grove.toml:4:"), "{}", out.stderr);
+    assert!(out.stderr.contains("average"), "{}", out.stderr);
+    let bad = g.dir.path().join("bad.toml");
+    fs::write(&bad, "[state]\nversion = 1\n[state.channels\n").expect("write");
+    let out = g.run(&[
+        "spawn",
+        "--schema",
+        bad.to_str().expect("utf8"),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("bad.toml:3:"), "{}", out.stderr);
+    assert_eq!(g.json(&["list", "--all"])["agents"], json!([]));
+    assert_eq!(g.json(&["session", "list"])["sessions"], json!([]));
+    assert!(g.worktree_dirs().is_empty());
+}
+
+#[test]
+fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
+    let g = Grove::new();
+    let schema = g.dir.path().join("schema.toml");
+    fs::write(&schema, SCHEMA).expect("schema");
+    let id = g.spawn(
+        &[
+            "--session",
+            "cli",
+            "--schema",
+            schema.to_str().expect("utf8"),
+        ],
+        "true",
+    );
+    g.wait(&id);
+    let mut watcher = g
+        .command()
+        .args(["--json", "state", "watch", "--session", "cli"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("watch");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        watcher.stdout.take().expect("stdout"),
+    ));
+    // The first line says the watcher is subscribed; updates after it all show up.
+    let subscribed: Value =
+        serde_json::from_str(&lines.next().expect("line").expect("read")).expect("json");
+    assert_eq!(subscribed["session"], "cli");
+    g.ok(&["state", "update", "--session", "cli", "count", "1"]);
+    let seen = lines.next().map(|l| l.expect("read"));
+    let first: Value = serde_json::from_str(&seen.expect("a notification")).expect("json");
+    assert_eq!(first["method"], "state.updated");
+    let batches = g.dir.path().join("batches.ndjson");
+    fs::write(
+        &batches,
+        "{\"items\": [\"a\"], \"plan\": \"p1\"}\n{\"writes\": [{\"channel\": \"labels\", \"value\": [\"x\"]}]}\n",
+    )
+    .expect("write");
+    let out = g.ok(&[
+        "state",
+        "update",
+        "--session",
+        "cli",
+        "--file",
+        batches.to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    let next: Value =
+        serde_json::from_str(&lines.next().expect("line").expect("read")).expect("json");
+    assert_eq!(next["params"]["channels"], json!(["items", "plan"]));
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+
+    let plan_at = g.json(&["state", "history", "--session", "cli", "--limit", "1"])["checkpoints"]
+        [0]["id"]
+        .as_u64()
+        .expect("id");
+    // Another writer (an agent of the session) changes `plan` after that checkpoint.
+    let agent = g.spawn(
+        &["--session", "cli", "--env", &format!("GROVE_BIN={BIN}")],
+        r#""$GROVE_BIN" state update plan '"agent plan"'"#,
+    );
+    assert_eq!(g.wait(&agent)["outcome"], "succeeded");
+    let stale = g.run(&[
+        "state",
+        "update",
+        "--session",
+        "cli",
+        "--base",
+        &(plan_at - 1).to_string(),
+        "plan",
+        "\"mine\"",
+    ]);
+    assert_ne!(stale.code, 0);
+    assert!(stale.stderr.contains("plan"), "{}", stale.stderr);
+    assert_eq!(
+        g.json(&["state", "get", "--session", "cli", "plan"])["state"],
+        "agent plan"
+    );
+    let bad = g.run(&["state", "update", "--session", "cli", "count", "not json"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("is not JSON"), "{}", bad.stderr);
+}
