@@ -74,10 +74,10 @@ fn batch(i: u64) -> Value {
         json!({"channel": "count", "value": i % 7}),
         json!({"channel": "labels", "value": [format!("l{}", i % 5)]}),
     ];
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         writes.push(json!({"channel": "plan", "value": format!("plan {i}")}));
     }
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         writes.push(json!({"channel": "notes", "value": {format!("k{}", i % 3): i}}));
     }
     Value::Array(writes)
