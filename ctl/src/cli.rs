@@ -41,6 +41,17 @@ pub enum Command {
     Wait {
         #[arg(required = true)]
         ids: Vec<String>,
+        /// Return as soon as one of them finishes (prints the finished ones).
+        #[arg(long)]
+        any: bool,
+    },
+    /// Leave a short final message for whoever spawned this agent (run inside an agent).
+    Report {
+        /// The message; `-` reads it from standard input.
+        text: String,
+        /// Report for this agent instead of the one we run in (from the user's shell).
+        #[arg(long)]
+        id: Option<String>,
     },
     /// Stop an agent: SIGTERM to its whole process tree, SIGKILL after a grace period.
     Kill {

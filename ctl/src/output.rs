@@ -27,6 +27,7 @@ pub fn duration(ms: u64) -> String {
 
 pub fn diffstat(record: &AgentRecord) -> String {
     match (record.files_changed, record.insertions, record.deletions) {
+        (Some(1), Some(ins), Some(del)) => format!("1 file +{ins} -{del}"),
         (Some(files), Some(ins), Some(del)) => format!("{files} files +{ins} -{del}"),
         _ => "-".into(),
     }
@@ -54,11 +55,18 @@ pub fn result_line(record: &AgentRecord) -> String {
     } else {
         "(no commits; branch removed)"
     };
-    format!(
+    let line = format!(
         "{}  {}  {}  {}",
         record.id,
         record.status_text(),
         branch,
         diffstat(record)
-    )
+    );
+    match &record.report {
+        Some(report) => format!(
+            "{line}\n    report: {}",
+            report.replace('\n', "\n            ")
+        ),
+        None => line,
+    }
 }

@@ -26,6 +26,8 @@ pub struct Config {
     pub max_idle: Duration,
     /// Records and logs of finished agents older than this are deleted.
     pub retention: Duration,
+    /// How deep agents may spawn agents (an agent the user spawned is at depth 0).
+    pub max_depth: u32,
     /// Protocol version this daemon speaks; only tests change it.
     pub protocol_version: u32,
     /// `checkout.workers` for `git worktree add`.
@@ -68,6 +70,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_idle", "GROVE_MAX_IDLE", "24h"),
     ("retention", "GROVE_RETENTION", "30days"),
     ("kill_grace", "GROVE_KILL_GRACE", "5s"),
+    ("max_depth", "GROVE_MAX_DEPTH", "3"),
 ];
 
 impl Config {
@@ -87,6 +90,7 @@ impl Config {
             max_idle: get("max_idle")?.duration()?,
             retention: get("retention")?.duration()?,
             kill_grace: get("kill_grace")?.duration()?,
+            max_depth: get("max_depth")?.number()? as u32,
             protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
                 Ok(v) => v.parse().unwrap_or(0),
                 Err(_) => grove_proto::PROTOCOL_VERSION,

@@ -4,6 +4,7 @@ use crate::config::Config;
 use crate::core::Core;
 use crate::db::Db;
 use crate::error::Error;
+use crate::events::EventBus;
 use crate::git::lane::Lanes;
 use crate::janitor::Janitor;
 use crate::server::{self, Ctx};
@@ -37,17 +38,25 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let exe = std::env::current_exe()
         .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
-    let state = crate::state::start(db.clone(), stopped.clone()).await?;
+    let events = EventBus::default();
+    let state = crate::state::start(db.clone(), events.clone(), stopped.clone()).await?;
     let core = Core::start(
         db.clone(),
         lanes.clone(),
         config.clone(),
         exe,
         state.clone(),
+        events.clone(),
         stopped.clone(),
     )
     .await?;
-    let janitor = Janitor::new(core.clone(), lanes.clone(), db.clone(), config.clone());
+    let janitor = Janitor::new(
+        core.clone(),
+        lanes.clone(),
+        db.clone(),
+        config.clone(),
+        events.clone(),
+    );
     janitor.startup_scan().await;
     let janitor = janitor.start(stopped);
     let listener = bind(&dirs.socket)?;
@@ -55,6 +64,7 @@ pub async fn run(
         core,
         janitor,
         state,
+        events,
         db,
         lanes,
         config: config.clone(),

@@ -5,6 +5,7 @@ pub mod config;
 mod core;
 mod db;
 mod error;
+mod events;
 mod git;
 mod ids;
 mod instance;

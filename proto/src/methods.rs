@@ -31,6 +31,15 @@ method!(List, "agent.list", ListParams, AgentList);
 method!(Get, "agent.get", IdParams, AgentRecord);
 method!(Wait, "agent.wait", WaitParams, AgentList);
 method!(Kill, "agent.kill", IdParams, AgentRecord);
+method!(Report, "agent.report", ReportParams, AgentRecord);
+method!(Logs, "agent.logs", LogsParams, LogsResult);
+method!(Diff, "agent.diff", DiffParams, DiffResult);
+method!(
+    EventsSubscribe,
+    "events.subscribe",
+    SubscribeParams,
+    SubscribeResult
+);
 method!(Queue, "agent.queue", Empty, AgentList);
 method!(Remove, "agent.remove", IdParams, AgentRecord);
 method!(Gc, "janitor.gc", GcParams, GcReport);
@@ -82,6 +91,10 @@ pub const ALL_METHODS: &[&str] = &[
     Get::NAME,
     Wait::NAME,
     Kill::NAME,
+    Report::NAME,
+    Logs::NAME,
+    Diff::NAME,
+    EventsSubscribe::NAME,
     Queue::NAME,
     Remove::NAME,
     Gc::NAME,
@@ -181,6 +194,94 @@ pub struct IdParams {
 #[serde(deny_unknown_fields)]
 pub struct WaitParams {
     pub ids: Vec<String>,
+    /// `all` (default): return when every agent is finished; `any`: when one is.
+    #[serde(default)]
+    pub mode: WaitMode,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitMode {
+    #[default]
+    All,
+    Any,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReportParams {
+    /// A short final message for the agent's parent (at most 64 KiB).
+    pub text: String,
+    /// Which agent reports: implied inside an agent (its process tree, or GROVE_TOKEN).
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LogsParams {
+    pub id: String,
+    /// Byte offset to start at (default 0).
+    #[serde(default)]
+    pub offset: u64,
+    /// Most bytes to return (default and cap: 512 KiB).
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LogsResult {
+    pub id: String,
+    /// The bytes read, as UTF-8 (invalid sequences replaced).
+    pub text: String,
+    pub offset: u64,
+    /// Where to continue from.
+    pub next_offset: u64,
+    /// The agent has ended and `next_offset` is the end of its log.
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DiffParams {
+    pub id: String,
+    /// Only the diffstat.
+    #[serde(default)]
+    pub stat: bool,
+    /// Limit to these paths (relative to the repository root).
+    #[serde(default)]
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DiffResult {
+    pub id: String,
+    pub branch: String,
+    pub base_commit: String,
+    /// `git diff <base>...<branch>` output; empty when the branch holds nothing.
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeParams {
+    /// Only events of this session.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Only events of this agent (an id or unique prefix).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// After this answer, events arrive as notifications on the same connection:
+/// `agent.queued`, `agent.started`, `agent.exited`, `agent.collected` (params: the agent
+/// record), `state.updated`, `janitor.removed` (a removal), `disk.pressure`; and
+/// `events.lagged` `{"missed", "resync"}` if the connection fell behind.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SubscribeResult {
+    pub subscribed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

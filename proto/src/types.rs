@@ -127,6 +127,15 @@ pub struct AgentRecord {
     /// Place in the queue (1 = next to start) while the agent is queued.
     #[serde(default)]
     pub queue_position: Option<u64>,
+    /// The agent that spawned this one, if an agent did.
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// 0 for agents the user spawned, parent's depth + 1 for agents spawned by agents.
+    #[serde(default)]
+    pub depth: u32,
+    /// The agent's final message for its parent (`grove report`).
+    #[serde(default)]
+    pub report: Option<String>,
 }
 
 impl AgentRecord {

@@ -13,6 +13,7 @@ pub fn run(id: &str, no_wait: bool, json: bool) -> Result<ExitCode> {
         let mut done = client
             .call::<Wait>(&WaitParams {
                 ids: vec![record.id.clone()],
+                mode: Default::default(),
             })?
             .agents;
         if done.is_empty() {

@@ -7,6 +7,7 @@ mod kill;
 mod list;
 mod logs;
 mod queue;
+mod report;
 mod restore;
 mod rm;
 mod salvaged;
@@ -27,7 +28,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::List { all } => list::run(all, json),
         Command::Show { id } => show::run(&id, json),
         Command::Logs { id, follow } => logs::run(&id, follow, json),
-        Command::Wait { ids } => wait::run(ids, json),
+        Command::Wait { ids, any } => wait::run(ids, any, json),
+        Command::Report { text, id } => report::run(&text, id, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
         Command::Diff { id } => diff::run(&id, json),
         Command::Queue => queue::run(json),

@@ -63,6 +63,12 @@ fn describe(r: &AgentRecord) -> String {
             "yes: uncommitted work was committed by grove".into(),
         ));
     }
+    if let Some(parent) = &r.parent {
+        lines.push(("parent", format!("{parent} (depth {})", r.depth)));
+    }
+    if let Some(report) = &r.report {
+        lines.push(("report", report.clone()));
+    }
     if let Some(error) = &r.error {
         lines.push(("error", error.clone()));
     }

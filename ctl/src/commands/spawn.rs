@@ -22,6 +22,7 @@ pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
     let finished = client
         .call::<Wait>(&WaitParams {
             ids: vec![record.id.clone()],
+            mode: Default::default(),
         })?
         .agents;
     let Some(done) = finished.into_iter().next() else {

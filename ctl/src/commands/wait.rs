@@ -2,11 +2,12 @@ use crate::connect::{connect, dirs};
 use crate::exit::AGENT_FAILED;
 use crate::output::{print_json, result_line};
 use anyhow::Result;
-use grove_proto::methods::{Wait, WaitParams};
+use grove_proto::methods::{Wait, WaitMode, WaitParams};
 use std::process::ExitCode;
 
-pub fn run(ids: Vec<String>, json: bool) -> Result<ExitCode> {
-    let list = connect(&dirs()?)?.call::<Wait>(&WaitParams { ids })?;
+pub fn run(ids: Vec<String>, any: bool, json: bool) -> Result<ExitCode> {
+    let mode = if any { WaitMode::Any } else { WaitMode::All };
+    let list = connect(&dirs()?)?.call::<Wait>(&WaitParams { ids, mode })?;
     if json {
         print_json(&list)?;
     } else {

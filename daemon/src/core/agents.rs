@@ -77,7 +77,34 @@ impl Core {
     /// Cancels a queued agent, or asks a running agent's shim to stop the tree:
     /// SIGTERM now, SIGKILL after the grace period.
     pub(super) async fn kill(&mut self, prefix: &str) -> Result<AgentRecord, Error> {
-        let row = self.resolve(prefix)?;
+        let id = self.resolve(prefix)?.record.id.clone();
+        let killed = self.kill_one(&id).await?;
+        self.kill_descendants(&id).await;
+        Ok(killed)
+    }
+
+    /// Agents spawned by an agent die with it (queued ones are cancelled).
+    async fn kill_descendants(&mut self, id: &str) {
+        let mut parents = vec![id.to_string()];
+        while let Some(parent) = parents.pop() {
+            let children: Vec<String> = self
+                .agents
+                .values()
+                .filter(|row| row.record.parent.as_deref() == Some(parent.as_str()))
+                .filter(|row| !row.record.status.is_final())
+                .map(|row| row.record.id.clone())
+                .collect();
+            for child in children {
+                if let Err(e) = self.kill_one(&child).await {
+                    tracing::warn!(agent = %child, error = %e, "could not stop a child agent");
+                }
+                parents.push(child);
+            }
+        }
+    }
+
+    async fn kill_one(&mut self, id: &str) -> Result<AgentRecord, Error> {
+        let row = self.resolve(id)?;
         let id = row.record.id.clone();
         match row.record.status {
             AgentStatus::Running => {}

@@ -1,4 +1,4 @@
-use super::{Msg, NewAgent};
+use super::{Identity, Msg, NewAgent};
 use crate::error::Error;
 use grove_proto::types::AgentRecord;
 use tokio::sync::{mpsc, oneshot};
@@ -89,9 +89,21 @@ impl CoreHandle {
         let _ = self.tx.send(Msg::DiskHold(hold)).await;
     }
 
-    /// The agent holding `token`: (id, session).
-    pub async fn by_token(&self, token: &str) -> Result<(String, String), Error> {
+    /// The agent holding `token`.
+    pub async fn by_token(&self, token: &str) -> Result<Identity, Error> {
         self.ask(|reply| Msg::ByToken(token.to_string(), reply))
+            .await
+    }
+
+    /// The running agent among a caller's ancestors (pids from the caller upwards).
+    pub async fn by_ancestry(&self, pids: Vec<u32>) -> Option<Identity> {
+        let (reply, answer) = oneshot::channel();
+        self.tx.send(Msg::ByAncestry(pids, reply)).await.ok()?;
+        answer.await.ok().flatten()
+    }
+
+    pub async fn report(&self, prefix: &str, text: String) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::Report(prefix.to_string(), text, reply))
             .await
     }
 

@@ -19,6 +19,9 @@ pub struct NewAgent {
     pub params: SpawnParams,
     /// Schema for the agent's own session when it gets one (no `--session`).
     pub schema: Option<grove_state::Schema>,
+    /// The agent that spawns this one (from the caller's process tree), and its depth.
+    pub parent: Option<String>,
+    pub depth: u32,
     pub target: RepoTarget,
     pub base_name: String,
     pub base_commit: String,
@@ -69,6 +72,7 @@ impl Core {
             .map(|r| r.record.clone())
             .unwrap_or(record);
         tracing::info!(agent = %id, position = ?record.queue_position, "no free slot: queued");
+        self.publish("agent.queued", &record);
         Ok(Accepted {
             record,
             started: None,
@@ -122,6 +126,9 @@ impl Core {
             salvaged: false,
             error: None,
             queue_position: None,
+            parent: new.parent,
+            depth: new.depth,
+            report: None,
             name: params.name,
             id: id.clone(),
         };
@@ -198,6 +205,7 @@ impl Core {
         self.drop_queued_env(id).await;
         self.watch_shim(id, pid);
         tracing::info!(agent = id, pid, branch = %record.branch, "agent running");
+        self.publish("agent.started", &record);
         Ok(record)
     }
 
@@ -245,7 +253,9 @@ impl Core {
         }
         record.status = AgentStatus::Exited;
         tracing::info!(agent = id, outcome = ?record.outcome, "agent exited");
+        let exited = record.clone();
         self.persist(id).await;
+        self.publish("agent.exited", &exited);
         self.start_collect(id, None);
     }
 
@@ -340,8 +350,15 @@ impl Core {
         let record = record.clone();
         tracing::info!(agent = id, status = %record.status, "agent collected");
         self.persist(id).await;
+        self.publish("agent.collected", &record);
         if let Some(removal) = removal {
             tracing::info!(path = %removal.path.display(), reason = %removal.reason, "worktree removed");
+            self.events.publish(
+                "janitor.removed",
+                &removal,
+                Some(&record.session),
+                Some(&record.id),
+            );
             let _ = self
                 .db
                 .call(move |conn| crate::db::removals::record(conn, &removal))

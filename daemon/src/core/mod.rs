@@ -9,12 +9,14 @@ mod prepare;
 mod queue;
 
 pub use handle::{Accepted, CoreHandle};
+
 pub use lifecycle::NewAgent;
 
 use crate::config::Config;
 use crate::db::agents::AgentRow;
 use crate::db::Db;
 use crate::error::Error;
+use crate::events::EventBus;
 use crate::git::collect::Collected;
 use crate::git::lane::Lanes;
 use crate::state::StateHandle;
@@ -44,8 +46,20 @@ pub enum Msg {
     /// The janitor's verdict on disk usage: `Some(why)` holds the queue and refuses spawns.
     DiskHold(Option<String>),
     CountLive(oneshot::Sender<u64>),
-    /// Who holds this token: (agent id, session).
-    ByToken(String, Reply<(String, String)>),
+    /// Who holds this token.
+    ByToken(String, Reply<Identity>),
+    /// The running agent whose shim is one of these pids (a caller's ancestry).
+    ByAncestry(Vec<u32>, oneshot::Sender<Option<Identity>>),
+    /// Store an agent's report for its parent.
+    Report(String, String, Reply<AgentRecord>),
+}
+
+/// An agent acting as a client: itself, its session, its nesting depth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub id: String,
+    pub session: String,
+    pub depth: u32,
 }
 
 pub struct Core {
@@ -67,6 +81,7 @@ pub struct Core {
     config: Arc<Config>,
     exe: PathBuf,
     state: StateHandle,
+    events: EventBus,
     tx: mpsc::Sender<Msg>,
 }
 
@@ -79,6 +94,7 @@ impl Core {
         config: Arc<Config>,
         exe: PathBuf,
         state: StateHandle,
+        events: EventBus,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<CoreHandle, Error> {
         let rows = db.call(|conn| crate::db::agents::load_all(conn)).await?;
@@ -100,6 +116,7 @@ impl Core {
             config,
             exe,
             state,
+            events,
             tx: tx.clone(),
         };
         core.reconcile().await;
@@ -173,13 +190,25 @@ impl Core {
                     .agents
                     .values()
                     .find(|row| row.token == token)
-                    .map(|row| (row.record.id.clone(), row.record.session.clone()))
+                    .map(|row| identity(&row.record))
                     .ok_or_else(|| {
                         Error::Refused(
                             "unknown agent token (GROVE_TOKEN); it belongs to no agent".into(),
                         )
                     });
                 let _ = reply.send(found);
+            }
+            Msg::ByAncestry(pids, reply) => {
+                let found = self
+                    .agents
+                    .values()
+                    .filter(|row| row.record.status == grove_proto::types::AgentStatus::Running)
+                    .find(|row| row.record.pid.is_some_and(|pid| pids.contains(&pid)))
+                    .map(|row| identity(&row.record));
+                let _ = reply.send(found);
+            }
+            Msg::Report(prefix, text, reply) => {
+                let _ = reply.send(self.report(&prefix, text).await);
             }
             Msg::CountLive(reply) => {
                 let live = self
@@ -190,6 +219,29 @@ impl Core {
                 let _ = reply.send(live as u64);
             }
         }
+    }
+
+    fn publish(&self, method: &'static str, record: &AgentRecord) {
+        self.events
+            .publish(method, record, Some(&record.session), Some(&record.id));
+    }
+
+    async fn report(&mut self, prefix: &str, text: String) -> Result<AgentRecord, Error> {
+        const MAX_REPORT: usize = 64 * 1024;
+        if text.len() > MAX_REPORT {
+            return Err(Error::BadInput(format!(
+                "the report is {} bytes; keep it under {MAX_REPORT} (put details in a file on the branch)",
+                text.len()
+            )));
+        }
+        let id = self.resolve(prefix)?.record.id.clone();
+        let Some(row) = self.agents.get_mut(&id) else {
+            return Err(Error::NotFound(format!("agent {id} vanished")));
+        };
+        row.record.report = Some(text);
+        let record = row.record.clone();
+        self.persist(&id).await;
+        Ok(record)
     }
 
     /// Writes a row through to the database. A failed write is logged loudly: the
@@ -205,5 +257,13 @@ impl Core {
         {
             tracing::error!(agent = id, error = %e, "cannot persist agent record");
         }
+    }
+}
+
+fn identity(record: &AgentRecord) -> Identity {
+    Identity {
+        id: record.id.clone(),
+        session: record.session.clone(),
+        depth: record.depth,
     }
 }

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::core::CoreHandle;
 use crate::db::Db;
 use crate::error::Error;
+use crate::events::EventBus;
 use crate::git::lane::Lanes;
 use grove_proto::methods::GcReport;
 use std::sync::Arc;
@@ -56,15 +57,23 @@ pub struct Janitor {
     lanes: Lanes,
     db: Db,
     config: Arc<Config>,
+    events: EventBus,
 }
 
 impl Janitor {
-    pub fn new(core: CoreHandle, lanes: Lanes, db: Db, config: Arc<Config>) -> Janitor {
+    pub fn new(
+        core: CoreHandle,
+        lanes: Lanes,
+        db: Db,
+        config: Arc<Config>,
+        events: EventBus,
+    ) -> Janitor {
         Janitor {
             core,
             lanes,
             db,
             config,
+            events,
         }
     }
 
@@ -113,6 +122,12 @@ impl Janitor {
     }
 
     async fn log_removal(&self, removal: grove_proto::types::Removal) {
+        self.events.publish(
+            "janitor.removed",
+            &removal,
+            None,
+            removal.agent_id.as_deref(),
+        );
         tracing::info!(
             path = %removal.path.display(),
             reason = %removal.reason,

@@ -56,6 +56,18 @@ impl Janitor {
             percent(self.config.disk_high)
         );
         tracing::warn!("{why}");
+        self.events.publish(
+            "disk.pressure",
+            &serde_json::json!({
+                "root": root,
+                "used": used,
+                "high": self.config.disk_high,
+                "live_worktrees": live,
+                "message": why,
+            }),
+            None,
+            None,
+        );
         self.core.disk_hold(Some(why.clone())).await;
         Err(Error::Refused(why))
     }

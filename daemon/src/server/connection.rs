@@ -4,6 +4,7 @@
 
 use super::handlers;
 use super::Ctx;
+use crate::core::Identity;
 use grove_proto::framing::{encode_line, read_frame_async, Frame};
 use grove_proto::{codes, Response, RpcError, MAX_LINE_BYTES};
 use serde_json::Value;
@@ -14,13 +15,21 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-/// What a request handler knows of its connection: where to write.
+/// What a request handler knows of its connection: where to write, and which agent (if
+/// any) the peer process belongs to.
 #[derive(Clone)]
 pub struct Conn {
     out: mpsc::Sender<Vec<u8>>,
+    agent: Option<Identity>,
 }
 
 impl Conn {
+    /// The agent whose process tree the peer belongs to: that agent's authority is all
+    /// this connection has, whatever it sends.
+    pub fn agent(&self) -> Option<&Identity> {
+        self.agent.as_ref()
+    }
+
     /// Queues one line (a response or a notification). False once the client is gone.
     pub async fn send<T: serde::Serialize>(&self, message: &T) -> bool {
         self.out.send(encode_line(message)).await.is_ok()
@@ -47,6 +56,13 @@ struct Call {
 }
 
 pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
+    let agent = match stream.peer_cred().ok().and_then(|cred| cred.pid()) {
+        Some(pid) => ctx.core.by_ancestry(ancestry(pid as u32)).await,
+        None => None,
+    };
+    if let Some(agent) = &agent {
+        tracing::debug!(agent = %agent.id, "connection from inside an agent");
+    }
     let (read, mut write) = stream.into_split();
     let (out, mut outbox) = mpsc::channel::<Vec<u8>>(256);
     let writer = tokio::spawn(async move {
@@ -56,7 +72,7 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             }
         }
     });
-    let conn = Conn { out };
+    let conn = Conn { out, agent };
     // Handles of the requests in flight, to abort them when the client leaves.
     let mut requests: Vec<JoinHandle<()>> = Vec::new();
     let mut reader = BufReader::new(read);
@@ -130,6 +146,23 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
     }
     drop(conn);
     let _ = writer.await;
+}
+
+/// `pid` and its ancestors up to init. Grove's shims are child subreapers, so every
+/// process of an agent, double-forked or not, has the agent's shim in this chain.
+fn ancestry(pid: u32) -> Vec<u32> {
+    let mut chain = vec![pid];
+    let mut current = pid;
+    while current > 1 && chain.len() < 256 {
+        match crate::supervisor::procfs::parent(current) {
+            Some(parent) if parent > 0 && !chain.contains(&parent) => {
+                chain.push(parent);
+                current = parent;
+            }
+            _ => break,
+        }
+    }
+    chain
 }
 
 /// Checks the JSON-RPC envelope; on failure returns the id to answer with and the error.

@@ -3,10 +3,12 @@
 
 mod connection;
 mod handlers;
+mod stream;
 
 use crate::config::Config;
 use crate::core::CoreHandle;
 use crate::db::Db;
+use crate::events::EventBus;
 use crate::git::lane::Lanes;
 use crate::janitor::JanitorHandle;
 use crate::state::StateHandle;
@@ -22,6 +24,7 @@ pub struct Ctx {
     pub core: CoreHandle,
     pub janitor: JanitorHandle,
     pub state: StateHandle,
+    pub events: EventBus,
     pub db: Db,
     pub lanes: Lanes,
     pub config: Arc<Config>,

@@ -8,6 +8,7 @@ mod store;
 
 use crate::db::Db;
 use crate::error::Error;
+use crate::events::EventBus;
 use grove_agent_shim::now_ms;
 use grove_proto::state::{CheckpointInfo, SessionInfo};
 use grove_state::{apply_batch, channels_written, BatchError, Schema, State, Write};
@@ -15,7 +16,7 @@ use serde::Serialize;
 use session::Session;
 use std::collections::HashMap;
 use store::{CheckpointRow, SNAPSHOT_EVERY};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
@@ -79,7 +80,6 @@ enum Req {
 #[derive(Clone)]
 pub struct StateHandle {
     tx: mpsc::Sender<Req>,
-    events: broadcast::Sender<StateEvent>,
 }
 
 impl StateHandle {
@@ -180,10 +180,6 @@ impl StateHandle {
     pub async fn list(&self) -> Result<Vec<SessionInfo>, Error> {
         self.ask(|reply| Req::List { reply }).await
     }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<StateEvent> {
-        self.events.subscribe()
-    }
 }
 
 /// Updates applied in memory but not yet stored.
@@ -199,11 +195,15 @@ struct Group {
 struct StateService {
     sessions: HashMap<String, Session>,
     db: Db,
-    events: broadcast::Sender<StateEvent>,
+    events: EventBus,
 }
 
 /// Loads every session and starts the state task.
-pub async fn start(db: Db, mut shutdown: watch::Receiver<bool>) -> Result<StateHandle, Error> {
+pub async fn start(
+    db: Db,
+    events: EventBus,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<StateHandle, Error> {
     let rows = db.call(|conn| store::load_sessions(conn)).await?;
     let mut sessions = HashMap::new();
     for row in rows {
@@ -216,12 +216,11 @@ pub async fn start(db: Db, mut shutdown: watch::Receiver<bool>) -> Result<StateH
         }
         sessions.insert(session.name.clone(), session);
     }
-    let (events, _) = broadcast::channel(1024);
     let (tx, mut rx) = mpsc::channel::<Req>(4096);
     let mut service = StateService {
         sessions,
         db,
-        events: events.clone(),
+        events,
     };
     tokio::spawn(async move {
         let stopped = async move {
@@ -243,7 +242,7 @@ pub async fn start(db: Db, mut shutdown: watch::Receiver<bool>) -> Result<StateH
             service.serve(pending).await;
         }
     });
-    Ok(StateHandle { tx, events })
+    Ok(StateHandle { tx })
 }
 
 impl StateService {
@@ -374,7 +373,12 @@ impl StateService {
                     let _ = reply.send(Ok(id));
                 }
                 for event in group.events {
-                    let _ = self.events.send(event);
+                    self.events.publish(
+                        "state.updated",
+                        &event,
+                        Some(&event.session),
+                        Some(&event.writer),
+                    );
                 }
             }
             Err(e) => {

@@ -12,6 +12,13 @@ pub fn start_time(pid: u32) -> Option<u64> {
     after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Parent pid of `pid` (field 4 of /proc/<pid>/stat).
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// True when `pid` is alive and is the process that started at `started`.
 pub fn is_same_process(pid: u32, started: u64) -> bool {
     start_time(pid) == Some(started) && !is_zombie(pid)

@@ -1,8 +1,13 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
+use super::authority::may_touch;
 use crate::Error;
 use grove_proto::methods::IdParams;
 use grove_proto::types::AgentRecord;
 
-pub async fn handle(ctx: &Ctx, params: IdParams) -> Result<AgentRecord, Error> {
-    ctx.core.kill(&params.id).await
+/// Stops the agent and every agent it spawned.
+pub async fn handle(ctx: &Ctx, conn: &Conn, params: IdParams) -> Result<AgentRecord, Error> {
+    let record = ctx.core.get(&params.id).await?;
+    may_touch(ctx, conn, &record, "kill").await?;
+    ctx.core.kill(&record.id).await
 }

@@ -1,9 +1,13 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
+use super::authority::visible;
 use crate::Error;
 use grove_proto::methods::{AgentList, ListParams};
 
-pub async fn handle(ctx: &Ctx, params: ListParams) -> Result<AgentList, Error> {
+/// Inside an agent, only the agents it spawned.
+pub async fn handle(ctx: &Ctx, conn: &Conn, params: ListParams) -> Result<AgentList, Error> {
+    let agents = ctx.core.list(params.all).await?;
     Ok(AgentList {
-        agents: ctx.core.list(params.all).await?,
+        agents: visible(ctx, conn, agents).await,
     })
 }

@@ -1,15 +1,21 @@
-//! One file per method.
+//! One file per method. Each handler gets the connection too: its authority (see
+//! authority.rs) decides what a caller inside an agent may do.
 
+pub mod authority;
 pub mod daemon_status;
 pub mod daemon_stop;
+pub mod diff;
+pub mod events_subscribe;
 pub mod gc;
 pub mod gc_log;
 pub mod get;
 pub mod hello;
 pub mod kill;
 pub mod list;
+pub mod logs;
 pub mod queue;
 pub mod remove;
+pub mod report;
 pub mod restore;
 pub mod salvaged;
 pub mod session_create;
@@ -26,7 +32,7 @@ pub mod wait;
 
 use super::connection::Conn;
 use super::Ctx;
-use grove_proto::methods::{self, Method};
+use grove_proto::methods::{self as m, Method};
 use grove_proto::{codes, RpcError};
 use serde::Serialize;
 use serde_json::Value;
@@ -40,70 +46,78 @@ pub async fn dispatch(
     method: &str,
     params: Option<Value>,
 ) -> Option<Result<Value, RpcError>> {
-    if method == methods::StateWatch::NAME {
-        return match parse::<methods::StateWatch>(params) {
+    match method {
+        m::StateWatch::NAME => match parse::<m::StateWatch>(params) {
             Ok(params) => state_watch::handle(ctx, conn, id, params).await,
             Err(e) => Some(Err(e)),
-        };
+        },
+        m::EventsSubscribe::NAME => match parse::<m::EventsSubscribe>(params) {
+            Ok(params) => events_subscribe::handle(ctx, conn, id, params).await,
+            Err(e) => Some(Err(e)),
+        },
+        _ => Some(call(ctx, conn, method, params).await),
     }
-    Some(call(ctx, method, params).await)
 }
 
-async fn call(ctx: &Ctx, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+async fn call(
+    ctx: &Ctx,
+    conn: &Conn,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, RpcError> {
     match method {
-        methods::Spawn::NAME => reply(spawn::handle(ctx, parse::<methods::Spawn>(params)?).await),
-        methods::List::NAME => reply(list::handle(ctx, parse::<methods::List>(params)?).await),
-        methods::Get::NAME => reply(get::handle(ctx, parse::<methods::Get>(params)?).await),
-        methods::Wait::NAME => reply(wait::handle(ctx, parse::<methods::Wait>(params)?).await),
-        methods::Kill::NAME => reply(kill::handle(ctx, parse::<methods::Kill>(params)?).await),
-        methods::Queue::NAME => {
-            parse::<methods::Queue>(params)?;
-            reply(queue::handle(ctx).await)
+        m::Spawn::NAME => reply(spawn::handle(ctx, conn, parse::<m::Spawn>(params)?).await),
+        m::List::NAME => reply(list::handle(ctx, conn, parse::<m::List>(params)?).await),
+        m::Get::NAME => reply(get::handle(ctx, conn, parse::<m::Get>(params)?).await),
+        m::Wait::NAME => reply(wait::handle(ctx, conn, parse::<m::Wait>(params)?).await),
+        m::Kill::NAME => reply(kill::handle(ctx, conn, parse::<m::Kill>(params)?).await),
+        m::Report::NAME => reply(report::handle(ctx, conn, parse::<m::Report>(params)?).await),
+        m::Logs::NAME => reply(logs::handle(ctx, conn, parse::<m::Logs>(params)?).await),
+        m::Diff::NAME => reply(diff::handle(ctx, conn, parse::<m::Diff>(params)?).await),
+        m::Queue::NAME => {
+            parse::<m::Queue>(params)?;
+            reply(queue::handle(ctx, conn).await)
         }
-        methods::Remove::NAME => {
-            reply(remove::handle(ctx, parse::<methods::Remove>(params)?).await)
+        m::Remove::NAME => reply(remove::handle(ctx, conn, parse::<m::Remove>(params)?).await),
+        m::Gc::NAME => reply(gc::handle(ctx, conn, parse::<m::Gc>(params)?).await),
+        m::GcLog::NAME => reply(gc_log::handle(ctx, conn, parse::<m::GcLog>(params)?).await),
+        m::Salvaged::NAME => {
+            parse::<m::Salvaged>(params)?;
+            reply(salvaged::handle(ctx, conn).await)
         }
-        methods::Gc::NAME => reply(gc::handle(ctx, parse::<methods::Gc>(params)?).await),
-        methods::GcLog::NAME => reply(gc_log::handle(ctx, parse::<methods::GcLog>(params)?).await),
-        methods::Salvaged::NAME => {
-            parse::<methods::Salvaged>(params)?;
-            reply(salvaged::handle(ctx).await)
+        m::Restore::NAME => reply(restore::handle(ctx, conn, parse::<m::Restore>(params)?).await),
+        m::SessionCreate::NAME => {
+            reply(session_create::handle(ctx, conn, parse::<m::SessionCreate>(params)?).await)
         }
-        methods::Restore::NAME => {
-            reply(restore::handle(ctx, parse::<methods::Restore>(params)?).await)
+        m::SessionList::NAME => {
+            parse::<m::SessionList>(params)?;
+            reply(session_list::handle(ctx, conn).await)
         }
-        methods::SessionCreate::NAME => {
-            reply(session_create::handle(ctx, parse::<methods::SessionCreate>(params)?).await)
+        m::SessionShow::NAME => {
+            reply(session_show::handle(ctx, conn, parse::<m::SessionShow>(params)?).await)
         }
-        methods::SessionList::NAME => {
-            parse::<methods::SessionList>(params)?;
-            reply(session_list::handle(ctx).await)
+        m::StateUpdate::NAME => {
+            reply(state_update::handle(ctx, conn, parse::<m::StateUpdate>(params)?).await)
         }
-        methods::SessionShow::NAME => {
-            reply(session_show::handle(ctx, parse::<methods::SessionShow>(params)?).await)
+        m::StateGet::NAME => {
+            reply(state_get::handle(ctx, conn, parse::<m::StateGet>(params)?).await)
         }
-        methods::StateUpdate::NAME => {
-            reply(state_update::handle(ctx, parse::<methods::StateUpdate>(params)?).await)
+        m::StateHistory::NAME => {
+            reply(state_history::handle(ctx, conn, parse::<m::StateHistory>(params)?).await)
         }
-        methods::StateGet::NAME => {
-            reply(state_get::handle(ctx, parse::<methods::StateGet>(params)?).await)
+        m::StateFork::NAME => {
+            reply(state_fork::handle(ctx, conn, parse::<m::StateFork>(params)?).await)
         }
-        methods::StateHistory::NAME => {
-            reply(state_history::handle(ctx, parse::<methods::StateHistory>(params)?).await)
+        m::StateCompact::NAME => {
+            reply(state_compact::handle(ctx, conn, parse::<m::StateCompact>(params)?).await)
         }
-        methods::StateFork::NAME => {
-            reply(state_fork::handle(ctx, parse::<methods::StateFork>(params)?).await)
-        }
-        methods::StateCompact::NAME => {
-            reply(state_compact::handle(ctx, parse::<methods::StateCompact>(params)?).await)
-        }
-        methods::DaemonStatus::NAME => {
-            parse::<methods::DaemonStatus>(params)?;
+        m::DaemonStatus::NAME => {
+            parse::<m::DaemonStatus>(params)?;
             reply(daemon_status::handle(ctx).await)
         }
-        methods::DaemonStop::NAME => {
-            parse::<methods::DaemonStop>(params)?;
-            reply(daemon_stop::handle(ctx).await)
+        m::DaemonStop::NAME => {
+            parse::<m::DaemonStop>(params)?;
+            reply(daemon_stop::handle(ctx, conn).await)
         }
         other => Err(RpcError::new(
             codes::METHOD_NOT_FOUND,
@@ -123,8 +137,8 @@ pub fn parse<M: Method>(params: Option<Value>) -> Result<M::Params, RpcError> {
     })
 }
 
-/// Who is asking about which session. A token makes the caller that agent, and an agent
-/// may only name its own session; without a token the caller is the user and names one.
+/// Who is asking about which session. Inside an agent (its process tree or its token)
+/// the session is the agent's own and naming another is refused; the user names one.
 pub struct Caller {
     pub session: String,
     pub writer: String,
@@ -132,20 +146,21 @@ pub struct Caller {
 
 pub async fn caller(
     ctx: &Ctx,
+    conn: &Conn,
     session: Option<&str>,
     token: Option<&str>,
 ) -> Result<Caller, crate::Error> {
-    match token {
-        Some(token) => {
-            let (agent, own) = ctx.core.by_token(token).await?;
-            if let Some(named) = session.filter(|named| *named != own) {
+    match authority::acting_agent(ctx, conn, token).await? {
+        Some(agent) => {
+            if let Some(named) = session.filter(|named| *named != agent.session) {
                 return Err(crate::Error::Refused(format!(
-                    "agent {agent} may use only its own session `{own}`, not `{named}`"
+                    "agent {} may use only its own session `{}`, not `{named}`",
+                    agent.id, agent.session
                 )));
             }
             Ok(Caller {
-                session: own,
-                writer: agent,
+                session: agent.session,
+                writer: agent.id,
             })
         }
         None => Ok(Caller {

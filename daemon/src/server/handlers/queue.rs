@@ -1,8 +1,10 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::AgentList;
 
-pub async fn handle(ctx: &Ctx) -> Result<AgentList, Error> {
+pub async fn handle(ctx: &Ctx, conn: &Conn) -> Result<AgentList, Error> {
+    super::authority::user_only(conn, "see the queue")?;
     Ok(AgentList {
         agents: ctx.core.queue().await?,
     })

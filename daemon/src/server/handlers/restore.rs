@@ -1,3 +1,4 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::git::refs;
 use crate::git::target::resolve_repo;
@@ -5,7 +6,8 @@ use crate::Error;
 use grove_proto::methods::{RestoreParams, RestoreResult};
 
 /// `salvage.restore`: a salvage ref back as a branch and a worktree.
-pub async fn handle(ctx: &Ctx, params: RestoreParams) -> Result<RestoreResult, Error> {
+pub async fn handle(ctx: &Ctx, conn: &Conn, params: RestoreParams) -> Result<RestoreResult, Error> {
+    super::authority::user_only(conn, "restore salvage refs")?;
     if !params.repo.is_absolute() {
         return Err(Error::BadInput(format!(
             "repo path `{}` must be absolute",

@@ -1,3 +1,4 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::SessionCreateParams;
@@ -5,7 +6,12 @@ use grove_proto::state::SessionInfo;
 use grove_state::Schema;
 
 /// `session.create`: a new session with a schema (JSON form or TOML text).
-pub async fn handle(ctx: &Ctx, params: SessionCreateParams) -> Result<SessionInfo, Error> {
+pub async fn handle(
+    ctx: &Ctx,
+    conn: &Conn,
+    params: SessionCreateParams,
+) -> Result<SessionInfo, Error> {
+    super::authority::user_only(conn, "create sessions")?;
     let schema = match (&params.schema, &params.schema_text) {
         (Some(_), Some(_)) => {
             return Err(Error::BadInput(

@@ -1,10 +1,21 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::SessionShowParams;
 use grove_proto::state::{SessionAgent, SessionInfo};
 use grove_proto::types::AgentRecord;
 
-pub async fn handle(ctx: &Ctx, params: SessionShowParams) -> Result<SessionInfo, Error> {
+pub async fn handle(
+    ctx: &Ctx,
+    conn: &Conn,
+    params: SessionShowParams,
+) -> Result<SessionInfo, Error> {
+    if let Some(me) = conn.agent().filter(|me| me.session != params.name) {
+        return Err(Error::Refused(format!(
+            "agent {} may read only its own session `{}`",
+            me.id, me.session
+        )));
+    }
     let mut info = ctx.state.info(&params.name).await?;
     attach_agents(&mut info, &ctx.core.snapshot().await?);
     Ok(info)

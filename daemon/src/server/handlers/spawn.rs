@@ -2,6 +2,7 @@
 //! hand the agent to the core, which starts it or queues it. Any failure leaves nothing
 //! behind.
 
+use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::core::NewAgent;
 use crate::git::target::resolve_repo;
@@ -10,8 +11,19 @@ use crate::Error;
 use grove_proto::methods::SpawnParams;
 use grove_proto::types::AgentRecord;
 
-pub async fn handle(ctx: &Ctx, params: SpawnParams) -> Result<AgentRecord, Error> {
+pub async fn handle(ctx: &Ctx, conn: &Conn, params: SpawnParams) -> Result<AgentRecord, Error> {
     validate(&params)?;
+    // An agent's spawns are its children: recorded as such, one level deeper.
+    let parent = conn.agent().cloned();
+    let depth = parent.as_ref().map_or(0, |p| p.depth + 1);
+    if depth > ctx.config.max_depth {
+        return Err(Error::Refused(format!(
+            "agent {} is at nesting depth {} and may not spawn: the limit is {} (max_depth)",
+            parent.as_ref().map_or("?", |p| p.id.as_str()),
+            depth - 1,
+            ctx.config.max_depth
+        )));
+    }
     let repo_path = params.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo_path))
         .await
@@ -36,6 +48,8 @@ pub async fn handle(ctx: &Ctx, params: SpawnParams) -> Result<AgentRecord, Error
         .spawn(NewAgent {
             params,
             schema,
+            parent: parent.map(|p| p.id),
+            depth,
             target,
             base_name,
             base_commit: base_commit.to_string(),

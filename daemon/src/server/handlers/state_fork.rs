@@ -1,11 +1,18 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::StateForkParams;
 use grove_proto::state::SessionInfo;
 
 /// `state.fork`: a new session starting from a checkpoint of another.
-pub async fn handle(ctx: &Ctx, params: StateForkParams) -> Result<SessionInfo, Error> {
-    let caller = super::caller(ctx, params.session.as_deref(), params.token.as_deref()).await?;
+pub async fn handle(ctx: &Ctx, conn: &Conn, params: StateForkParams) -> Result<SessionInfo, Error> {
+    let caller = super::caller(
+        ctx,
+        conn,
+        params.session.as_deref(),
+        params.token.as_deref(),
+    )
+    .await?;
     ctx.state
         .fork(
             &caller.session,

@@ -1,11 +1,22 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::{StateGetParams, StateGetResult};
 use serde_json::Value;
 
 /// `state.get`: the state (or one channel) now, or right after a checkpoint.
-pub async fn handle(ctx: &Ctx, params: StateGetParams) -> Result<StateGetResult, Error> {
-    let caller = super::caller(ctx, params.session.as_deref(), params.token.as_deref()).await?;
+pub async fn handle(
+    ctx: &Ctx,
+    conn: &Conn,
+    params: StateGetParams,
+) -> Result<StateGetResult, Error> {
+    let caller = super::caller(
+        ctx,
+        conn,
+        params.session.as_deref(),
+        params.token.as_deref(),
+    )
+    .await?;
     let (checkpoint, state) = ctx.state.get(&caller.session, params.at).await?;
     let state = match &params.channel {
         None => Value::Object(state),

@@ -1,11 +1,22 @@
+use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::{StateUpdateParams, StateUpdateResult};
 use grove_state::Write;
 
 /// `state.update`: one atomic batch; answered once it is durable.
-pub async fn handle(ctx: &Ctx, params: StateUpdateParams) -> Result<StateUpdateResult, Error> {
-    let caller = super::caller(ctx, params.session.as_deref(), params.token.as_deref()).await?;
+pub async fn handle(
+    ctx: &Ctx,
+    conn: &Conn,
+    params: StateUpdateParams,
+) -> Result<StateUpdateResult, Error> {
+    let caller = super::caller(
+        ctx,
+        conn,
+        params.session.as_deref(),
+        params.token.as_deref(),
+    )
+    .await?;
     let writes = params
         .writes
         .into_iter()

@@ -1,13 +1,12 @@
 //! `state.watch`: answer with the current head, then push `state.updated` for each
-//! applied batch of the session until the client leaves. A subscriber that falls behind
-//! is told so (`state.lagged`), never silently skipped.
+//! applied batch of the session until the client leaves.
 
 use super::super::connection::Conn;
+use super::super::stream::stream;
 use super::super::Ctx;
 use grove_proto::methods::{StateWatchParams, StateWatchResult};
-use grove_proto::{Notification, RpcError};
-use serde_json::{json, Value};
-use tokio::sync::broadcast::error::RecvError;
+use grove_proto::RpcError;
+use serde_json::Value;
 
 pub async fn handle(
     ctx: &Ctx,
@@ -15,50 +14,41 @@ pub async fn handle(
     id: Option<Value>,
     params: StateWatchParams,
 ) -> Option<Result<Value, RpcError>> {
-    let caller = match super::caller(ctx, params.session.as_deref(), params.token.as_deref()).await
+    let caller = match super::caller(
+        ctx,
+        conn,
+        params.session.as_deref(),
+        params.token.as_deref(),
+    )
+    .await
     {
         Ok(caller) => caller,
         Err(e) => return Some(Err(e.into())),
     };
     // Subscribe before reading the head, so no update falls between the two.
-    let mut events = ctx.state.subscribe();
+    let events = ctx.events.subscribe();
     let head = match ctx.state.info(&caller.session).await {
         Ok(info) => info.head,
         Err(e) => return Some(Err(e.into())),
     };
+    let session = caller.session.clone();
     let result = StateWatchResult {
-        session: caller.session.clone(),
+        session: caller.session,
         checkpoint: head,
     };
-    conn.respond(
+    stream(
+        conn,
         id,
-        serde_json::to_value(result)
-            .map_err(|e| RpcError::new(grove_proto::codes::INTERNAL_ERROR, e.to_string())),
+        result,
+        events,
+        "state.lagged",
+        "call state.get for the current state, then keep reading",
+        move |event| {
+            event.method == "state.updated"
+                && event.session.as_deref() == Some(session.as_str())
+                && event.params["checkpoint"].as_u64() > Some(head)
+        },
     )
     .await;
-    loop {
-        let notification = match events.recv().await {
-            Ok(event) if event.session == caller.session && event.checkpoint > head => {
-                Notification {
-                    jsonrpc: "2.0".into(),
-                    method: "state.updated".into(),
-                    params: serde_json::to_value(&event).unwrap_or(Value::Null),
-                }
-            }
-            Ok(_) => continue,
-            Err(RecvError::Lagged(missed)) => Notification {
-                jsonrpc: "2.0".into(),
-                method: "state.lagged".into(),
-                params: json!({
-                    "session": caller.session,
-                    "missed": missed,
-                    "resync": "call state.get for the current state, then keep reading",
-                }),
-            },
-            Err(RecvError::Closed) => return None,
-        };
-        if !conn.send(&notification).await {
-            return None;
-        }
-    }
+    None
 }

@@ -1,0 +1,29 @@
+use super::super::connection::Conn;
+use super::super::Ctx;
+use super::authority::{acting_agent, may_touch};
+use crate::Error;
+use grove_proto::methods::ReportParams;
+use grove_proto::types::AgentRecord;
+
+/// `agent.report`: the agent's final message for its parent. Inside an agent it is
+/// that agent's own report; the user names the agent with `id`.
+pub async fn handle(ctx: &Ctx, conn: &Conn, params: ReportParams) -> Result<AgentRecord, Error> {
+    let target = match (
+        acting_agent(ctx, conn, params.token.as_deref()).await?,
+        &params.id,
+    ) {
+        (Some(me), None) => me.id,
+        (Some(_), Some(id)) => {
+            let record = ctx.core.get(id).await?;
+            may_touch(ctx, conn, &record, "report for").await?;
+            record.id
+        }
+        (None, Some(id)) => id.clone(),
+        (None, None) => {
+            return Err(Error::BadInput(
+                "say which agent reports: run `grove report` inside the agent, or pass --id".into(),
+            ))
+        }
+    };
+    ctx.core.report(&target, params.text).await
+}
