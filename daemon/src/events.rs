@@ -7,8 +7,15 @@ use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
-/// Events kept for slow subscribers before they are told they lagged.
-const BACKLOG: usize = 4096;
+/// Events kept for slow subscribers before they are told they lagged. Tests shrink it
+/// (GROVE_TEST_EVENT_BACKLOG) to make lagging cheap to provoke.
+fn backlog() -> usize {
+    std::env::var("GROVE_TEST_EVENT_BACKLOG")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(4096)
+}
 
 #[derive(Debug, Clone)]
 pub struct Event {
@@ -28,7 +35,7 @@ pub struct EventBus {
 impl Default for EventBus {
     fn default() -> Self {
         EventBus {
-            tx: broadcast::channel(BACKLOG).0,
+            tx: broadcast::channel(backlog()).0,
         }
     }
 }

@@ -473,3 +473,16 @@ pub struct StateWatchResult {
     pub session: String,
     pub checkpoint: u64,
 }
+
+/// Every notification the daemon pushes (after `events.subscribe` or `state.watch`).
+pub const ALL_EVENTS: &[&str] = &[
+    "agent.queued",
+    "agent.started",
+    "agent.exited",
+    "agent.collected",
+    "state.updated",
+    "janitor.removed",
+    "disk.pressure",
+    "events.lagged",
+    "state.lagged",
+];
