@@ -95,6 +95,8 @@ pub enum Command {
         #[command(subcommand)]
         command: SessionCommand,
     },
+    /// Serve grove's tools over MCP on stdio, for AI agents (spawn, wait, diff, state...).
+    Mcp,
     /// Control the daemon (it starts by itself when needed).
     Daemon {
         #[command(subcommand)]

@@ -6,6 +6,7 @@ mod gc;
 mod kill;
 mod list;
 mod logs;
+mod mcp;
 mod queue;
 mod report;
 mod restore;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Restore { reference, repo } => restore::run(&reference, repo, json),
         Command::State { command } => state::run(command, json),
         Command::Session { command } => session::run(command, json),
+        Command::Mcp => mcp::run(),
         Command::Daemon { command } => daemon::run(command, json),
     }
 }

@@ -1,0 +1,91 @@
+//! A real MCP client (the official Python SDK) drives `grove mcp`. CI installs the SDK
+//! into a virtualenv and points GROVE_MCP_PYTHON at its python; without it the test
+//! says why it skips.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+fn mcp_python() -> Result<String, String> {
+    let python = std::env::var("GROVE_MCP_PYTHON").map_err(|_| {
+        "GROVE_MCP_PYTHON is not set (CI sets it to a virtualenv with `pip install mcp`)"
+            .to_string()
+    })?;
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import mcp"])
+        .status()
+        .map_err(|e| format!("cannot run {python}: {e}"))?
+        .success();
+    if ok {
+        Ok(python)
+    } else {
+        Err(format!("{python} cannot import mcp"))
+    }
+}
+
+#[test]
+fn a_real_mcp_client_lists_tools_spawns_waits_and_reads_the_diff() {
+    let python = match mcp_python() {
+        Ok(python) => python,
+        Err(why) => {
+            eprintln!("skipping the MCP client test: {why}");
+            return;
+        }
+    };
+    let g = Grove::new();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/mcp_client.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .arg(&g.repo)
+        .envs(
+            g.command()
+                .get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
+        .env("GROVE_BIN", BIN)
+        .output()
+        .expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.trim()).expect("json");
+    let tools: Vec<&str> = result["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "agent_diff",
+            "agent_logs",
+            "agent_status",
+            "kill_agent",
+            "list_agents",
+            "spawn_agent",
+            "state_get",
+            "state_history",
+            "state_update",
+            "wait_agents"
+        ]
+    );
+    assert_eq!(result["outcome"], "succeeded");
+    assert!(result["branch"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("grove/mcp-"));
+    assert!(
+        result["diff"].as_str().unwrap_or("").contains("+from-mcp"),
+        "{result}"
+    );
+    assert_eq!(result["bad_is_error"], true);
+    assert!(result["bad_message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("no agent has an id starting with"));
+}
