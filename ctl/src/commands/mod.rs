@@ -2,12 +2,16 @@
 
 mod daemon;
 mod diff;
+mod discard;
 mod gc;
 mod kill;
 mod list;
 mod logs;
+mod merge;
+mod overlaps;
 mod queue;
 mod restore;
+mod review;
 mod rm;
 mod salvaged;
 mod show;
@@ -27,7 +31,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Logs { id, follow } => logs::run(&id, follow, json),
         Command::Wait { ids } => wait::run(ids, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
-        Command::Diff { id } => diff::run(&id, json),
+        Command::Diff { id, stat, paths } => diff::run(&id, stat, &paths, json),
+        Command::Review { id } => review::run(id, json),
+        Command::Merge(args) => {
+            let mode = match (args.squash, args.rebase) {
+                (true, _) => merge::Mode::Squash,
+                (_, true) => merge::Mode::Rebase,
+                _ => merge::Mode::Merge,
+            };
+            merge::run(&args.id, mode, args.into, json)
+        }
+        Command::Discard { id, yes } => discard::run(&id, yes, json),
+        Command::Overlaps { hunks } => overlaps::run(hunks, json),
         Command::Queue => queue::run(json),
         Command::Rm { id } => rm::run(&id, json),
         Command::Gc { dry_run, log } => gc::run(dry_run, log, json),
