@@ -46,7 +46,7 @@ impl Git {
                 "`git {}` in {} failed: {}",
                 show_args(args),
                 self.dir.display(),
-                stderr(&out)
+                said(&out)
             );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -62,7 +62,7 @@ impl Git {
                 "`git {}` in {} failed: {}",
                 show_args(args),
                 self.dir.display(),
-                stderr(&out)
+                said(&out)
             ),
         }
     }
@@ -184,18 +184,14 @@ impl Git {
     }
 }
 
-fn stderr(out: &Output) -> String {
+/// What git said, for an error message.
+pub fn said(out: &Output) -> String {
     let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
     if err.is_empty() {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     } else {
         err
     }
-}
-
-/// What git said, for an error message.
-pub fn said(out: &Output) -> String {
-    stderr(out)
 }
 
 fn show_args<S: AsRef<OsStr>>(args: &[S]) -> String {
