@@ -60,8 +60,36 @@ pub enum Command {
         #[arg(long)]
         no_wait: bool,
     },
-    /// Show the agent's branch against its base, as git prints it.
-    Diff { id: String },
+    /// Show the agent's branch against its merge-base with its base, as git prints it.
+    Diff {
+        id: String,
+        /// Only the diffstat.
+        #[arg(long)]
+        stat: bool,
+        /// Limit the diff to these paths, after `--`.
+        #[arg(last = true, value_name = "PATHS")]
+        paths: Vec<String>,
+    },
+    /// Review finished agents' branches: all of them, or one in detail.
+    Review {
+        /// Show this agent's report, commits and diffstat.
+        id: Option<String>,
+    },
+    /// Merge an agent's branch with git (hooks and config apply); nothing changes on conflict.
+    Merge(MergeArgs),
+    /// Delete an agent's branch; its tip stays reachable at refs/grove/salvage/discarded-ID.
+    Discard {
+        id: String,
+        /// Do not ask for confirmation.
+        #[arg(long, short)]
+        yes: bool,
+    },
+    /// Files changed by more than one live or unmerged agent branch: collisions ahead.
+    Overlaps {
+        /// Also show the changed line ranges (in the base's line numbers).
+        #[arg(long)]
+        hunks: bool,
+    },
     /// List agents waiting for a worktree slot, in the order they will start.
     Queue,
     /// Remove the kept worktree of a finished agent (its work is salvaged to its branch).
@@ -188,6 +216,20 @@ pub enum SessionCommand {
     List,
     /// One session: its agents and their statuses, schema, sizes.
     Show { name: String },
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    pub id: String,
+    /// Squash the branch into one new commit on the target.
+    #[arg(long, conflicts_with = "rebase")]
+    pub squash: bool,
+    /// Rebase the branch onto the target, then fast-forward the target.
+    #[arg(long)]
+    pub rebase: bool,
+    /// Merge into this branch (default: the branch checked out in the repository).
+    #[arg(long, value_name = "BRANCH")]
+    pub into: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ mod commands;
 mod connect;
 mod daemon_process;
 mod exit;
+mod gitcli;
 mod output;
 
 use clap::Parser;

@@ -2,14 +2,18 @@
 
 mod daemon;
 mod diff;
+mod discard;
 mod gc;
 mod kill;
 mod list;
 mod logs;
 mod mcp;
+mod merge;
+mod overlaps;
 mod queue;
 mod report;
 mod restore;
+mod review;
 mod rm;
 mod salvaged;
 mod session;
@@ -32,7 +36,18 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Wait { ids, any } => wait::run(ids, any, json),
         Command::Report { text, id } => report::run(&text, id, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
-        Command::Diff { id } => diff::run(&id, json),
+        Command::Diff { id, stat, paths } => diff::run(&id, stat, &paths, json),
+        Command::Review { id } => review::run(id, json),
+        Command::Merge(args) => {
+            let mode = match (args.squash, args.rebase) {
+                (true, _) => merge::Mode::Squash,
+                (_, true) => merge::Mode::Rebase,
+                _ => merge::Mode::Merge,
+            };
+            merge::run(&args.id, mode, args.into, json)
+        }
+        Command::Discard { id, yes } => discard::run(&id, yes, json),
+        Command::Overlaps { hunks } => overlaps::run(hunks, json),
         Command::Queue => queue::run(json),
         Command::Rm { id } => rm::run(&id, json),
         Command::Gc { dry_run, log } => gc::run(dry_run, log, json),

@@ -1,0 +1,206 @@
+//! `grove review`: the finished agents' branches, ready to read and merge.
+
+use crate::connect::{connect, dirs};
+use crate::gitcli::{works, Work};
+use crate::output::{print_json, table};
+use anyhow::{Context, Result};
+use grove_proto::methods::{Get, IdParams, List, ListParams};
+use grove_proto::types::{AgentStatus, Outcome};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct Entry {
+    id: String,
+    name: Option<String>,
+    repo: PathBuf,
+    branch: String,
+    head_commit: String,
+    /// The base branch, or the commit the agent started from when that branch is gone.
+    base: String,
+    base_tip: String,
+    merge_base: String,
+    ahead: u64,
+    behind: u64,
+    files_changed: u64,
+    insertions: u64,
+    deletions: u64,
+    status: AgentStatus,
+    outcome: Option<Outcome>,
+    status_text: String,
+    report: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Detail {
+    #[serde(flatten)]
+    entry: Entry,
+    commits: Vec<Commit>,
+    diffstat: String,
+}
+
+#[derive(Serialize)]
+struct Commit {
+    commit: String,
+    subject: String,
+}
+
+pub fn run(id: Option<String>, json: bool) -> Result<ExitCode> {
+    let mut client = connect(&dirs()?)?;
+    match id {
+        Some(id) => {
+            let record = client.call::<Get>(&IdParams { id })?;
+            let id = record.id.clone();
+            let Some(work) = Work::load(record)? else {
+                eprintln!("grove: agent {id} has no branch: it left no commits beyond its base, or its branch was deleted");
+                return Ok(ExitCode::SUCCESS);
+            };
+            detail(&work, json)
+        }
+        None => {
+            let records = client.call::<List>(&ListParams { all: true })?.agents;
+            let mut works: Vec<Work> = works(records)?.into_iter().filter(|w| !w.live()).collect();
+            works.sort_by_key(|w| std::cmp::Reverse(w.record.created_at_ms));
+            let entries = works.iter().map(entry).collect::<Result<Vec<_>>>()?;
+            summary(entries, json)
+        }
+    }
+}
+
+fn entry(w: &Work) -> Result<Entry> {
+    let r = &w.record;
+    let (ahead, behind) = w.git.ahead_behind(&w.base_tip, &w.tip)?;
+    let (files_changed, insertions, deletions) = w.git.shortstat(&w.merge_base, &w.tip)?;
+    Ok(Entry {
+        id: r.id.clone(),
+        name: r.name.clone(),
+        repo: r.repo.clone(),
+        branch: r.branch.clone(),
+        head_commit: w.tip.clone(),
+        base: w.base_label(),
+        base_tip: w.base_tip.clone(),
+        merge_base: w.merge_base.clone(),
+        ahead,
+        behind,
+        files_changed,
+        insertions,
+        deletions,
+        status: r.status,
+        outcome: r.outcome,
+        status_text: r.status_text(),
+        report: None,
+    })
+}
+
+fn summary(entries: Vec<Entry>, json: bool) -> Result<ExitCode> {
+    if json {
+        #[derive(Serialize)]
+        struct Agents {
+            agents: Vec<Entry>,
+        }
+        print_json(&Agents { agents: entries })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if entries.is_empty() {
+        println!("nothing to review: no finished agent has a branch with work");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let many_repos = entries.iter().any(|e| e.repo != entries[0].repo);
+    let mut header = vec![
+        "ID", "NAME", "BRANCH", "BASE", "AHEAD", "BEHIND", "CHANGES", "STATUS", "REPORT",
+    ];
+    if many_repos {
+        header.insert(2, "REPO");
+    }
+    let rows = entries
+        .iter()
+        .map(|e| {
+            let mut row = vec![
+                e.id.clone(),
+                e.name.clone().unwrap_or_else(|| "-".into()),
+                e.branch.clone(),
+                e.base.clone(),
+                e.ahead.to_string(),
+                e.behind.to_string(),
+                format!(
+                    "{} files +{} -{}",
+                    e.files_changed, e.insertions, e.deletions
+                ),
+                e.status_text.clone(),
+                e.report.clone().unwrap_or_else(|| "-".into()),
+            ];
+            if many_repos {
+                row.insert(
+                    2,
+                    e.repo
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                );
+            }
+            row
+        })
+        .collect();
+    println!("{}", table(&header, rows));
+    println!("details: `grove review ID`; merge: `grove merge ID`; drop: `grove discard ID`");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn detail(w: &Work, json: bool) -> Result<ExitCode> {
+    let entry = entry(w)?;
+    let log = w
+        .git
+        .run(&[
+            "log",
+            "--format=%h%x09%s",
+            &format!("{}..{}", w.base_tip, w.tip),
+        ])
+        .context("listing the agent's commits")?;
+    let commits = log
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(commit, subject)| Commit {
+            commit: commit.into(),
+            subject: subject.into(),
+        })
+        .collect();
+    let diffstat = w
+        .git
+        .run(&["diff", "--stat", "--no-color", &w.merge_base, &w.tip])
+        .context("computing the diffstat")?;
+    let detail = Detail {
+        entry,
+        commits,
+        diffstat,
+    };
+    if json {
+        print_json(&detail)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let e = &detail.entry;
+    let fields = [
+        ("agent", e.id.clone()),
+        ("name", e.name.clone().unwrap_or_else(|| "-".into())),
+        ("status", e.status_text.clone()),
+        ("repo", e.repo.display().to_string()),
+        ("branch", e.branch.clone()),
+        (
+            "base",
+            format!("{} ({} ahead, {} behind)", e.base, e.ahead, e.behind),
+        ),
+        ("report", e.report.clone().unwrap_or_else(|| "-".into())),
+    ];
+    for (k, v) in fields {
+        println!("{k:<8} {v}");
+    }
+    println!("\ncommits ({}..{}):", e.base, e.branch);
+    if detail.commits.is_empty() {
+        println!("  (none: the base already has them all)");
+    }
+    for c in &detail.commits {
+        println!("  {} {}", c.commit, c.subject);
+    }
+    println!("\n{}", detail.diffstat.trim_end());
+    Ok(ExitCode::SUCCESS)
+}
