@@ -134,6 +134,8 @@ fn wait_any_and_all_return_results_with_reports() {
     let out = g.ok(&["wait", &fast]);
     assert!(out.contains("report: fixed the fast thing"), "{out}");
     assert!(g.ok(&["show", &fast]).contains("fixed the fast thing"));
+    let review = g.ok(&["review", &fast]);
+    assert!(review.contains("report   fixed the fast thing"), "{review}");
     // The user may report for an agent too, by id.
     g.ok(&["report", "--id", &slow, "looked fine"]);
     assert_eq!(g.record(&slow)["report"], "looked fine");

@@ -89,7 +89,7 @@ fn entry(w: &Work) -> Result<Entry> {
         status: r.status,
         outcome: r.outcome,
         status_text: r.status_text(),
-        report: None,
+        report: r.report.clone(),
     })
 }
 
