@@ -69,6 +69,28 @@ impl Outcome {
     }
 }
 
+/// How a new worktree is made ready, from `[worktree]` of the repository's `.grove.toml`
+/// (plus `.worktreeinclude`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeSetup {
+    /// Paths (relative to the repository root) copied from the main checkout.
+    #[serde(default)]
+    pub copy: Vec<String>,
+    /// Paths symlinked to the main checkout's copy (shared, not duplicated).
+    #[serde(default)]
+    pub symlink: Vec<String>,
+    /// Shell commands run in the new worktree before the agent, logged to its log.
+    #[serde(default)]
+    pub setup: Vec<String>,
+}
+
+impl WorktreeSetup {
+    pub fn is_empty(&self) -> bool {
+        self.copy.is_empty() && self.symlink.is_empty() && self.setup.is_empty()
+    }
+}
+
 /// Resource limits applied to the agent's command (rlimits).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -136,6 +158,12 @@ pub struct AgentRecord {
     /// The agent's final message for its parent (`grove report`).
     #[serde(default)]
     pub report: Option<String>,
+    /// How its worktree was set up (copied and linked paths are never salvaged).
+    #[serde(default, skip_serializing_if = "WorktreeSetup::is_empty")]
+    pub setup: WorktreeSetup,
+    /// Paths grove placed in the worktree (copies, links, .worktreeinclude files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placed: Vec<String>,
 }
 
 impl AgentRecord {

@@ -1,6 +1,7 @@
 //! An agent's life as the core sees it: registered, prepared, started, exited, collected.
 
 use super::handle::Accepted;
+use super::prepare::Prepared;
 use super::{Core, Msg, Reply};
 use crate::db::agents::AgentRow;
 use crate::error::Error;
@@ -19,6 +20,8 @@ pub struct NewAgent {
     pub params: SpawnParams,
     /// Schema for the agent's own session when it gets one (no `--session`).
     pub schema: Option<grove_state::Schema>,
+    /// How to make its worktree ready (`[worktree]` of .grove.toml).
+    pub setup: grove_proto::types::WorktreeSetup,
     /// The agent that spawns this one (from the caller's process tree), and its depth.
     pub parent: Option<String>,
     pub depth: u32,
@@ -129,6 +132,8 @@ impl Core {
             parent: new.parent,
             depth: new.depth,
             report: None,
+            setup: new.setup,
+            placed: Vec::new(),
             name: params.name,
             id: id.clone(),
         };
@@ -144,11 +149,14 @@ impl Core {
     }
 
     /// A preparation finished: the agent runs, or it never will.
-    pub(super) async fn prepared(&mut self, id: &str, result: Result<u32, Error>) {
+    pub(super) async fn prepared(&mut self, id: &str, result: Result<Prepared, Error>) {
         let waiting = self.pending_starts.remove(id);
         match result {
-            Ok(pid) => {
-                let started = self.started(id, pid).await;
+            Ok(prepared) => {
+                if let Some(row) = self.agents.get_mut(id) {
+                    row.record.placed = prepared.placed;
+                }
+                let started = self.started(id, prepared.pid).await;
                 if let Some(reply) = waiting {
                     let _ = reply.send(started);
                 }
@@ -271,6 +279,7 @@ impl Core {
             None => "lost".into(),
         });
         let job = CollectJob {
+            placed: record.placed.clone(),
             agent_id: record.id.clone(),
             worktree: record.worktree.clone(),
             branch: record.branch.clone(),

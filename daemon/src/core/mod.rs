@@ -30,7 +30,7 @@ type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
 pub enum Msg {
     Spawn(Box<NewAgent>, Reply<Accepted>),
-    Prepared(String, Result<u32, Error>),
+    Prepared(String, Result<prepare::Prepared, Error>),
     ShimExited(String),
     Collected(String, Result<Collected, Error>),
     Get(String, Reply<AgentRecord>),

@@ -21,15 +21,27 @@ pub struct PrepareJob {
     pub config: Arc<Config>,
 }
 
-/// Creates the worktree and starts the shim; returns the shim's pid.
-pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<u32, Error> {
+/// What a successful preparation produced.
+pub struct Prepared {
+    pub pid: u32,
+    /// Paths the setup placed in the worktree (never salvaged).
+    pub placed: Vec<String>,
+}
+
+/// Creates the worktree, sets it up and starts the shim.
+pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<Prepared, Error> {
     let repo = job.record.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
     create_worktree(&lanes, &target, &job).await?;
-    match start_shim(&job).await {
-        Ok(pid) => Ok(pid),
+    let started = async {
+        let placed = set_up(&job).await?;
+        let pid = start_shim(&job).await?;
+        Ok(Prepared { pid, placed })
+    };
+    match started.await {
+        Ok(prepared) => Ok(prepared),
         Err(e) => {
             let (path, branch) = (job.record.worktree.clone(), job.record.branch.clone());
             let _ = lanes
@@ -60,6 +72,22 @@ async fn create_worktree(
             worktree::create(lane, &path, &branch, base, &reason, workers)
         })
         .await
+}
+
+async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
+    let record = &job.record;
+    if record.setup.is_empty() && !record.repo.join(".worktreeinclude").exists() {
+        return Ok(Vec::new());
+    }
+    let (setup, main, worktree, log) = (
+        record.setup.clone(),
+        record.repo.clone(),
+        record.worktree.clone(),
+        record.log_path.clone(),
+    );
+    tokio::task::spawn_blocking(move || crate::git::setup::apply(&setup, &main, &worktree, &log))
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?
 }
 
 async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {

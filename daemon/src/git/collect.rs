@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 pub struct CollectJob {
     pub agent_id: String,
+    /// Paths the worktree setup placed (copies, links): never salvaged.
+    pub placed: Vec<String>,
     pub worktree: PathBuf,
     pub branch: String,
     pub base_commit: String,
@@ -41,7 +43,7 @@ pub fn collect(lane: &mut RepoLane, job: &CollectJob) -> Result<Collected, Error
              grove committed what the worktree held when the agent {}.",
             job.agent_id, job.reason
         );
-        result.salvaged = salvage(&job.worktree, &message)?.is_some();
+        result.salvaged = salvage(&job.worktree, &message, &job.placed)?.is_some();
         preserve_detached_head(repo, job)?;
     }
     let tip = repo

@@ -6,6 +6,7 @@ pub mod collect;
 pub mod lane;
 pub mod refs;
 pub mod salvage;
+pub mod setup;
 pub mod target;
 pub mod worktree;
 

@@ -18,9 +18,11 @@ fn git_err<'a>(what: &str, path: &'a Path) -> impl FnOnce(git2::Error) -> Error 
 /// Commits tracked changes and untracked, non-ignored files onto the worktree's HEAD.
 /// Returns the new commit, or `None` when there was nothing to commit. git2, not the CLI:
 /// salvage must never run the user's hooks, which could refuse the commit.
-pub fn salvage(worktree: &Path, message: &str) -> Result<Option<Oid>, Error> {
+/// `placed` lists paths grove itself put there (setup copies and links): they are left
+/// out, so that a shared `node_modules` link or a copied `.env` never lands on a branch.
+pub fn salvage(worktree: &Path, message: &str, placed: &[String]) -> Result<Option<Oid>, Error> {
     let repo = Repository::open(worktree).map_err(git_err("opening", worktree))?;
-    commit_everything(&repo, worktree, message, Some("HEAD"))
+    commit_everything(&repo, worktree, message, Some("HEAD"), placed)
 }
 
 /// For a worktree grove cannot match to an agent: commit its leftovers without moving
@@ -34,7 +36,7 @@ pub fn salvage_orphan(worktree: &Path, name: &str) -> Result<Option<(String, Oid
          grove found {} with no agent record and committed what it held.",
         worktree.display()
     );
-    let commit = commit_everything(&repo, worktree, &message, None)?;
+    let commit = commit_everything(&repo, worktree, &message, None, &[])?;
     let head = repo.head().ok().and_then(|h| h.target());
     let Some(target) = commit.or(head) else {
         return Ok(None);
@@ -61,14 +63,21 @@ fn commit_everything(
     worktree: &Path,
     message: &str,
     update_ref: Option<&str>,
+    placed: &[String],
 ) -> Result<Option<Oid>, Error> {
     // Every process of the agent is gone by now, so a leftover index.lock is stale.
     let _ = std::fs::remove_file(repo.path().join("index.lock"));
     let mut index = repo
         .index()
         .map_err(git_err("reading the index", worktree))?;
+    let mut skip_placed = |path: &Path, _: &[u8]| -> i32 {
+        let placed_here = placed
+            .iter()
+            .any(|p| path.starts_with(p) || path == Path::new(p.trim_end_matches('/')));
+        i32::from(placed_here)
+    };
     index
-        .add_all(["*"], IndexAddOption::DEFAULT, None)
+        .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip_placed))
         .map_err(git_err("adding files", worktree))?;
     index
         .update_all(["*"], None)

@@ -37,7 +37,12 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SpawnParams) -> Result<Agent
                 .map(|b| (b.name, b.commit))
         })
         .await?;
-    let schema = session_schema(&params, &target)?;
+    let grove_toml = read_grove_toml(&target)?;
+    let schema = session_schema(&params, grove_toml.as_ref())?;
+    let setup = match &grove_toml {
+        Some((text, origin)) => crate::git::setup::parse(text, origin)?,
+        None => Default::default(),
+    };
     ctx.janitor.check_disk().await?;
     if let Some(name) = &params.session {
         ctx.state
@@ -48,6 +53,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SpawnParams) -> Result<Agent
         .spawn(NewAgent {
             params,
             schema,
+            setup,
             parent: parent.map(|p| p.id),
             depth,
             target,
@@ -57,11 +63,26 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SpawnParams) -> Result<Agent
         .await
 }
 
+/// The repository's `.grove.toml` (text and path), if it has one.
+fn read_grove_toml(
+    target: &crate::git::target::RepoTarget,
+) -> Result<Option<(String, String)>, Error> {
+    let path = target.workdir.join(".grove.toml");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((text, path.display().to_string()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::BadInput(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 /// The schema a new session gets: `--schema`, else `[state]` of the repository's
 /// `.grove.toml`, else none (a session without channels).
 fn session_schema(
     params: &SpawnParams,
-    target: &crate::git::target::RepoTarget,
+    grove_toml: Option<&(String, String)>,
 ) -> Result<Option<grove_state::Schema>, Error> {
     let parse = |text: &str, origin: &str| {
         grove_state::Schema::from_toml(text, origin).map_err(|e| Error::BadInput(e.to_string()))
@@ -76,14 +97,9 @@ fn session_schema(
             ))),
         };
     }
-    let path = target.workdir.join(".grove.toml");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => parse(&text, &path.display().to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::BadInput(format!(
-            "cannot read {}: {e}",
-            path.display()
-        ))),
+    match grove_toml {
+        Some((text, origin)) => parse(text, origin),
+        None => Ok(None),
     }
 }
 
