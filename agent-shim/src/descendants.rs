@@ -6,6 +6,23 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::fs;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+static DAEMON_LOCK: OnceLock<PathBuf> = OnceLock::new();
+
+/// A grove daemon started from inside this agent (a `grove` command autostarting it
+/// after a crash) is reparented to us, the subreaper, when its starter exits. It is not
+/// the agent's: never count it, its shims or their agents as ours, never signal them.
+/// Its pid is read from the daemon's lock file each time, as daemons come and go.
+pub fn spare_daemon(lock: PathBuf) {
+    let _ = DAEMON_LOCK.set(lock);
+}
+
+fn spared_pid() -> Option<i32> {
+    let text = fs::read_to_string(DAEMON_LOCK.get()?).ok()?;
+    text.trim().parse().ok()
+}
 
 /// Parent pid of `pid`, from /proc/<pid>/stat (field 4, after the parenthesised name,
 /// which may itself contain spaces and parentheses).
@@ -33,10 +50,14 @@ pub fn descendants_of(root: i32) -> Vec<i32> {
             children.entry(ppid).or_default().push(pid);
         }
     }
+    let spared = spared_pid();
     let mut found = Vec::new();
     let mut stack = vec![root];
     while let Some(pid) = stack.pop() {
         for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if Some(child) == spared {
+                continue;
+            }
             found.push(child);
             stack.push(child);
         }

@@ -37,6 +37,9 @@ enum Stop {
 }
 
 fn run(spec: &ShimSpec) -> i32 {
+    if let Some(lock) = &spec.daemon_lock {
+        crate::descendants::spare_daemon(lock.clone());
+    }
     // A session of our own: the terminal's and the daemon's signals no longer reach us.
     let _ = setsid();
     become_subreaper();

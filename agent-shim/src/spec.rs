@@ -17,4 +17,8 @@ pub struct ShimSpec {
     pub grace_ms: u64,
     /// Where the exit record goes (written as `<path>.tmp`, then renamed).
     pub exit_record: PathBuf,
+    /// The daemon's lock file (it holds the daemon's pid): a daemon that ends up below
+    /// this shim is spared.
+    #[serde(default)]
+    pub daemon_lock: Option<PathBuf>,
 }

@@ -6,6 +6,7 @@ mod core;
 mod db;
 mod error;
 mod events;
+mod faults;
 mod git;
 mod ids;
 mod instance;

@@ -52,6 +52,11 @@ impl Core {
             }
         }
         if self.queue.is_empty() && self.has_free_slot() {
+            // Kept until the agent runs: a crash during preparation puts it back in the
+            // queue, and it must start again with its variables.
+            if !env.is_empty() {
+                self.save_env(&id, &env).await?;
+            }
             let (reply, started) = oneshot::channel();
             self.pending_starts.insert(id.clone(), reply);
             self.begin_prepare(&id, env).await;
@@ -63,11 +68,7 @@ impl Core {
         self.queue.push_back(id.clone());
         self.renumber_queue();
         self.persist(&id).await;
-        let owned = id.clone();
-        let saved = env.clone();
-        self.db
-            .call(move |conn| crate::db::agents::save_queued_env(conn, &owned, &saved))
-            .await?;
+        self.save_env(&id, &env).await?;
         self.pending_env.insert(id.clone(), env);
         let record = self
             .agents
@@ -186,8 +187,17 @@ impl Core {
     }
 
     /// Forgets an agent whose preparation failed (its worktree was already rolled back).
+    async fn save_env(&self, id: &str, env: &[(String, String)]) -> Result<(), Error> {
+        let (owned, saved) = (id.to_string(), env.to_vec());
+        self.db
+            .call(move |conn| crate::db::agents::save_queued_env(conn, &owned, &saved))
+            .await?;
+        Ok(())
+    }
+
     async fn discard(&mut self, id: &str) {
         self.agents.remove(id);
+        self.drop_queued_env(id).await;
         let owned = id.to_string();
         if let Err(e) = self
             .db

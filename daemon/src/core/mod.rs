@@ -199,12 +199,18 @@ impl Core {
                 let _ = reply.send(found);
             }
             Msg::ByAncestry(pids, reply) => {
-                let found = self
+                // The nearest shim up the chain: a daemon restarted from inside an agent
+                // has that agent's shim above its own agents' shims.
+                let running: HashMap<u32, &AgentRecord> = self
                     .agents
                     .values()
                     .filter(|row| row.record.status == grove_proto::types::AgentStatus::Running)
-                    .find(|row| row.record.pid.is_some_and(|pid| pids.contains(&pid)))
-                    .map(|row| identity(&row.record));
+                    .filter_map(|row| Some((row.record.pid?, &row.record)))
+                    .collect();
+                let found = pids
+                    .iter()
+                    .find_map(|pid| running.get(pid))
+                    .map(|record| identity(record));
                 let _ = reply.send(found);
             }
             Msg::Report(prefix, text, reply) => {

@@ -111,6 +111,7 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
         timeout_ms: record.timeout_ms,
         grace_ms: job.config.kill_grace.as_millis() as u64,
         exit_record: dirs.agent_dir(&record.id).join(EXIT_RECORD_FILE),
+        daemon_lock: Some(dirs.daemon_lock()),
     };
     let exe = job.exe.clone();
     let cwd = record.worktree.clone();

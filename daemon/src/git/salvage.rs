@@ -85,6 +85,7 @@ fn commit_everything(
     index
         .write()
         .map_err(git_err("writing the index", worktree))?;
+    crate::faults::point("mid_salvage");
     let tree_id = index
         .write_tree()
         .map_err(git_err("writing the tree", worktree))?;

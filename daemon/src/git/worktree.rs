@@ -86,21 +86,36 @@ pub fn create(
         fs::create_dir_all(parent)
             .map_err(|e| Error::Git(format!("cannot create {}: {e}", parent.display())))?;
     }
-    // The CLI, not git2: it checks out in parallel, runs smudge filters and the
-    // post-checkout hook, and creates branch, worktree and lock in one step.
+    // The branch through git2 (bookkeeping), the checkout through the CLI: it checks out
+    // in parallel, runs smudge filters and the post-checkout hook, and locks the new
+    // worktree in the same step.
+    let commit = lane
+        .repo
+        .find_commit(base)
+        .map_err(|e| Error::Git(format!("base commit {base}: {}", e.message())))?;
+    lane.repo
+        .branch(branch, &commit, false)
+        .map_err(|e| Error::Git(format!("cannot create branch {branch}: {}", e.message())))?;
+    crate::faults::point("after_branch_create");
     let output = git_command()
         .arg("-C")
         .arg(&lane.target.workdir)
         .arg("-c")
         .arg(format!("checkout.workers={checkout_workers}"))
-        .args([
-            "worktree", "add", "--quiet", "--lock", "--reason", reason, "-b", branch,
-        ])
+        .args(["worktree", "add", "--quiet", "--lock", "--reason", reason])
         .arg(path)
-        .arg(base.to_string())
+        .arg(branch)
         .output()
-        .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
+        .map_err(|e| Error::Git(format!("cannot run git: {e}")));
+    let output = match output {
+        Ok(output) => output,
+        Err(e) => {
+            rollback(&lane.repo, path, branch);
+            return Err(e);
+        }
+    };
     if output.status.success() {
+        crate::faults::point("after_worktree_add");
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();

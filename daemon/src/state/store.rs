@@ -112,6 +112,7 @@ pub fn commit_group(
     for row in sessions {
         upsert_session(&tx, row)?;
     }
+    crate::faults::point("mid_state_commit");
     tx.commit()
 }
 

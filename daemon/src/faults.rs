@@ -1,0 +1,15 @@
+//! Test-only crash points. With `GROVE_TEST_CRASH_AT=<point>` the daemon kills itself
+//! with SIGKILL on reaching that point, so tests can prove that a crash there loses
+//! nothing and leaves nothing half done. Points: `after_branch_create`,
+//! `after_worktree_add`, `mid_salvage`, `mid_state_commit`.
+
+use std::sync::OnceLock;
+
+pub fn point(name: &str) {
+    static CRASH_AT: OnceLock<Option<String>> = OnceLock::new();
+    let wanted = CRASH_AT.get_or_init(|| std::env::var("GROVE_TEST_CRASH_AT").ok());
+    if wanted.as_deref() == Some(name) {
+        tracing::warn!(point = name, "GROVE_TEST_CRASH_AT: crashing on purpose");
+        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+    }
+}

@@ -1,0 +1,272 @@
+//! Crashes at named points inside operations (GROVE_TEST_CRASH_AT) and a full disk:
+//! recovery leaves nothing half done and loses nothing acknowledged.
+
+mod support;
+
+use serde_json::json;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+use support::*;
+
+/// Runs `args` with the daemon set to crash at `point`; the command must fail.
+fn crash_during(g: &Grove, point: &str, args: &[&str]) {
+    let out = g.run_env(args, &[("GROVE_TEST_CRASH_AT", point)]);
+    assert_ne!(
+        out.code, 0,
+        "{point}: {args:?} should have lost its daemon: {}",
+        out.stdout
+    );
+    let lock = g.home.join("daemon.lock");
+    eventually(
+        "the crashed daemon is gone",
+        Duration::from_secs(10),
+        || {
+            let pid = fs::read_to_string(&lock)
+                .ok()
+                .and_then(|p| p.trim().parse::<i32>().ok());
+            pid.is_none_or(|pid| !process_exists(pid))
+        },
+    );
+}
+
+fn assert_git_is_clean(g: &Grove) {
+    assert!(g.worktree_dirs().is_empty(), "{:?}", g.worktree_dirs());
+    assert_eq!(
+        g.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    g.git(&["fsck", "--strict"]);
+}
+
+#[test]
+fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
+    for point in ["after_branch_create", "after_worktree_add"] {
+        let g = Grove::new();
+        crash_during(
+            &g,
+            point,
+            &[
+                "spawn",
+                "--env",
+                "X=kept",
+                "--",
+                "sh",
+                "-c",
+                "echo $X > x.txt",
+            ],
+        );
+        // The next daemon undoes the half preparation and starts the agent afresh.
+        let agents = g.json(&["list", "--all"])["agents"].clone();
+        assert_eq!(
+            agents.as_array().map(Vec::len),
+            Some(1),
+            "{point}: {agents}"
+        );
+        let id = agents[0]["id"].as_str().expect("id").to_string();
+        let record = g.wait(&id);
+        assert_eq!(record["outcome"], "succeeded", "{point}: {record}");
+        assert_eq!(
+            g.git(&["show", &format!("grove/{id}:x.txt")]),
+            "kept\n",
+            "{point}"
+        );
+        assert_git_is_clean(&g);
+        let branches = g.git(&["branch", "--list", "grove/*"]);
+        assert_eq!(
+            branches.lines().count(),
+            1,
+            "{point}: no stray branch: {branches}"
+        );
+    }
+}
+
+#[test]
+fn a_crash_in_the_middle_of_salvage_is_finished_by_the_next_daemon() {
+    let g = Grove::new();
+    let gate = g.dir.path().join("gate");
+    let out = g.run_env(
+        &[
+            "spawn",
+            "--",
+            "sh",
+            "-c",
+            &format!(
+                "echo work > work.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
+                gate.display()
+            ),
+        ],
+        &[("GROVE_TEST_CRASH_AT", "mid_salvage")],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let id = out.stdout.trim().to_string();
+    let pid = g.json(&["daemon", "status"])["pid"].as_i64().expect("pid") as i32;
+    fs::write(&gate, "").expect("gate");
+    eventually(
+        "the daemon crashed collecting",
+        Duration::from_secs(30),
+        || !process_exists(pid),
+    );
+    let record = g.wait(&id);
+    assert_eq!(record["status"], "collected");
+    assert_eq!(record["salvaged"], true);
+    assert_eq!(g.git(&["show", &format!("grove/{id}:work.txt")]), "work\n");
+    assert_git_is_clean(&g);
+}
+
+#[test]
+fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
+    let g = Grove::new();
+    let schema = g.dir.path().join("s.toml");
+    fs::write(&schema, "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\nl = { reducer = \"append\" }\n").expect("schema");
+    let id = g.spawn(
+        &["--session", "s", "--schema", schema.to_str().expect("utf8")],
+        "true",
+    );
+    g.wait(&id);
+    g.ok(&["state", "update", "--session", "s", "n", "1"]);
+    g.ok(&["daemon", "stop"]);
+    crash_during(
+        &g,
+        "mid_state_commit",
+        &[
+            "state",
+            "update",
+            "--session",
+            "s",
+            "n",
+            "5",
+            "l",
+            "[\"x\"]",
+        ],
+    );
+    let state = g.json(&["state", "get", "--session", "s"]);
+    assert_eq!(state["state"], json!({"n": 1, "l": []}));
+    assert_eq!(state["checkpoint"], 1);
+    g.ok(&["state", "update", "--session", "s", "n", "2"]);
+    assert_eq!(g.json(&["state", "get", "--session", "s"])["checkpoint"], 2);
+}
+
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Result<Tmpfs, String> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err("not root, so no tmpfs can be mounted".into());
+        }
+        fs::create_dir_all(path).map_err(|e| e.to_string())?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "grove-enospc"])
+            .arg(path)
+            .status()
+            .map_err(|e| e.to_string())?
+            .success();
+        if ok {
+            Ok(Tmpfs(path.into()))
+        } else {
+            Err("mount failed".into())
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Fills the filesystem at `dir` to the last byte; returns the filler's path.
+fn fill_up(dir: &Path) -> std::path::PathBuf {
+    let filler = dir.join("filler");
+    let mut file = fs::File::create(&filler).expect("filler");
+    let chunk = vec![1u8; 1 << 16];
+    while std::io::Write::write_all(&mut file, &chunk).is_ok() {}
+    let _ = std::io::Write::write_all(&mut file, &[1u8]);
+    filler
+}
+
+#[test]
+fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
+    let scratch = tempfile::Builder::new()
+        .prefix("ge")
+        .tempdir_in("/tmp")
+        .expect("tmp");
+    let root = scratch.path().join("wt");
+    let home_fs = scratch.path().join("hf");
+    let (_wt, _home) = match (Tmpfs::mount(&root, "16m"), Tmpfs::mount(&home_fs, "16m")) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(why), _) | (_, Err(why)) => {
+            eprintln!("skipping the ENOSPC test: {why}");
+            return;
+        }
+    };
+    let mut g = Grove::new().with_env(&[
+        ("GROVE_WORKTREE_ROOT", root.to_str().expect("utf8")),
+        // Pressure handling would refuse before git could fail; this test wants ENOSPC.
+        ("GROVE_DISK_HIGH", "100"),
+        ("GROVE_DISK_LOW", "99"),
+    ]);
+    g.home = home_fs.join("h");
+    let schema = g.dir.path().join("s.toml");
+    fs::write(
+        &schema,
+        "[state]\nversion = 1\n[state.channels]\nl = { reducer = \"append\" }\n",
+    )
+    .expect("schema");
+    let id = g.spawn(
+        &["--session", "s", "--schema", schema.to_str().expect("utf8")],
+        "true",
+    );
+    g.wait(&id);
+    g.ok(&["state", "update", "--session", "s", "l", "[\"before\"]"]);
+
+    // Worktree root full: git cannot check out; nothing half made is left.
+    let filler = fill_up(&root);
+    let out = g.run(&["spawn", "--", "true"]);
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("git worktree add"), "{}", out.stderr);
+    assert!(g.worktree_dirs().is_empty());
+    assert_eq!(g.git(&["branch", "--list", "grove/*"]), "");
+    assert_eq!(
+        g.json(&["list", "--all"])["agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    fs::remove_file(filler).expect("free");
+
+    // State directory full: the write is refused, the database stays whole.
+    let big = "x".repeat(64 * 1024);
+    let filler = fill_up(&home_fs);
+    let value = format!("[\"{big}\"]");
+    let mut refused = false;
+    for _ in 0..64 {
+        let out = g.run(&["state", "update", "--session", "s", "l", &value]);
+        if out.code != 0 {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "a full disk never refused a write");
+    g.ok(&["daemon", "status"]);
+    fs::remove_file(filler).expect("free");
+    let after = g.json(&["state", "get", "--session", "s"]);
+    let items = after["state"]["l"].as_array().expect("list").clone();
+    assert_eq!(items[0], "before");
+    let checkpoint = after["checkpoint"].as_u64().expect("checkpoint");
+    assert_eq!(
+        items.len() as u64,
+        checkpoint,
+        "every acknowledged batch, nothing else"
+    );
+    g.ok(&["state", "update", "--session", "s", "l", "[\"after\"]"]);
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let check: String = db
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("check");
+    assert_eq!(check, "ok");
+}
