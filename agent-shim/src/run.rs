@@ -48,6 +48,22 @@ fn run(spec: &ShimSpec) -> i32 {
         eprintln!("grove shim: cannot block signals: {e}");
         return 2;
     }
+    if let Some(claim) = &spec.claim {
+        match claim_start(claim) {
+            Ok(()) => {}
+            Err(e) => {
+                eprintln!(
+                    "grove shim: cannot claim this start ({}): {e}",
+                    claim.display()
+                );
+                return 2;
+            }
+        }
+        if spec.abandon.as_ref().is_some_and(|a| a.exists()) {
+            eprintln!("grove: a restarted daemon gave this start up; the agent starts again");
+            return 0;
+        }
+    }
     let started_at_ms = now_ms();
     let (exit_code, exit_signal, stop, error) = match start_command(spec) {
         Ok(child) => {
@@ -83,6 +99,25 @@ fn run(spec: &ShimSpec) -> i32 {
             1
         }
     }
+}
+
+/// Writes `{pid, start_time}` to `path`, failing if it exists.
+fn claim_start(path: &std::path::Path) -> io::Result<()> {
+    use std::io::Write;
+    let pid = std::process::id();
+    let start_time = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            let after = stat[stat.rfind(')')? + 1..].to_string();
+            after.split_whitespace().nth(19)?.parse::<u64>().ok()
+        })
+        .unwrap_or(0);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    writeln!(file, "{{\"pid\": {pid}, \"start_time\": {start_time}}}")?;
+    file.sync_all()
 }
 
 fn become_subreaper() {

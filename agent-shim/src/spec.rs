@@ -21,4 +21,13 @@ pub struct ShimSpec {
     /// this shim is spared.
     #[serde(default)]
     pub daemon_lock: Option<PathBuf>,
+    /// Created (exclusively) before the command starts, holding the shim's pid and start
+    /// time: a daemon that crashed while this start was under way finds it and adopts
+    /// the agent instead of starting it twice.
+    #[serde(default)]
+    pub claim: Option<PathBuf>,
+    /// If this exists when the claim is made, a restarted daemon has already given this
+    /// start up (and will start the agent again): the shim runs nothing.
+    #[serde(default)]
+    pub abandon: Option<PathBuf>,
 }

@@ -135,6 +135,7 @@ impl Core {
             report: None,
             setup: new.setup,
             placed: Vec::new(),
+            attempt: 0,
             name: params.name,
             id: id.clone(),
         };
@@ -455,9 +456,45 @@ impl Core {
                     _ => self.shim_exited(&id).await,
                 },
                 AgentStatus::Exited => self.start_collect(&id, None),
-                AgentStatus::Preparing => self.roll_back_preparation(&id).await,
+                AgentStatus::Preparing => self.resolve_interrupted_start(&id).await,
                 _ => {}
             }
+        }
+    }
+
+    /// A crash came while this agent was being prepared. If its shim already claimed the
+    /// start, the agent runs (or ran): treat it as running. Otherwise give the start up
+    /// (the abandon marker stops a shim that is only now starting) and roll back.
+    async fn resolve_interrupted_start(&mut self, id: &str) {
+        let Some(attempt) = self.agents.get(id).map(|row| row.record.attempt) else {
+            return;
+        };
+        let (claim, abandon) = start_markers(&self.config.dirs.agent_dir(id), attempt);
+        let _ = std::fs::write(&abandon, b"");
+        let claimed: Option<(u32, u64)> = std::fs::read_to_string(&claim)
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .and_then(|v| Some((v["pid"].as_u64()? as u32, v["start_time"].as_u64()?)));
+        let Some((pid, start_time)) = claimed else {
+            self.roll_back_preparation(id).await;
+            return;
+        };
+        if let Some(row) = self.agents.get_mut(id) {
+            row.record.status = AgentStatus::Running;
+            row.record.pid = Some(pid);
+            row.record.started_at_ms = Some(now_ms());
+            row.pid_start = Some(start_time);
+        }
+        self.persist(id).await;
+        if procfs::is_same_process(pid, start_time) {
+            tracing::info!(
+                agent = id,
+                pid,
+                "adopting an agent whose start a crash interrupted"
+            );
+            self.watch_shim(id, pid);
+        } else {
+            self.shim_exited(id).await;
         }
     }
 
@@ -487,4 +524,15 @@ impl Core {
         }
         self.persist(id).await;
     }
+}
+
+/// The claim and abandon markers of one start attempt (see `ShimSpec::claim`).
+pub(super) fn start_markers(
+    agent_dir: &std::path::Path,
+    attempt: u32,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    (
+        agent_dir.join(format!("start-{attempt}.claim")),
+        agent_dir.join(format!("start-{attempt}.abandon")),
+    )
 }

@@ -103,6 +103,8 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
         worktree: &worktree,
         base: &record.base_commit,
     };
+    let (claim, abandon) =
+        super::lifecycle::start_markers(&dirs.agent_dir(&record.id), record.attempt);
     let spec = ShimSpec {
         agent_id: record.id.clone(),
         argv: record.argv.clone(),
@@ -112,6 +114,8 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
         grace_ms: job.config.kill_grace.as_millis() as u64,
         exit_record: dirs.agent_dir(&record.id).join(EXIT_RECORD_FILE),
         daemon_lock: Some(dirs.daemon_lock()),
+        claim: Some(claim),
+        abandon: Some(abandon),
     };
     let exe = job.exe.clone();
     let cwd = record.worktree.clone();

@@ -86,6 +86,7 @@ impl Core {
         };
         row.record.status = AgentStatus::Preparing;
         row.record.queue_position = None;
+        row.record.attempt += 1;
         let job = PrepareJob {
             record: row.record.clone(),
             token: row.token.clone(),

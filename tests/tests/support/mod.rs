@@ -166,6 +166,12 @@ impl Grove {
         fs::read_to_string(self.home.join("daemon.log")).unwrap_or_default()
     }
 
+    /// Lines of the daemon log that mention `needle` (leaked: only for failure messages).
+    pub fn daemon_log_lines(&self, needle: &str) -> Vec<&'static str> {
+        let log: &'static str = Box::leak(self.daemon_log().into_boxed_str());
+        log.lines().filter(|l| l.contains(needle)).collect()
+    }
+
     /// The daemon's pid, starting the daemon if none runs.
     pub fn daemon_pid(&self) -> i32 {
         self.ok(&["list"]);
