@@ -42,7 +42,7 @@ fn twenty_sigkills_of_the_daemon_during_a_busy_workload_lose_nothing() {
     let seed = std::env::var("GROVE_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| grove_agent_shim_seed());
+        .unwrap_or_else(clock_seed);
     eprintln!("crash harness seed: {seed} (replay with GROVE_TEST_SEED={seed})");
     let mut rng = Rng(seed | 1);
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "20"), ("GROVE_BIN", BIN)]);
@@ -77,7 +77,7 @@ fn twenty_sigkills_of_the_daemon_during_a_busy_workload_lose_nothing() {
         eventually("killed daemon gone", Duration::from_secs(10), || {
             !process_exists(pid)
         });
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             g.run(&["list"]);
         }
     }
@@ -152,7 +152,7 @@ fn twenty_sigkills_of_the_daemon_during_a_busy_workload_lose_nothing() {
 }
 
 /// A seed from the clock, for runs that do not ask for one.
-fn grove_agent_shim_seed() -> u64 {
+fn clock_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
