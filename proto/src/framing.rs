@@ -5,7 +5,7 @@ use std::io::{self, BufRead};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// What one read produced.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
     /// A complete line, newline stripped.
     Line(Vec<u8>),

@@ -229,3 +229,163 @@ fn notifications_get_no_response_but_requests_after_them_do() {
     assert_eq!(response["id"], 42);
     assert!(response["result"]["pid"].is_number());
 }
+
+/// What bad input must leave untouched.
+fn snapshot(g: &Grove) -> (Value, Value, Vec<std::path::PathBuf>, String) {
+    (
+        g.json(&["list", "--all"]),
+        g.json(&["session", "list"]),
+        g.worktree_dirs(),
+        g.git(&["for-each-ref"]),
+    )
+}
+
+#[test]
+fn every_method_refuses_bad_params_and_nothing_changes() {
+    let g = Grove::new();
+    let id = g.spawn(&["--session", "s"], "true");
+    g.wait(&id);
+    let mut raw = Raw::connect(&g);
+    raw.hello();
+    let before = snapshot(&g);
+    let huge = "x".repeat(900_000);
+    let weird_ids = [
+        json!(5),
+        json!(-1),
+        json!(null),
+        json!(["a"]),
+        json!("../../etc/passwd"),
+        json!("a\u{0}b"),
+        json!("line\nbreak"),
+        json!(huge),
+        json!("ffffffffff"),
+    ];
+    let mut cases: Vec<(&str, Value)> = Vec::new();
+    for method in grove_proto::methods::ALL_METHODS {
+        if *method == "hello" {
+            continue;
+        }
+        cases.push((method, json!({"zz_unknown_field": true})));
+        cases.push((method, json!({"id": {"nested": true}, "zz": 1})));
+    }
+    for id in &weird_ids {
+        for method in [
+            "agent.get",
+            "agent.kill",
+            "agent.remove",
+            "agent.logs",
+            "agent.diff",
+        ] {
+            cases.push((method, json!({"id": id})));
+        }
+        cases.push(("agent.wait", json!({"ids": [id]})));
+        cases.push(("agent.report", json!({"id": id, "text": "x"})));
+        cases.push(("session.show", json!({"name": id})));
+        cases.push(("state.get", json!({"session": id})));
+        cases.push((
+            "state.update",
+            json!({"session": id, "writes": [{"channel": "x", "value": 1}]}),
+        ));
+        // A well-formed id is a valid session name: only the others must fail here.
+        if *id != json!("ffffffffff") {
+            cases.push((
+                "state.fork",
+                json!({"session": "s", "at": 0, "new_session": id}),
+            ));
+            cases.push(("session.create", json!({"name": id})));
+        }
+    }
+    let repo = g.repo.to_str().expect("utf8");
+    cases.extend([
+        (
+            "agent.spawn",
+            json!({"argv": ["true"], "repo": format!("{repo}/../../..")}),
+        ),
+        (
+            "agent.spawn",
+            json!({"argv": ["true"], "repo": "/tmp/\u{0}x"}),
+        ),
+        (
+            "agent.spawn",
+            json!({"argv": ["true"], "repo": repo, "name": "a\nb"}),
+        ),
+        (
+            "agent.spawn",
+            json!({"argv": ["true"], "repo": repo, "base": "--orphan"}),
+        ),
+        (
+            "agent.spawn",
+            json!({"argv": ["true"], "repo": repo, "base": "main\n"}),
+        ),
+        (
+            "agent.spawn",
+            json!({"argv": ["true"], "repo": repo, "session": "../x"}),
+        ),
+        (
+            "agent.spawn",
+            json!({"argv": ["true"], "repo": repo, "limits": {"max_files": -1}}),
+        ),
+        (
+            "agent.spawn",
+            json!({"argv": ["true"], "repo": repo, "timeout_ms": 1e300}),
+        ),
+        ("agent.spawn", json!({"argv": "true", "repo": repo})),
+        (
+            "agent.spawn",
+            json!({"argv": [&huge[..400_000]], "repo": repo, "name": &huge[..400_000]}),
+        ),
+        ("agent.wait", json!({"ids": "abc"})),
+        ("agent.logs", json!({"id": id, "offset": -5})),
+        (
+            "agent.diff",
+            json!({"id": id, "paths": ["--output=/tmp/x"]}),
+        ),
+        ("state.get", json!({"session": "s", "at": -1})),
+        ("state.get", json!({"session": "s", "at": u64::MAX})),
+        ("state.history", json!({"session": "s", "limit": -3})),
+        ("state.compact", json!({"session": "s", "keep": 0})),
+        (
+            "state.fork",
+            json!({"session": "s", "at": 99, "new_session": "f"}),
+        ),
+        ("state.update", json!({"session": "s", "writes": []})),
+        (
+            "state.update",
+            json!({"session": "s", "writes": [{"channel": "nope", "value": 1}]}),
+        ),
+        (
+            "session.create",
+            json!({"name": "n", "schema": {"version": 1, "channels": {"x": {"reducer": "avg"}}}}),
+        ),
+        (
+            "session.create",
+            json!({"name": "n", "schema_text": {"origin": "x.toml", "text": "[state\n"}}),
+        ),
+        (
+            "salvage.restore",
+            json!({"repo": "relative", "reference": "x"}),
+        ),
+        (
+            "salvage.restore",
+            json!({"repo": repo, "reference": "../../heads/main"}),
+        ),
+        ("janitor.log", json!({"limit": "ten"})),
+        ("events.subscribe", json!({"agent": "ffffffff"})),
+        ("state.watch", json!({"session": "nope"})),
+    ]);
+    for (method, params) in cases {
+        let response = raw.call(7, method, params.clone());
+        let shown = params.to_string().chars().take(120).collect::<String>();
+        assert!(
+            response.get("result").is_none(),
+            "{method} {shown} succeeded: {response}"
+        );
+        let message = response["error"]["message"].as_str().unwrap_or("");
+        assert!(!message.is_empty(), "{method} {shown}: {response}");
+        assert_eq!(response["id"], 7, "{method}");
+    }
+    // The daemon still serves, and nothing changed.
+    let response = raw.call(8, "daemon.status", json!({}));
+    assert!(response["result"]["pid"].is_number());
+    assert_eq!(snapshot(&g), before);
+}

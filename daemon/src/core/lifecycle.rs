@@ -197,7 +197,12 @@ impl Core {
     }
 
     async fn discard(&mut self, id: &str) {
-        self.agents.remove(id);
+        if let Some(row) = self.agents.remove(id) {
+            // Its own session was made for it alone.
+            if row.record.session == row.record.id {
+                self.state.drop_unused(&row.record.session).await;
+            }
+        }
         self.drop_queued_env(id).await;
         let owned = id.to_string();
         if let Err(e) = self

@@ -186,3 +186,29 @@ fn run_setup_command(
         tail.join("\n")
     )))
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn any_grove_toml_parses_or_fails_naming_the_file(text in "\\PC{0,300}") {
+            if let Err(e) = super::parse(&text, "fuzz.toml") {
+                prop_assert!(e.to_string().starts_with("fuzz.toml"), "{}", e);
+            }
+        }
+
+        #[test]
+        fn worktree_paths_never_escape(path in "[./a-z]{0,12}") {
+            let text = format!("[worktree]\ncopy = [\"{path}\"]\n");
+            if let Ok(setup) = super::parse(&text, "fuzz.toml") {
+                for p in setup.copy {
+                    prop_assert!(!p.is_empty() && !p.starts_with('/') && !p.split('/').any(|c| c == ".."));
+                }
+            }
+        }
+    }
+}

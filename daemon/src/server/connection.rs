@@ -214,3 +214,34 @@ fn parse_call(line: &[u8]) -> Result<Call, (Value, RpcError)> {
     }
     Ok(Call { id, method, params })
 }
+
+#[cfg(test)]
+mod fuzz {
+    use super::parse_call;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn any_line_is_a_call_or_an_error_with_a_code(line in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Err((_, error)) = parse_call(&line) {
+                prop_assert!(error.code < 0 && !error.message.is_empty());
+            }
+        }
+
+        #[test]
+        fn json_shaped_lines_too(
+            id in prop_oneof![Just("1"), Just("\"a\""), Just("null"), Just("[1]"), Just("{}")],
+            version in prop_oneof![Just("\"2.0\""), Just("\"1.0\""), Just("2"), Just("null")],
+            method in "[a-z.]{0,12}",
+            params in prop_oneof![Just("{}"), Just("[]"), Just("1"), Just("null"), Just("{\"id\":\"x\"}")],
+        ) {
+            let line = format!("{{\"jsonrpc\":{version},\"id\":{id},\"method\":\"{method}\",\"params\":{params}}}");
+            match parse_call(line.as_bytes()) {
+                Ok(call) => prop_assert_eq!(call.method, method),
+                Err((_, error)) => prop_assert!(error.code < 0),
+            }
+        }
+    }
+}

@@ -75,6 +75,10 @@ enum Req {
     List {
         reply: Reply<Vec<SessionInfo>>,
     },
+    /// Forget a session that never got a checkpoint (its only agent never started).
+    DropUnused {
+        name: String,
+    },
 }
 
 #[derive(Clone)]
@@ -179,6 +183,12 @@ impl StateHandle {
 
     pub async fn list(&self) -> Result<Vec<SessionInfo>, Error> {
         self.ask(|reply| Req::List { reply }).await
+    }
+
+    /// Removes a session that holds no checkpoint, e.g. the own session of an agent
+    /// whose spawn failed.
+    pub async fn drop_unused(&self, name: &str) {
+        let _ = self.tx.send(Req::DropUnused { name: name.into() }).await;
     }
 }
 
@@ -428,6 +438,19 @@ impl StateService {
             }
             Req::Info { name, reply } => {
                 let _ = reply.send(self.session(&name).map(Session::info));
+            }
+            Req::DropUnused { name } => {
+                if self.sessions.get(&name).is_some_and(|s| s.head == 0) {
+                    self.sessions.remove(&name);
+                    let owned = name.clone();
+                    if let Err(e) = self
+                        .db
+                        .call(move |conn| store::delete_session(conn, &owned))
+                        .await
+                    {
+                        tracing::error!(session = %name, error = %e, "cannot delete an unused session");
+                    }
+                }
             }
             Req::List { reply } => {
                 let mut all: Vec<SessionInfo> = self.sessions.values().map(Session::info).collect();

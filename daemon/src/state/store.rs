@@ -225,3 +225,12 @@ pub fn compact(
     tx.commit()?;
     Ok(dropped as u64)
 }
+
+/// Deletes a session with everything it holds.
+pub fn delete_session(conn: &mut Connection, name: &str) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    tx.execute("DELETE FROM snapshots WHERE session = ?1", [name])?;
+    tx.execute("DELETE FROM checkpoints WHERE session = ?1", [name])?;
+    tx.execute("DELETE FROM sessions WHERE name = ?1", [name])?;
+    tx.commit()
+}

@@ -153,14 +153,16 @@ fn validate(params: &SpawnParams) -> Result<(), Error> {
 /// ref component.
 fn validate_name(name: &str) -> Result<(), Error> {
     let valid = !name.is_empty()
+        && name.len() <= 64
         && !name.contains('/')
         && git2::Reference::is_valid_name(&format!("refs/heads/grove/{name}-00000000"));
     if valid {
         Ok(())
     } else {
+        let name: String = name.chars().take(80).collect();
         Err(Error::BadInput(format!(
-            "name `{name}` cannot be part of a branch name: use letters, digits, `-`, `_` \
-             or `.`, without `/`, spaces, `..` or a leading `.`"
+            "name `{name}` cannot be part of a branch name: use up to 64 letters, digits, \
+             `-`, `_` or `.`, without `/`, spaces, `..` or a leading `.`"
         )))
     }
 }
