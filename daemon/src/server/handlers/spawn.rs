@@ -10,8 +10,9 @@ use crate::Error;
 use grove_proto::methods::SpawnParams;
 use grove_proto::types::AgentRecord;
 
-pub async fn handle(ctx: &Ctx, params: SpawnParams) -> Result<AgentRecord, Error> {
+pub async fn handle(ctx: &Ctx, mut params: SpawnParams) -> Result<AgentRecord, Error> {
     validate(&params)?;
+    crate::supervisor::spawn_defaults::resolve(&mut params, &ctx.config)?;
     let repo_path = params.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo_path))
         .await
