@@ -17,6 +17,7 @@ const TRIES: &str = r#"
     echo hi > new.txt && git add new.txt && git commit -qm 'jailed commit' && echo committed
     echo t > "$TMPDIR/t" && echo "tmp-written $TMPDIR"
     echo y > /dev/null && echo devnull-written
+    "$GROVE_BIN" state get > /dev/null && echo daemon-reachable
     exit 0
 "#;
 
@@ -26,6 +27,8 @@ fn tries_env(g: &Grove) -> Vec<String> {
         format!("OUTSIDE={}", outside(g).display()),
         "--env".into(),
         format!("MAIN={}", g.repo.display()),
+        "--env".into(),
+        format!("GROVE_BIN={BIN}"),
     ]
 }
 
@@ -76,6 +79,8 @@ fn jail_confines_writes_to_the_worktree_and_git_can_still_commit() {
     );
     assert!(!tmp.exists(), "{} outlived the agent", tmp.display());
     assert!(log.contains("devnull-written"), "{log}");
+    // The daemon's socket (a path) stays reachable: grove works from inside the jail.
+    assert!(log.contains("daemon-reachable"), "{log}");
     let shown = g.ok(&["show", &id]);
     assert!(
         shown
@@ -179,6 +184,36 @@ fn jailed_agent_cannot_signal_processes_outside_but_can_its_own() {
     g.wait(&id);
     assert!(g.ok(&["logs", &id]).contains("outside-kill=0"));
     eventually("victim killed", Duration::from_secs(10), || !victim.alive());
+}
+
+#[test]
+fn jailed_agent_cannot_reach_abstract_sockets_outside() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    let g = Grove::new();
+    let name = format!("grove-test-{}", std::process::id());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract name");
+    let _listener = UnixListener::bind_addr(&addr).expect("bind abstract socket");
+    let script = r#"python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0" + sys.argv[1])
+    print("connected")
+except OSError as e:
+    print("refused:", e)
+' "$NAME""#;
+    let mut outputs = Vec::new();
+    for extra in [&["--jail"][..], &[][..]] {
+        let mut args = extra.to_vec();
+        let env = format!("NAME={name}");
+        args.extend_from_slice(&["--env", &env]);
+        let id = g.spawn(&args, script);
+        assert_eq!(g.wait(&id)["outcome"], "succeeded");
+        outputs.push(g.ok(&["logs", &id]));
+    }
+    assert!(outputs[0].contains("refused:"), "jailed: {}", outputs[0]);
+    assert!(outputs[1].contains("connected"), "unjailed: {}", outputs[1]);
 }
 
 #[test]
