@@ -31,25 +31,10 @@ pub struct Usage {
 
 impl AgentCgroup {
     /// Creates the agent's cgroup and checks that a process can really be moved into
-    /// it; `None` (with the reason on stderr, i.e. in the agent's log, only when a
-    /// cgroup2 mount exists) when it cannot.
+    /// it; `None` when it cannot (no cgroup2 mount, not writable, not delegated). The
+    /// agent's log stays the agent's: a missing cgroup is not worth a line in it.
     pub fn create(agent_id: &str) -> Option<AgentCgroup> {
-        let mount = cgroup2_mount()?;
-        let base = own_cgroup()
-            .map(|relative| mount.join(relative.trim_start_matches('/')))
-            .filter(|dir| dir.is_dir())
-            .unwrap_or_else(|| mount.clone());
-        match Self::create_in(&base, agent_id) {
-            Ok(cgroup) => Some(cgroup),
-            Err(e) => {
-                eprintln!(
-                    "grove shim: no cgroup for this agent under {} ({e}); \
-                     the tree is tracked through /proc only",
-                    base.display()
-                );
-                None
-            }
-        }
+        Self::create_in(&base_dir()?, agent_id).ok()
     }
 
     fn create_in(base: &Path, agent_id: &str) -> io::Result<AgentCgroup> {
@@ -168,6 +153,30 @@ impl AgentCgroup {
             let _ = fs::remove_dir(parent);
         }
     }
+}
+
+/// Removes an agent's cgroup that its shim could not (a shim killed before its end),
+/// when it is empty; a no-op otherwise. For the daemon, whose cgroup the shims share.
+pub fn remove_stale_cgroup(agent_id: &str) {
+    if agent_id.is_empty() || agent_id.contains(['/', '.']) {
+        return;
+    }
+    if let Some(parent) = base_dir().map(|base| base.join("grove")) {
+        if fs::remove_dir(parent.join(agent_id)).is_ok() {
+            let _ = fs::remove_dir(parent);
+        }
+    }
+}
+
+/// Where agents' cgroups go: below the caller's own cgroup, else the mount's root.
+fn base_dir() -> Option<PathBuf> {
+    let mount = cgroup2_mount()?;
+    Some(
+        own_cgroup()
+            .map(|relative| mount.join(relative.trim_start_matches('/')))
+            .filter(|dir| dir.is_dir())
+            .unwrap_or(mount),
+    )
 }
 
 /// An open `cgroup.procs` of an agent's cgroup (close-on-exec).
