@@ -21,11 +21,18 @@
 //! any ref deletion. Creating that lock needs write access to `<common>` itself, which
 //! would also open `<common>/config` and `<common>/hooks` (code the user's own git runs
 //! later: a way out of the jail), so it stays closed. git treats the failed cleanup
-//! as best effort and the commit succeeds (the isolation tests check that). The same
+//! as best effort: it prints `error: Unable to create '.../packed-refs.lock':
+//! Permission denied`, and the commit succeeds (the isolation tests check that). The same
 //! holds for everything else directly in `<common>`: `packed-refs` (`git pack-refs`,
 //! deleting a packed branch), `config`/`config.lock` (`git config`, `git branch -u`),
 //! `gc.pid`/`gc.log` (`git gc`), `<common>/index` (the main checkout's index) and
 //! `FETCH_HEAD` of the main checkout: none of them is needed to commit in a worktree.
+//!
+//! What the jail does not protect: the repository's shared git data. A jailed agent
+//! may rewrite any ref under `refs/` (other branches included) and write or delete
+//! files under `objects/`, because committing needs exactly those rights and Landlock
+//! rules are per directory tree. It protects the main checkout's files and everything
+//! outside the repository.
 //!
 //! Left closed on purpose: `/dev/pts` and `/dev/ptmx` (new pseudo-terminals), because
 //! write and ioctl access there reaches every terminal of the machine (TIOCSTI types
