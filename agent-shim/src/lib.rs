@@ -6,14 +6,17 @@
 //! kills whatever the command left behind and writes the [`ExitRecord`] atomically.
 //! A daemon crash or restart never touches a running agent.
 
+mod cgroup;
 mod descendants;
+pub mod jail;
 mod record;
 mod run;
 mod spec;
 
+pub use cgroup::remove_stale_cgroup;
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
 pub use run::main_from_stdin;
-pub use spec::ShimSpec;
+pub use spec::{JailSpec, ShimSpec};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

@@ -16,6 +16,12 @@ pub struct ExitRecord {
     pub ended_at_ms: u64,
     /// Why the command could not be started, when it could not.
     pub error: Option<String>,
+    /// CPU time (user + system) of the whole tree, in milliseconds.
+    #[serde(default)]
+    pub cpu_ms: Option<u64>,
+    /// Peak memory of the tree in bytes (see `AgentRecord::peak_memory_bytes`).
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
 }
 
 impl ExitRecord {

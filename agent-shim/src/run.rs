@@ -1,4 +1,6 @@
+use crate::cgroup::{AgentCgroup, Joiner};
 use crate::descendants::{descendants_of, signal_descendants};
+use crate::jail::Jail;
 use crate::now_ms;
 use crate::record::ExitRecord;
 use crate::spec::ShimSpec;
@@ -65,9 +67,13 @@ fn run(spec: &ShimSpec) -> i32 {
         }
     }
     let started_at_ms = now_ms();
-    let (exit_code, exit_signal, stop, error) = match start_command(spec) {
+    let cgroup = spec
+        .cgroup
+        .then(|| AgentCgroup::create(&spec.agent_id))
+        .flatten();
+    let (exit_code, exit_signal, stop, error) = match start_command(spec, cgroup.as_ref()) {
         Ok(child) => {
-            let (code, signal, stop) = supervise(child, spec, &signals);
+            let (code, signal, stop) = supervise(child, spec, &signals, cgroup.as_ref());
             (code, signal, stop, None)
         }
         Err(failure) => {
@@ -75,6 +81,18 @@ fn run(spec: &ShimSpec) -> i32 {
             (Some(failure.exit_code), None, None, Some(failure.message))
         }
     };
+    // The tree is gone: measure it, then clear away its cgroup and temporary files.
+    let usage = measure(cgroup.as_ref());
+    if let Some(cgroup) = cgroup {
+        cgroup.remove();
+    }
+    if let Some(tmp) = &spec.tmp_dir {
+        if let Err(e) = std::fs::remove_dir_all(tmp) {
+            if e.kind() != io::ErrorKind::NotFound {
+                eprintln!("grove shim: cannot remove {}: {e}", tmp.display());
+            }
+        }
+    }
     let outcome = match (stop, exit_code) {
         (Some(Stop::Killed), _) => Outcome::Killed,
         (Some(Stop::TimedOut), _) => Outcome::TimedOut,
@@ -88,6 +106,8 @@ fn run(spec: &ShimSpec) -> i32 {
         started_at_ms,
         ended_at_ms: now_ms(),
         error,
+        cpu_ms: usage.cpu_ms,
+        peak_memory_bytes: usage.peak_memory_bytes,
     };
     match record.write_atomically(&spec.exit_record) {
         Ok(()) => 0,
@@ -149,11 +169,31 @@ struct StartFailure {
     message: String,
 }
 
-fn start_command(spec: &ShimSpec) -> Result<Pid, StartFailure> {
+fn start_command(spec: &ShimSpec, cgroup: Option<&AgentCgroup>) -> Result<Pid, StartFailure> {
     let program = spec.argv.first().ok_or_else(|| StartFailure {
         exit_code: 127,
         message: "empty command".into(),
     })?;
+    let cannot = |message: String| StartFailure {
+        exit_code: 126,
+        message,
+    };
+    if let Some(tmp) = &spec.tmp_dir {
+        std::fs::create_dir_all(tmp)
+            .map_err(|e| cannot(format!("cannot create {}: {e}", tmp.display())))?;
+    }
+    // Built here, entered by the child: a jail that cannot be built means no start,
+    // never an unjailed one.
+    let jail = spec
+        .jail
+        .as_ref()
+        .map(Jail::build)
+        .transpose()
+        .map_err(cannot)?;
+    let joiner: Option<Joiner> = cgroup
+        .map(AgentCgroup::joiner)
+        .transpose()
+        .map_err(|e| cannot(format!("cannot prepare the agent's cgroup: {e}")))?;
     let mut command = Command::new(program);
     command
         .args(&spec.argv[1..])
@@ -162,12 +202,20 @@ fn start_command(spec: &ShimSpec) -> Result<Pid, StartFailure> {
         .stdin(Stdio::null());
     let limits = spec.limits.clone();
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (sigprocmask, setpgid, setrlimit).
+    // async-signal-safe system calls (sigprocmask, setpgid, write, setrlimit, prctl,
+    // landlock_restrict_self).
     unsafe {
         command.pre_exec(move || {
             SigSet::empty().thread_set_mask()?;
             setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+            if let Some(joiner) = &joiner {
+                joiner.join()?;
+            }
             apply_limits(&limits)?;
+            // Last, so that nothing above runs jailed.
+            if let Some(jail) = &jail {
+                jail.enter()?;
+            }
             Ok(())
         });
     }
@@ -189,15 +237,16 @@ fn start_command(spec: &ShimSpec) -> Result<Pid, StartFailure> {
 }
 
 fn apply_limits(limits: &Limits) -> nix::Result<()> {
-    let pairs = [
-        (Resource::RLIMIT_NOFILE, limits.max_files),
-        (Resource::RLIMIT_AS, limits.memory_bytes),
-        (Resource::RLIMIT_CPU, limits.cpu_seconds),
-    ];
-    for (resource, value) in pairs {
-        if let Some(value) = value {
-            setrlimit(resource, value, value)?;
-        }
+    if let Some(files) = limits.max_files {
+        setrlimit(Resource::RLIMIT_NOFILE, files, files)?;
+    }
+    if let Some(bytes) = limits.memory_bytes {
+        setrlimit(Resource::RLIMIT_AS, bytes, bytes)?;
+    }
+    if let Some(seconds) = limits.cpu_seconds {
+        // SIGXCPU (which says what happened) at the limit, SIGKILL a second later for
+        // a process that ignores it.
+        setrlimit(Resource::RLIMIT_CPU, seconds, seconds.saturating_add(1))?;
     }
     Ok(())
 }
@@ -208,8 +257,17 @@ fn supervise(
     main: Pid,
     spec: &ShimSpec,
     signals: &SigSet,
+    cgroup: Option<&AgentCgroup>,
 ) -> (Option<i32>, Option<i32>, Option<Stop>) {
     let shim = getpid().as_raw();
+    // SIGKILL goes through cgroup.kill first (atomic: no fork can outrun it), then
+    // through the /proc walk for anything that left the cgroup.
+    let kill_tree = || {
+        if let Some(cgroup) = cgroup {
+            cgroup.kill_all();
+        }
+        signal_descendants(shim, Signal::SIGKILL);
+    };
     let grace = Duration::from_millis(spec.grace_ms);
     let timeout_at = spec
         .timeout_ms
@@ -237,7 +295,7 @@ fn supervise(
             kill_at = Some(now + grace);
         }
         if kill_at.is_some_and(|t| now >= t) {
-            signal_descendants(shim, Signal::SIGKILL);
+            kill_tree();
         }
         let wake_at = [kill_at, timeout_at.filter(|_| stop.is_none())]
             .into_iter()
@@ -255,6 +313,33 @@ fn supervise(
     }
     let (code, signal) = main_status.unwrap_or((None, None));
     (code, signal, stop)
+}
+
+/// What the tree used, in the exit record's units.
+struct TreeUsage {
+    cpu_ms: Option<u64>,
+    peak_memory_bytes: Option<u64>,
+}
+
+/// CPU time and peak memory of the finished tree: from the cgroup where there is one,
+/// else (and for memory without the memory controller) from getrusage of the reaped
+/// children. The shim is their subreaper, so orphans count too; `ru_maxrss` is the
+/// largest resident set of any one process, not the sum.
+fn measure(cgroup: Option<&AgentCgroup>) -> TreeUsage {
+    let from_cgroup = cgroup.map(AgentCgroup::usage).unwrap_or_default();
+    let rusage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok();
+    let ms = |t: nix::sys::time::TimeVal| {
+        (t.tv_sec().max(0) as u64) * 1000 + (t.tv_usec().max(0) as u64) / 1000
+    };
+    TreeUsage {
+        cpu_ms: from_cgroup
+            .cpu_usec
+            .map(|usec| usec / 1000)
+            .or_else(|| rusage.map(|r| ms(r.user_time()) + ms(r.system_time()))),
+        peak_memory_bytes: from_cgroup
+            .peak_memory_bytes
+            .or_else(|| rusage.map(|r| (r.max_rss().max(0) as u64).saturating_mul(1024))),
+    }
 }
 
 /// Reaps every exited child (orphans included: we are their subreaper).

@@ -30,4 +30,28 @@ pub struct ShimSpec {
     /// start up (and will start the agent again): the shim runs nothing.
     #[serde(default)]
     pub abandon: Option<PathBuf>,
+    /// The agent's private temporary directory (its TMPDIR): the shim creates it before
+    /// the command starts and removes it once the whole tree is gone.
+    #[serde(default)]
+    pub tmp_dir: Option<PathBuf>,
+    /// Run the command in a Landlock write jail; `None`: unjailed.
+    #[serde(default)]
+    pub jail: Option<JailSpec>,
+    /// Put the tree in a cgroup v2 of its own when one can be made (`cgroup.kill`, CPU
+    /// and memory accounting); otherwise, or when false, the /proc walk alone.
+    #[serde(default = "yes")]
+    pub cgroup: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What a jailed agent may write. Reads and execution stay open everywhere.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct JailSpec {
+    /// Files and directories the agent may write (directories: everything beneath).
+    /// Paths that do not exist when the agent starts are skipped.
+    pub writable: Vec<PathBuf>,
 }

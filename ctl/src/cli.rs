@@ -266,6 +266,17 @@ pub struct SpawnArgs {
     /// Limit on CPU time (RLIMIT_CPU), e.g. 30s or 5m.
     #[arg(long, value_name = "DURATION")]
     pub cpu_time: Option<String>,
+    /// Confine the agent's writes (Landlock) to its worktree, the git data a commit
+    /// needs, a private TMPDIR and /dev/null; it cannot signal processes outside
+    /// either. Refused on kernels without Landlock ABI 6.
+    #[arg(long, overrides_with = "no_jail")]
+    pub jail: bool,
+    /// Run unjailed even where `jail = true` is configured.
+    #[arg(long, overrides_with = "jail")]
+    pub no_jail: bool,
+    /// Let the jailed agent also write beneath PATH (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub jail_write: Vec<PathBuf>,
     /// Keep the worktree after the agent ends.
     #[arg(long)]
     pub keep: bool,

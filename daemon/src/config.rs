@@ -2,6 +2,7 @@
 //! variables. Each value remembers where it came from (`grove config` shows it).
 
 use grove_proto::paths::{Dirs, PathError};
+use grove_proto::types::Limits;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,6 +33,16 @@ pub struct Config {
     pub protocol_version: u32,
     /// `checkout.workers` for `git worktree add`.
     pub checkout_workers: usize,
+    /// Jail agents (Landlock) unless a spawn says `--no-jail`.
+    pub jail: bool,
+    /// More paths every jailed agent may write beneath.
+    pub jail_write: Vec<PathBuf>,
+    /// Limits for spawns that give none of their own.
+    pub default_limits: Limits,
+    /// Timeout for spawns that give none of their own.
+    pub default_timeout: Option<Duration>,
+    /// Give each agent a cgroup v2 of its own where the kernel allows.
+    pub cgroup: bool,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -71,6 +82,13 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("retention", "GROVE_RETENTION", "30days"),
     ("kill_grace", "GROVE_KILL_GRACE", "5s"),
     ("max_depth", "GROVE_MAX_DEPTH", "3"),
+    ("jail", "GROVE_JAIL", "false"),
+    ("jail_write", "GROVE_JAIL_WRITE", ""),
+    ("memory", "GROVE_MEMORY", ""),
+    ("cpu_time", "GROVE_CPU_TIME", ""),
+    ("max_files", "GROVE_MAX_FILES", ""),
+    ("timeout", "GROVE_TIMEOUT", ""),
+    ("cgroup", "GROVE_CGROUP", "true"),
 ];
 
 impl Config {
@@ -91,6 +109,27 @@ impl Config {
             retention: get("retention")?.duration()?,
             kill_grace: get("kill_grace")?.duration()?,
             max_depth: get("max_depth")?.number()? as u32,
+            jail: get("jail")?.boolean()?,
+            jail_write: get("jail_write")?.paths()?,
+            default_limits: Limits {
+                memory_bytes: get("memory")?.optional()?.map(|r| r.bytes()).transpose()?,
+                cpu_seconds: get("cpu_time")?
+                    .optional()?
+                    .map(|r| {
+                        r.flag_duration()
+                            .map(|d| d.as_millis().div_ceil(1000) as u64)
+                    })
+                    .transpose()?,
+                max_files: get("max_files")?
+                    .optional()?
+                    .map(|r| r.number())
+                    .transpose()?,
+            },
+            default_timeout: get("timeout")?
+                .optional()?
+                .map(|r| r.flag_duration())
+                .transpose()?,
+            cgroup: get("cgroup")?.boolean()?,
             protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
                 Ok(v) => v.parse().unwrap_or(0),
                 Err(_) => grove_proto::PROTOCOL_VERSION,
@@ -233,6 +272,80 @@ impl Raw {
         Ok(fraction)
     }
 
+    /// `None` for an unset value (empty, or "none").
+    fn optional(self) -> Result<Option<Raw>, ConfigError> {
+        let text = self.text.trim();
+        Ok((!text.is_empty() && !text.eq_ignore_ascii_case("none")).then_some(self))
+    }
+
+    fn boolean(&self) -> Result<bool, ConfigError> {
+        match self.text.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Ok(true),
+            "false" | "no" | "off" | "0" | "" => Ok(false),
+            _ => Err(self.invalid("expected true or false")),
+        }
+    }
+
+    /// "1048576", "512K", "256M", "2G".
+    fn bytes(&self) -> Result<u64, ConfigError> {
+        let text = self.text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (digits, unit) = text.split_at(split);
+        let multiplier: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+            "" | "B" => 1,
+            "K" | "KB" | "KIB" => 1 << 10,
+            "M" | "MB" | "MIB" => 1 << 20,
+            "G" | "GB" | "GIB" => 1 << 30,
+            _ => return Err(self.invalid("expected a size such as 512M or 2G")),
+        };
+        digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(multiplier))
+            .ok_or_else(|| self.invalid("expected a size such as 512M or 2G"))
+    }
+
+    /// Absolute paths: a TOML array of strings, or one string with `:` between paths.
+    fn paths(&self) -> Result<Vec<PathBuf>, ConfigError> {
+        let text = self.text.trim();
+        let items: Vec<String> = if text.starts_with('[') {
+            let table: toml::Table = format!("paths = {text}")
+                .parse()
+                .map_err(|_| self.invalid("expected a list of paths"))?;
+            table
+                .get("paths")
+                .and_then(toml::Value::as_array)
+                .and_then(|items| {
+                    items
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| self.invalid("expected a list of paths (strings)"))?
+        } else {
+            text.split(':')
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| p.trim().to_string())
+                .collect()
+        };
+        let paths: Vec<PathBuf> = items.into_iter().map(PathBuf::from).collect();
+        if let Some(relative) = paths.iter().find(|p| !p.is_absolute()) {
+            return Err(self.invalid(&format!("`{}` is not an absolute path", relative.display())));
+        }
+        Ok(paths)
+    }
+
+    /// Like the spawn flags `--timeout` and `--cpu-time`: "90s", "10m", or a bare number
+    /// of seconds.
+    fn flag_duration(&self) -> Result<Duration, ConfigError> {
+        match self.text.trim().parse::<u64>() {
+            Ok(secs) => Ok(Duration::from_secs(secs)),
+            Err(_) => self.duration(),
+        }
+    }
+
     /// "90s", "24h", "30days", or a bare number of milliseconds.
     fn duration(&self) -> Result<Duration, ConfigError> {
         let text = self.text.trim();
@@ -241,5 +354,52 @@ impl Raw {
         }
         humantime::parse_duration(text)
             .map_err(|e| self.invalid(&format!("expected a duration such as 90s or 24h ({e})")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Raw {
+        Raw {
+            key: "test",
+            text: text.into(),
+            origin: "test".into(),
+        }
+    }
+
+    #[test]
+    fn agent_defaults_parse() {
+        assert_eq!(raw("512M").bytes().ok(), Some(512 << 20));
+        assert_eq!(raw("4096").bytes().ok(), Some(4096));
+        assert!(raw("lots").bytes().is_err());
+        assert_eq!(raw("yes").boolean().ok(), Some(true));
+        assert_eq!(raw("0").boolean().ok(), Some(false));
+        assert!(raw("maybe").boolean().is_err());
+        assert_eq!(
+            raw("90").flag_duration().ok(),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(
+            raw("2m").flag_duration().ok(),
+            Some(Duration::from_secs(120))
+        );
+        assert!(matches!(raw("").optional(), Ok(None)));
+        assert!(matches!(raw("none").optional(), Ok(None)));
+        assert!(matches!(raw("1").optional(), Ok(Some(_))));
+    }
+
+    #[test]
+    fn jail_write_takes_a_toml_list_or_a_colon_list_of_absolute_paths() {
+        let expected = vec![PathBuf::from("/a"), PathBuf::from("/b c")];
+        assert_eq!(
+            raw(r#"["/a", "/b c"]"#).paths().ok(),
+            Some(expected.clone())
+        );
+        assert_eq!(raw("/a:/b c").paths().ok(), Some(expected));
+        assert_eq!(raw("").paths().ok(), Some(Vec::new()));
+        assert!(raw("relative/path").paths().is_err());
+        assert!(raw("[1, 2]").paths().is_err());
     }
 }

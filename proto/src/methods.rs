@@ -168,6 +168,13 @@ pub struct SpawnParams {
     /// repository's `.grove.toml`.
     #[serde(default)]
     pub schema: Option<SchemaText>,
+    /// Confine the agent's writes with Landlock (`--jail`); `None`: the daemon's
+    /// `jail` setting decides.
+    #[serde(default)]
+    pub jail: Option<bool>,
+    /// More paths the jailed agent may write beneath (`--jail-write`).
+    #[serde(default)]
+    pub jail_write: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

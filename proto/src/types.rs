@@ -101,7 +101,7 @@ pub struct Limits {
     /// RLIMIT_AS, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
-    /// RLIMIT_CPU, in seconds.
+    /// RLIMIT_CPU, in seconds (per process: SIGXCPU at the limit, SIGKILL a second later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<u64>,
 }
@@ -167,6 +167,20 @@ pub struct AgentRecord {
     /// Paths grove placed in the worktree (copies, links, .worktreeinclude files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placed: Vec<String>,
+    /// True when the agent ran in the Landlock write jail (`--jail`).
+    #[serde(default)]
+    pub jail: bool,
+    /// Paths beyond the usual ones the jailed agent may write (`--jail-write`, the
+    /// `jail_write` setting).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jail_write: Vec<PathBuf>,
+    /// CPU time (user + system) of the agent's whole process tree, in milliseconds.
+    #[serde(default)]
+    pub cpu_ms: Option<u64>,
+    /// Peak memory of the tree in bytes: the cgroup's `memory.peak` where the memory
+    /// controller is on, else the largest resident set of any one process.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
 }
 
 impl AgentRecord {

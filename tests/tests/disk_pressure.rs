@@ -93,21 +93,26 @@ fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns
         let size = g.git(&["cat-file", "-s", &format!("grove/{id}:big.bin")]);
         assert_eq!(size.trim(), (13 * MIB).to_string(), "work of {id} salvaged");
     }
-    let log = g.json(&["gc", "--log"]);
-    let removed: Vec<&str> = log["removals"]
-        .as_array()
-        .expect("removals")
-        .iter()
-        .filter(|r| {
-            r["reason"]
-                .as_str()
-                .unwrap_or("")
-                .starts_with("disk pressure")
-        })
-        .filter_map(|r| r["agent_id"].as_str())
-        .collect();
-    let oldest_first: Vec<&str> = kept[..3].iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(removed, oldest_first);
+    let removed_by_pressure = || -> Vec<String> {
+        g.json(&["gc", "--log"])["removals"]
+            .as_array()
+            .expect("removals")
+            .iter()
+            .filter(|r| {
+                r["reason"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("disk pressure")
+            })
+            .filter_map(|r| r["agent_id"].as_str().map(String::from))
+            .collect()
+    };
+    // Each removal is logged right after its worktree goes.
+    eventually("three removals logged", Duration::from_secs(30), || {
+        removed_by_pressure().len() >= 3
+    });
+    let oldest_first: Vec<String> = kept[..3].iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(removed_by_pressure(), oldest_first);
 
     // Only a live agent left and usage high: spawns are refused, the live one is spared.
     g.ok(&["rm", &kept[3].0]);

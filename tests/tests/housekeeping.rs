@@ -220,11 +220,14 @@ fn the_daily_prune_runs_by_itself() {
         !worktree.exists()
     });
     assert_eq!(g.git(&["show", &format!("grove/{id}:kept.txt")]), "kept\n");
-    let log = g.json(&["gc", "--log"]);
-    assert!(log["removals"][0]["reason"]
-        .as_str()
-        .unwrap_or("")
-        .starts_with("prune"));
+    // The removal is logged right after the worktree goes.
+    eventually("prune logged", LONG, || {
+        let log = g.json(&["gc", "--log"]);
+        log["removals"][0]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("prune")
+    });
 }
 
 #[test]

@@ -51,6 +51,27 @@ fn describe(r: &AgentRecord) -> String {
         ("duration", opt(r.duration_ms().map(duration))),
         ("exit code", opt(r.exit_code.map(|c| c.to_string()))),
         ("exit signal", opt(r.exit_signal.map(|s| s.to_string()))),
+        ("cpu time", opt(r.cpu_ms.map(cpu_time))),
+        ("peak memory", opt(r.peak_memory_bytes.map(size))),
+        ("limits", limits(r)),
+        (
+            "jail",
+            if r.jail && r.jail_write.is_empty() {
+                "yes: writes confined to the worktree (Landlock)".into()
+            } else if r.jail {
+                let extra: Vec<String> = r
+                    .jail_write
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                format!(
+                    "yes: writes confined to the worktree and {} (Landlock)",
+                    extra.join(", ")
+                )
+            } else {
+                "no".into()
+            },
+        ),
         ("worktree", r.worktree.display().to_string()),
         ("log", r.log_path.display().to_string()),
     ];
@@ -78,6 +99,48 @@ fn describe(r: &AgentRecord) -> String {
         .collect()
 }
 
+/// "0.25s" under a minute, then as other durations.
+fn cpu_time(ms: u64) -> String {
+    if ms < 60_000 {
+        format!("{:.2}s", ms as f64 / 1000.0)
+    } else {
+        duration(ms)
+    }
+}
+
+/// "1.5 GiB", "12.0 MiB", "512 KiB", "100 B".
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+fn limits(r: &AgentRecord) -> String {
+    let l = &r.limits;
+    let parts: Vec<String> = [
+        l.memory_bytes.map(|b| format!("memory {}", size(b))),
+        l.cpu_seconds.map(|s| format!("cpu {s}s")),
+        l.max_files.map(|n| format!("files {n}")),
+        r.timeout_ms.map(|ms| format!("timeout {}", duration(ms))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 fn short(oid: &str) -> String {
     oid.chars().take(10).collect()
 }
@@ -96,4 +159,18 @@ fn shell_words(argv: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_cpu_times_read_well() {
+        assert_eq!(size(100), "100 B");
+        assert_eq!(size(512 << 10), "512.0 KiB");
+        assert_eq!(size(3 << 29), "1.5 GiB");
+        assert_eq!(cpu_time(250), "0.25s");
+        assert_eq!(cpu_time(120_000), "2m");
+    }
 }

@@ -51,7 +51,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let repo = match &args.repo {
         Some(path) => cwd.join(path),
-        None => cwd,
+        None => cwd.clone(),
     };
     Ok(SpawnParams {
         argv: args.command.clone(),
@@ -70,6 +70,12 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
                 .transpose()?,
         },
         keep: args.keep,
+        jail: match (args.jail, args.no_jail) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
+        jail_write: args.jail_write.iter().map(|p| cwd.join(p)).collect(),
         session: args.session.clone(),
         schema: args
             .schema

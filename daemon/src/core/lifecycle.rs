@@ -136,6 +136,10 @@ impl Core {
             setup: new.setup,
             placed: Vec::new(),
             attempt: 0,
+            jail: params.jail.unwrap_or(false),
+            jail_write: params.jail_write,
+            cpu_ms: None,
+            peak_memory_bytes: None,
             name: params.name,
             id: id.clone(),
         };
@@ -247,6 +251,9 @@ impl Core {
     /// The shim is gone: take its exit record (or note that there is none) and collect.
     pub(super) async fn shim_exited(&mut self, id: &str) {
         let exit_path = self.config.dirs.agent_dir(id).join(EXIT_RECORD_FILE);
+        // The shim removes the agent's TMPDIR and cgroup; this covers a shim that died first.
+        let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id).join("tmp"));
+        grove_agent_shim::remove_stale_cgroup(id);
         let Some(row) = self.agents.get_mut(id) else {
             return;
         };
@@ -262,6 +269,8 @@ impl Core {
                 record.started_at_ms = Some(exit.started_at_ms);
                 record.ended_at_ms = Some(exit.ended_at_ms);
                 record.error = exit.error;
+                record.cpu_ms = exit.cpu_ms;
+                record.peak_memory_bytes = exit.peak_memory_bytes;
             }
             Ok(None) => {
                 record.ended_at_ms = Some(now_ms());

@@ -7,6 +7,7 @@ use crate::git::lane::Lanes;
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::git::worktree;
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
+use crate::supervisor::jail_paths::jail_spec;
 use crate::supervisor::launch::launch;
 use grove_agent_shim::{ShimSpec, EXIT_RECORD_FILE};
 use grove_proto::types::AgentRecord;
@@ -105,10 +106,18 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     };
     let (claim, abandon) =
         super::lifecycle::start_markers(&dirs.agent_dir(&record.id), record.attempt);
+    // A private TMPDIR (the shim makes it and removes it); the user's --env may override.
+    let tmp_dir = dirs.agent_dir(&record.id).join("tmp");
+    let mut env = vec![("TMPDIR".to_string(), tmp_dir.display().to_string())];
+    env.extend(job.env.iter().cloned());
+    let jail = record
+        .jail
+        .then(|| jail_spec(&record.worktree, &tmp_dir, &record.jail_write))
+        .transpose()?;
     let spec = ShimSpec {
         agent_id: record.id.clone(),
         argv: record.argv.clone(),
-        env: agent_environment(&identity, &job.env),
+        env: agent_environment(&identity, &env),
         limits: record.limits.clone(),
         timeout_ms: record.timeout_ms,
         grace_ms: job.config.kill_grace.as_millis() as u64,
@@ -116,6 +125,9 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
         daemon_lock: Some(dirs.daemon_lock()),
         claim: Some(claim),
         abandon: Some(abandon),
+        tmp_dir: Some(tmp_dir),
+        jail,
+        cgroup: job.config.cgroup,
     };
     let exe = job.exe.clone();
     let cwd = record.worktree.clone();

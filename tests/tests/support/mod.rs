@@ -227,6 +227,19 @@ impl Grove {
 
 impl Drop for Grove {
     fn drop(&mut self) {
+        // A failed test must not leave its agents running: stop every live shim (each
+        // takes its process tree along), then the daemon.
+        if let Ok(out) = self.command().args(["--json", "list"]).output() {
+            let live: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            for agent in live["agents"].as_array().into_iter().flatten() {
+                if let Some(pid) = agent["pid"].as_i64() {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGTERM,
+                    );
+                }
+            }
+        }
         let _ = self.command().args(["daemon", "stop"]).output();
         // A daemon that did not stop must not outlive the test.
         if let Ok(pid) = fs::read_to_string(self.home.join("daemon.lock")) {
@@ -298,17 +311,27 @@ pub fn eventually(what: &str, limit: Duration, mut condition: impl FnMut() -> bo
     }
 }
 
+/// True while `pid` runs: a zombie counts as gone once its last thread has exited (a
+/// killed daemon's other threads may still hold its socket and lock for a moment).
 pub fn process_exists(pid: i32) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-        && !fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(true)
+    if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    let zombie = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(true);
+    if !zombie {
+        return true;
+    }
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| tasks.count() > 1)
+        .unwrap_or(false)
 }
 
 pub fn read_pid(path: &Path) -> i32 {

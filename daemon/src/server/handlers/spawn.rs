@@ -11,8 +11,9 @@ use crate::Error;
 use grove_proto::methods::SpawnParams;
 use grove_proto::types::AgentRecord;
 
-pub async fn handle(ctx: &Ctx, conn: &Conn, params: SpawnParams) -> Result<AgentRecord, Error> {
+pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<AgentRecord, Error> {
     validate(&params)?;
+    crate::supervisor::spawn_defaults::resolve(&mut params, &ctx.config)?;
     // An agent's spawns are its children: recorded as such, one level deeper.
     let parent = conn.agent().cloned();
     let depth = parent.as_ref().map_or(0, |p| p.depth + 1);
@@ -23,6 +24,15 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SpawnParams) -> Result<Agent
             depth - 1,
             ctx.config.max_depth
         )));
+    }
+    // A jailed agent's children are jailed too, with no more than it may write: a
+    // nested spawn is no way out of the jail.
+    if let Some(parent) = &parent {
+        let parent = ctx.core.get(&parent.id).await?;
+        if parent.jail {
+            params.jail = Some(true);
+            params.jail_write = parent.jail_write.clone();
+        }
     }
     let repo_path = params.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo_path))

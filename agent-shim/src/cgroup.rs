@@ -1,0 +1,288 @@
+//! A cgroup v2 of the agent's own, where the kernel offers a writable one.
+//!
+//! The cgroup is `grove/<agent-id>` below the shim's own cgroup (or below the root of
+//! the cgroup2 mount when the shim's cannot be found). No controller is enabled: the
+//! cgroup is only a tight bag around the tree, for `cgroup.kill` (which no fork can
+//! outrun) and for accounting (`cpu.stat` always; `memory.peak` when the memory
+//! controller happens to be on). The command joins it between fork and exec, so every
+//! descendant is born inside. Anything that goes wrong means no cgroup: the shim then
+//! relies on the /proc walk alone, as it always can.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct AgentCgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, opened for writing by the shim so that the child can join with
+    /// one write(2) before exec (close-on-exec: the agent never holds it).
+    procs: File,
+}
+
+/// Resource use of the tree, as the cgroup counted it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu_usec: Option<u64>,
+    pub peak_memory_bytes: Option<u64>,
+}
+
+impl AgentCgroup {
+    /// Creates the agent's cgroup and checks that a process can really be moved into
+    /// it; `None` when it cannot (no cgroup2 mount, not writable, not delegated). The
+    /// agent's log stays the agent's: a missing cgroup is not worth a line in it.
+    pub fn create(agent_id: &str) -> Option<AgentCgroup> {
+        Self::create_in(&base_dir()?, agent_id).ok()
+    }
+
+    fn create_in(base: &Path, agent_id: &str) -> io::Result<AgentCgroup> {
+        let parent = base.join("grove");
+        let dir = parent.join(agent_id);
+        // Another shim may remove an empty `grove` between our two mkdirs: try again.
+        let mut attempts = 0;
+        loop {
+            match fs::create_dir_all(&dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 5 => attempts += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        let cgroup = OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .map(|procs| AgentCgroup {
+                dir: dir.clone(),
+                procs,
+            });
+        let checked = cgroup.and_then(|cgroup| cgroup.probe_join().map(|()| cgroup));
+        if checked.is_err() {
+            let _ = fs::remove_dir(&dir);
+        }
+        checked
+    }
+
+    /// Moves a throwaway child into the cgroup, so that a cgroup the kernel will not
+    /// let us use is found out here, not in the agent's fork.
+    fn probe_join(&self) -> io::Result<()> {
+        // SAFETY: the shim is single-threaded; the child only calls async-signal-safe
+        // functions (write, _exit).
+        match unsafe { libc::fork() } {
+            -1 => Err(io::Error::last_os_error()),
+            0 => {
+                let code = match self.join() {
+                    Ok(()) => 0,
+                    Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
+                };
+                // SAFETY: _exit ends the child without running the parent's destructors.
+                unsafe { libc::_exit(code) }
+            }
+            pid => {
+                let mut status = 0;
+                // SAFETY: waits for the child just forked; `status` is a valid pointer.
+                while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+                match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+                    Some(0) => Ok(()),
+                    Some(errno) => Err(io::Error::from_raw_os_error(errno)),
+                    None => Err(io::Error::other("the probe process died")),
+                }
+            }
+        }
+    }
+
+    /// Moves the calling process into the cgroup (async-signal-safe).
+    fn join(&self) -> io::Result<()> {
+        join_through(&self.procs)
+    }
+
+    /// A handle the forked child can join through, owned by the `pre_exec` closure.
+    pub fn joiner(&self) -> io::Result<Joiner> {
+        Ok(Joiner(self.procs.try_clone()?))
+    }
+
+    /// SIGKILLs every process in the cgroup at once (`cgroup.kill`, Linux 5.14+).
+    /// False when the kernel has no `cgroup.kill`.
+    pub fn kill_all(&self) -> bool {
+        OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.kill"))
+            .and_then(|mut f| f.write_all(b"1"))
+            .is_ok()
+    }
+
+    /// CPU time and, where the memory controller is on, peak memory of the tree.
+    pub fn usage(&self) -> Usage {
+        let cpu_usec = fs::read_to_string(self.dir.join("cpu.stat"))
+            .ok()
+            .and_then(|text| stat_field(&text, "usage_usec"));
+        let peak_memory_bytes = fs::read_to_string(self.dir.join("memory.peak"))
+            .ok()
+            .and_then(|text| text.trim().parse().ok());
+        Usage {
+            cpu_usec,
+            peak_memory_bytes,
+        }
+    }
+
+    /// Removes the cgroup once it is empty (the kernel may take a moment after the last
+    /// process is reaped), and `grove/` above it when no other agent uses it.
+    pub fn remove(self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match fs::remove_dir(&self.dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) if Instant::now() >= deadline => {
+                    eprintln!(
+                        "grove shim: cannot remove the cgroup {}: {e}",
+                        self.dir.display()
+                    );
+                    return;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        if let Some(parent) = self.dir.parent() {
+            // Fails (as it should) while other agents' cgroups are in it.
+            let _ = fs::remove_dir(parent);
+        }
+    }
+}
+
+/// Removes an agent's cgroup that its shim could not (a shim killed before its end),
+/// when it is empty; a no-op otherwise. For the daemon, whose cgroup the shims share.
+pub fn remove_stale_cgroup(agent_id: &str) {
+    if agent_id.is_empty() || agent_id.contains(['/', '.']) {
+        return;
+    }
+    if let Some(parent) = base_dir().map(|base| base.join("grove")) {
+        if fs::remove_dir(parent.join(agent_id)).is_ok() {
+            let _ = fs::remove_dir(parent);
+        }
+    }
+}
+
+/// Where agents' cgroups go: below the caller's own cgroup, else the mount's root.
+fn base_dir() -> Option<PathBuf> {
+    let mount = cgroup2_mount()?;
+    Some(
+        own_cgroup()
+            .map(|relative| mount.join(relative.trim_start_matches('/')))
+            .filter(|dir| dir.is_dir())
+            .unwrap_or(mount),
+    )
+}
+
+/// An open `cgroup.procs` of an agent's cgroup (close-on-exec).
+#[derive(Debug)]
+pub struct Joiner(File);
+
+impl Joiner {
+    /// Moves the calling process into the cgroup. Async-signal-safe: for `pre_exec`.
+    pub fn join(&self) -> io::Result<()> {
+        join_through(&self.0)
+    }
+}
+
+/// Writes "0" (the writer itself) to an open `cgroup.procs`: one write(2), nothing more.
+fn join_through(procs: &File) -> io::Result<()> {
+    let pid = b"0\n";
+    // SAFETY: writes two bytes from a live buffer to an fd we own.
+    let n = unsafe { libc::write(procs.as_raw_fd(), pid.as_ptr().cast(), pid.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The value of `key` in a flat-keyed file such as `cpu.stat`.
+fn stat_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// Where the cgroup2 hierarchy is mounted, from /proc/self/mountinfo.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(parse_cgroup2_mount)
+}
+
+/// The mount point of one mountinfo line when its filesystem is cgroup2: fields are
+/// `id parent major:minor root mount-point options [optional...] - fstype source ...`.
+fn parse_cgroup2_mount(line: &str) -> Option<PathBuf> {
+    let (before, after) = line.split_once(" - ")?;
+    if after.split_whitespace().next()? != "cgroup2" {
+        return None;
+    }
+    let mount_point = before.split_whitespace().nth(4)?;
+    Some(PathBuf::from(unescape_octal(mount_point)))
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo`.
+fn unescape_octal(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 4 <= bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value = bytes[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
+            out.push(value as u8);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The shim's own cgroup v2 path (the `0::` line of /proc/self/cgroup).
+fn own_cgroup() -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(|path| path.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_cgroup2_mount_in_mountinfo() {
+        let line = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw";
+        assert_eq!(
+            parse_cgroup2_mount(line),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        let v1 = "42 31 0:39 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu";
+        assert_eq!(parse_cgroup2_mount(v1), None);
+        let spaced = r"43 31 0:40 / /mnt/my\040cgroup rw - cgroup2 none rw";
+        assert_eq!(
+            parse_cgroup2_mount(spaced),
+            Some(PathBuf::from("/mnt/my cgroup"))
+        );
+    }
+
+    #[test]
+    fn reads_usage_usec_from_cpu_stat() {
+        let text = "usage_usec 1310851\nuser_usec 1132686\nsystem_usec 178164\n";
+        assert_eq!(stat_field(text, "usage_usec"), Some(1_310_851));
+        assert_eq!(stat_field(text, "user"), None);
+    }
+}
