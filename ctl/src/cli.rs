@@ -280,6 +280,9 @@ pub struct SpawnArgs {
     /// Keep the worktree after the agent ends.
     #[arg(long)]
     pub keep: bool,
+    /// Check out only these directories (sparse checkout, cone mode), for big monorepos.
+    #[arg(long, value_name = "PATH", num_args = 1..)]
+    pub sparse: Vec<String>,
     /// Wait for the agent to finish and print its result.
     #[arg(long)]
     pub wait: bool,

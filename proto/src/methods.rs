@@ -162,6 +162,9 @@ pub struct SpawnParams {
     /// Keep the worktree after collection.
     #[serde(default)]
     pub keep: bool,
+    /// Check out only these directories (sparse checkout, cone mode); default: all.
+    #[serde(default)]
+    pub sparse: Vec<String>,
     #[serde(default)]
     pub session: Option<String>,
     /// The session's schema when the session is new; default: `[state]` of the

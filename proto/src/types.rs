@@ -161,6 +161,9 @@ pub struct AgentRecord {
     /// How its worktree was set up (copied and linked paths are never salvaged).
     #[serde(default, skip_serializing_if = "WorktreeSetup::is_empty")]
     pub setup: WorktreeSetup,
+    /// Directories checked out (sparse, cone mode); empty: the whole tree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sparse: Vec<String>,
     /// How many times grove has started preparing this agent (a crash can interrupt one).
     #[serde(default)]
     pub attempt: u32,

@@ -347,3 +347,53 @@ fn ids_resolve_by_unique_prefix() {
         out.stderr
     );
 }
+
+#[test]
+fn sparse_spawn_checks_out_only_the_given_directories_and_loses_nothing_else() {
+    let g = Grove::new();
+    for dir in ["a", "b", "c/deep"] {
+        fs::create_dir_all(g.repo.join(dir)).expect("mkdir");
+        fs::write(g.repo.join(dir).join("file.txt"), format!("{dir}\n")).expect("write");
+    }
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "dirs"]);
+    let id = g.spawn(
+        &["--sparse", "a", "c/deep"],
+        "ls -d a b c/deep src 2> missing.txt > present.txt; echo more >> a/file.txt",
+    );
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
+    assert_eq!(record["sparse"], serde_json::json!(["a", "c/deep"]));
+    let branch = format!("grove/{id}");
+    let present = g.git(&["show", &format!("{branch}:present.txt")]);
+    assert_eq!(present, "a\nc/deep\n", "only the cone is checked out");
+    assert!(g
+        .git(&["show", &format!("{branch}:missing.txt")])
+        .contains("b"));
+    // What was not checked out is not deleted on the branch.
+    assert_eq!(g.git(&["show", &format!("{branch}:b/file.txt")]), "b\n");
+    assert_eq!(
+        g.git(&["show", &format!("{branch}:src/lib.txt")]),
+        "one\ntwo\nthree\n"
+    );
+    assert_eq!(
+        g.git(&["show", &format!("{branch}:a/file.txt")]),
+        "a\nmore\n"
+    );
+    let changed = g.git(&["diff", "--name-only", &format!("main...{branch}")]);
+    assert_eq!(
+        changed
+            .lines()
+            .filter(|l| !l.ends_with(".txt") || l.starts_with("a/"))
+            .count(),
+        1,
+        "{changed}"
+    );
+    let bad = g.run(&["spawn", "--sparse", "../x", "--", "true"]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("relative to the repository root"),
+        "{}",
+        bad.stderr
+    );
+}

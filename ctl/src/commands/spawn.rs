@@ -70,6 +70,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
                 .transpose()?,
         },
         keep: args.keep,
+        sparse: args.sparse.clone(),
         jail: match (args.jail, args.no_jail) {
             (true, _) => Some(true),
             (_, true) => Some(false),

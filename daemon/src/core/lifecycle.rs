@@ -136,6 +136,7 @@ impl Core {
             setup: new.setup,
             placed: Vec::new(),
             attempt: 0,
+            sparse: params.sparse.clone(),
             jail: params.jail.unwrap_or(false),
             jail_write: params.jail_write,
             cpu_ms: None,

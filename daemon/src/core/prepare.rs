@@ -68,9 +68,10 @@ async fn create_worktree(
     let branch = record.branch.clone();
     let reason = format!("grove agent {} is using this worktree", record.id);
     let workers = job.config.checkout_workers;
+    let sparse = record.sparse.clone();
     lanes
         .run(target, move |lane| {
-            worktree::create(lane, &path, &branch, base, &reason, workers)
+            worktree::create(lane, &path, &branch, base, &reason, workers, &sparse)
         })
         .await
 }

@@ -58,6 +58,35 @@ fn free_ref_name(repo: &Repository, name: &str) -> String {
         .unwrap_or(base)
 }
 
+/// Stages a sparse worktree with `git add -A`: git2 does not honour skip-worktree
+/// entries and would record every file outside the cone as deleted. (`git add` runs
+/// no hooks.)
+fn stage_sparse(worktree: &Path, placed: &[String]) -> Result<(), Error> {
+    let mut command = crate::git::git_command();
+    command
+        .arg("-C")
+        .arg(worktree)
+        .args(["add", "-A", "--", "."]);
+    for path in placed {
+        command.arg(format!(":(exclude){path}"));
+    }
+    let output = command.output().map_err(|e| {
+        Error::Git(format!(
+            "salvage of {}: cannot run git add: {e}",
+            worktree.display()
+        ))
+    })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Git(format!(
+            "salvage of {}: git add -A failed: {}",
+            worktree.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
+    }
+}
+
 fn commit_everything(
     repo: &Repository,
     worktree: &Path,
@@ -70,18 +99,25 @@ fn commit_everything(
     let mut index = repo
         .index()
         .map_err(git_err("reading the index", worktree))?;
-    let mut skip_placed = |path: &Path, _: &[u8]| -> i32 {
-        let placed_here = placed
-            .iter()
-            .any(|p| path.starts_with(p) || path == Path::new(p.trim_end_matches('/')));
-        i32::from(placed_here)
-    };
-    index
-        .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip_placed))
-        .map_err(git_err("adding files", worktree))?;
-    index
-        .update_all(["*"], None)
-        .map_err(git_err("recording deletions", worktree))?;
+    if repo.path().join("info/sparse-checkout").exists() {
+        stage_sparse(worktree, placed)?;
+        index
+            .read(true)
+            .map_err(git_err("reading the index", worktree))?;
+    } else {
+        let mut skip_placed = |path: &Path, _: &[u8]| -> i32 {
+            let placed_here = placed
+                .iter()
+                .any(|p| path.starts_with(p) || path == Path::new(p.trim_end_matches('/')));
+            i32::from(placed_here)
+        };
+        index
+            .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip_placed))
+            .map_err(git_err("adding files", worktree))?;
+        index
+            .update_all(["*"], None)
+            .map_err(git_err("recording deletions", worktree))?;
+    }
     index
         .write()
         .map_err(git_err("writing the index", worktree))?;

@@ -81,6 +81,7 @@ pub fn create(
     base: Oid,
     reason: &str,
     checkout_workers: usize,
+    sparse: &[String],
 ) -> Result<(), Error> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
@@ -103,6 +104,11 @@ pub fn create(
         .arg("-c")
         .arg(format!("checkout.workers={checkout_workers}"))
         .args(["worktree", "add", "--quiet", "--lock", "--reason", reason])
+        .args(if sparse.is_empty() {
+            &[][..]
+        } else {
+            &["--no-checkout"][..]
+        })
         .arg(path)
         .arg(branch)
         .output()
@@ -115,6 +121,10 @@ pub fn create(
         }
     };
     if output.status.success() {
+        if let Err(e) = check_out_sparse(path, sparse, checkout_workers) {
+            rollback(&lane.repo, path, branch);
+            return Err(e);
+        }
         crate::faults::point("after_worktree_add");
         return Ok(());
     }
@@ -124,6 +134,39 @@ pub fn create(
         "git worktree add {} failed: {stderr}",
         path.display()
     )))
+}
+
+/// For `--sparse`: cone-mode sparse checkout of `dirs` in the new worktree, then the
+/// checkout itself (the worktree was added with `--no-checkout`).
+fn check_out_sparse(path: &Path, dirs: &[String], checkout_workers: usize) -> Result<(), Error> {
+    if dirs.is_empty() {
+        return Ok(());
+    }
+    let run = |args: &[&str]| -> Result<(), Error> {
+        let output = git_command()
+            .arg("-C")
+            .arg(path)
+            .arg("-c")
+            .arg(format!("checkout.workers={checkout_workers}"))
+            .args(args)
+            .output()
+            .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(Error::Git(format!(
+                "git {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            )))
+        }
+    };
+    let mut set = vec!["sparse-checkout", "set", "--cone", "--"];
+    set.extend(dirs.iter().map(String::as_str));
+    run(&set)?;
+    // One-way merge into the empty index: every entry, the ones outside the cone
+    // marked skip-worktree, only the cone on disk.
+    run(&["read-tree", "-mu", "HEAD"])
 }
 
 /// Undoes a partial creation: worktree directory, its metadata and the branch.

@@ -150,6 +150,19 @@ fn validate(params: &SpawnParams) -> Result<(), Error> {
             return bad(format!("the value of {} contains a NUL byte", var.name));
         }
     }
+    for dir in &params.sparse {
+        let p = std::path::Path::new(dir);
+        let escapes = dir.is_empty()
+            || dir.contains('\0')
+            || p.is_absolute()
+            || p.components()
+                .any(|c| matches!(c, std::path::Component::ParentDir));
+        if escapes {
+            return bad(format!(
+                "--sparse `{dir}` must be a directory relative to the repository root"
+            ));
+        }
+    }
     if let Some(session) = &params.session {
         crate::state::validate_session_name(session)?;
     }
