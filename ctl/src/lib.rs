@@ -6,7 +6,9 @@ mod connect;
 mod daemon_process;
 mod exit;
 mod gitcli;
+mod log_file;
 mod output;
+mod progress;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -17,6 +19,7 @@ pub fn main() -> ExitCode {
         return ExitCode::from(grove_agent_shim::main_from_stdin().clamp(0, 255) as u8);
     }
     let cli = cli::Cli::parse();
+    output::init_color(cli.color);
     match commands::run(cli) {
         Ok(code) => code,
         Err(error) => {
