@@ -20,6 +20,17 @@ pub fn main() -> ExitCode {
     }
     let cli = cli::Cli::parse();
     output::init_color(cli.color);
+    if !matches!(
+        cli.command,
+        cli::Command::Daemon {
+            command: cli::DaemonCommand::Run
+        } | cli::Command::Mcp
+    ) {
+        // `grove list | head`: end quietly when the reader goes away, as Unix tools do,
+        // instead of panicking in println!. The daemon keeps ignoring SIGPIPE.
+        // SAFETY: setting a signal's disposition to the default touches no memory.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match commands::run(cli) {
         Ok(code) => code,
         Err(error) => {

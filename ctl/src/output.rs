@@ -17,7 +17,9 @@ pub enum ColorWhen {
     /// Colour when standard output is a terminal and NO_COLOR is unset.
     #[default]
     Auto,
+    /// Colour, even on a pipe.
     Always,
+    /// No colour.
     Never,
 }
 

@@ -1,7 +1,7 @@
 //! `grove completions SHELL` and `grove man`: generated from the clap definitions, so
 //! they never drift from the commands.
 
-use crate::cli::Cli;
+use crate::cli::{Cli, EXIT_CODES};
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 use clap_mangen::Man;
@@ -36,12 +36,10 @@ fn man_page() -> std::io::Result<Vec<u8>> {
     main.render_description_section(&mut out)?;
     main.render_options_section(&mut out)?;
     out.extend_from_slice(b".SH COMMANDS\n");
-    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+    for sub in visible(&command) {
         render_command(&mut out, sub)?;
     }
-    let mut extra = Vec::new();
-    main.render_extra_section(&mut extra)?;
-    out.extend_from_slice(&retitle(&extra, Some(".SH \"EXIT STATUS\"")));
+    out.extend_from_slice(exit_status().as_bytes());
     main.render_version_section(&mut out)?;
     Ok(out)
 }
@@ -52,7 +50,11 @@ fn render_command(out: &mut Vec<u8>, sub: &clap::Command) -> std::io::Result<()>
         .get_bin_name()
         .map(str::to_string)
         .unwrap_or_else(|| format!("grove {}", sub.get_name()));
-    let page = Man::new(sub.clone());
+    // The global options are described once, at the top of the page.
+    let page = Man::new(sub.clone().mut_args(|arg| {
+        let global = ["json", "color", "help", "version"].contains(&arg.get_id().as_str());
+        arg.hide(global)
+    }));
     writeln!(out, ".SS \"{name}\"")?;
     let mut part = Vec::new();
     page.render_synopsis_section(&mut part)?;
@@ -65,10 +67,42 @@ fn render_command(out: &mut Vec<u8>, sub: &clap::Command) -> std::io::Result<()>
         page.render_options_section(&mut part)?;
         out.extend_from_slice(&retitle(&part, Some(".PP\n\\fIOptions:\\fR")));
     }
-    for nested in sub.get_subcommands().filter(|s| !s.is_hide_set()) {
+    for nested in visible(sub) {
         render_command(out, nested)?;
     }
     Ok(())
+}
+
+/// The subcommands worth a section: not hidden, and not clap's `help`.
+fn visible(command: &clap::Command) -> impl Iterator<Item = &clap::Command> {
+    command
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+}
+
+/// The exit codes of `grove --help` as a roff list.
+fn exit_status() -> String {
+    let mut roff = String::from(".SH \"EXIT STATUS\"\n");
+    for line in EXIT_CODES.lines().skip(1) {
+        if let Some((code, meaning)) = line.trim().split_once("  ") {
+            roff.push_str(&format!(
+                ".TP\n\\fB{}\\fR\n{}\n",
+                escape(code),
+                escape(meaning.trim())
+            ));
+        }
+    }
+    roff
+}
+
+/// Text safe in roff: backslashes and hyphens escaped, no line starting a request.
+fn escape(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    if escaped.starts_with(['.', '\'']) {
+        format!("\\&{escaped}")
+    } else {
+        escaped
+    }
 }
 
 /// Replaces (or drops) the `.SH` headings of a rendered section.
@@ -107,5 +141,14 @@ mod tests {
             assert!(page.contains(needle), "no {needle:?} in the man page");
         }
         assert!(!page.contains(".SH SYNOPSIS\n.SH"), "empty sections");
+        assert!(
+            !page.contains("grove help"),
+            "clap's help command is no section"
+        );
+        assert!(
+            page.contains(".TP\n\\fB3\\fR\nthe daemon is unreachable"),
+            "{page}"
+        );
+        assert_eq!(escape("--wait"), "\\-\\-wait");
     }
 }

@@ -205,7 +205,12 @@ fn paths(config: &Config) -> Vec<Setting> {
         path_setting(
             "socket",
             &dirs.socket,
-            &pick("GROVE_HOME", "XDG_RUNTIME_DIR"),
+            // Without XDG_RUNTIME_DIR the socket lives in the state directory.
+            &if home {
+                vec!["GROVE_HOME"]
+            } else {
+                vec!["XDG_RUNTIME_DIR", "XDG_STATE_HOME"]
+            },
         ),
         path_setting("worktree_root", &dirs.worktree_root, &{
             let mut vars = vec!["GROVE_WORKTREE_ROOT"];

@@ -140,10 +140,9 @@ fn systemctl(args: &[&str]) -> Result<()> {
             "`{shown}` failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(anyhow!(
-            "systemctl is not installed (no systemd here?); grove still starts its daemon by \
-             itself when a command needs it"
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(anyhow!("systemctl is not installed (no systemd here?)"))
+        }
         Err(e) => Err(anyhow!("cannot run `{shown}`: {e}")),
     }
 }
@@ -229,7 +228,10 @@ fn install(enable: bool, json: bool) -> Result<ExitCode> {
     let mut failure = None;
     if enable {
         if let Err(e) = systemctl(&["--user", "daemon-reload"]) {
-            failure = Some(format!("{e:#}; the unit is written but not enabled"));
+            failure = Some(format!(
+                "{e:#}\nthe unit is written but not enabled; grove still starts its daemon by \
+                 itself when a command needs it"
+            ));
         } else {
             steps.push("systemctl --user daemon-reload".to_string());
             // A daemon started on demand holds the lock: systemd's could not start.
@@ -242,7 +244,11 @@ fn install(enable: bool, json: bool) -> Result<ExitCode> {
             }
             match systemctl(&["--user", "enable", "--now", "grove"]) {
                 Ok(()) => steps.push("systemctl --user enable --now grove".to_string()),
-                Err(e) => failure = Some(format!("{e:#}")),
+                Err(e) => {
+                    failure = Some(format!(
+                        "{e:#}\ngrove still starts its daemon by itself when a command needs it"
+                    ))
+                }
             }
         }
     }

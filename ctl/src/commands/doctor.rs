@@ -57,13 +57,15 @@ pub fn run(json: bool) -> Result<ExitCode> {
         let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
         for c in &checks {
             let (word, tone) = match c.status {
-                Level::Ok => ("ok  ", Tone::Good),
+                Level::Ok => ("ok", Tone::Good),
                 Level::Warn => ("warn", Tone::Warn),
                 Level::Fail => ("fail", Tone::Bad),
             };
+            // Pad outside the colour codes so that the columns line up.
             println!(
-                "{}  {:<width$}  {}",
+                "{}{}  {:<width$}  {}",
                 paint(word, Some(tone)),
+                " ".repeat(4 - word.len()),
                 c.name,
                 c.message
             );

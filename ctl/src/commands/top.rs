@@ -104,16 +104,12 @@ fn usage(
         .filter_map(|p| now.procs.get(p))
         .map(|p| p.ticks)
         .sum();
-    // Only processes seen both times count towards the interval's CPU use.
+    // A process born during the interval used all of its CPU time within it.
     let ticks_delta: u64 = tree
         .iter()
         .filter_map(|p| {
-            Some(
-                now.procs
-                    .get(p)?
-                    .ticks
-                    .saturating_sub(before.procs.get(p)?.ticks),
-            )
+            let was = before.procs.get(p).map_or(0, |b| b.ticks);
+            Some(now.procs.get(p)?.ticks.saturating_sub(was))
         })
         .sum();
     let tck = clock_ticks() as f64;
