@@ -4,7 +4,7 @@
 //! only when standard output is a terminal and `NO_COLOR` is unset or empty.
 
 use anyhow::Result;
-use comfy_table::{Attribute, Cell, Color, ContentArrangement, Table};
+use comfy_table::{Attribute, Cell, Color, ColumnConstraint, ContentArrangement, Table};
 use grove_agent_shim::now_ms;
 use grove_proto::types::{AgentRecord, AgentStatus, Outcome};
 use serde::Serialize;
@@ -231,6 +231,32 @@ pub fn terminal_width() -> Option<u16> {
         .filter(|w| *w > 0)
 }
 
+/// The narrowest a wrapping column gets.
+const MIN_WRAPPED_WIDTH: usize = 9;
+
+/// Columns whose cells may wrap onto several lines when the terminal is narrow.
+const WRAPPING_COLUMNS: &[&str] = &[
+    "STATUS",
+    "NAME",
+    "REPO",
+    "BRANCH",
+    "BASE",
+    "COMMAND",
+    "REPORT",
+    "LAST LOG LINE",
+    "PATH",
+    "WHY",
+    "WORK IS ON",
+    "SUBJECT",
+    "CHANNELS",
+    "SESSION",
+    "VALUE",
+    "SOURCE",
+    "FILE",
+    "AGENTS",
+    "LINES",
+];
+
 /// A borderless table that fits the terminal (long cells wrap) and is coloured when
 /// colour is on; on a pipe, lines are as long as their content.
 pub fn table<C: Into<Cell>>(header: &[&str], rows: Vec<Vec<C>>) -> String {
@@ -259,11 +285,34 @@ pub fn table_with_width<C: Into<Cell>>(
             .iter()
             .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
     );
+    // The widest line of each column, header included.
+    let mut widest: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
-        table.add_row(row.into_iter().map(Into::into).collect::<Vec<Cell>>());
+        let cells: Vec<Cell> = row.into_iter().map(Into::into).collect();
+        for (i, cell) in cells.iter().enumerate() {
+            let width = cell
+                .content()
+                .lines()
+                .map(|l| l.chars().count())
+                .max()
+                .unwrap_or(0);
+            if let Some(w) = widest.get_mut(i) {
+                *w = (*w).max(width);
+            }
+        }
+        table.add_row(cells);
     }
-    for column in table.column_iter_mut() {
+    for ((column, name), widest) in table.column_iter_mut().zip(header).zip(widest) {
         column.set_padding((0, 2));
+        // Short values (ids, ages, counts) never wrap; long ones give way, down to a
+        // few characters, breaking at spaces where they can.
+        let constraint = if WRAPPING_COLUMNS.contains(name) {
+            let least = widest.min(MIN_WRAPPED_WIDTH) as u16 + 2;
+            ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(least))
+        } else {
+            ColumnConstraint::ContentWidth
+        };
+        column.set_constraint(constraint);
     }
     table
         .lines()
@@ -325,6 +374,10 @@ mod tests {
             assert!(line.chars().count() <= 40, "{line:?}");
         }
         assert!(text.starts_with("ID"), "no leading padding: {text}");
+        assert!(text.contains("abcd1234"), "ids never wrap: {text}");
+        let rows = vec![vec!["succeeded", "grove/a-long-branch-name-abcdef12"]];
+        let text = table_with_width(&["STATUS", "BRANCH"], rows, Some(24));
+        assert!(text.contains("succeeded"), "statuses never wrap: {text}");
     }
 
     #[test]
