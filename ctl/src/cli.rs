@@ -1,19 +1,34 @@
 //! The command line, as clap sees it.
 
+use crate::output::ColorWhen;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+
+/// Shown after `grove --help`, and in the man page.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  ok
+  1  an agent failed (wait, spawn --wait), a doctor check failed, or an unexpected error
+  2  usage error or bad input (unknown id, bad ref, bad value)
+  3  the daemon is unreachable or speaks another protocol version
+  4  refused (disk pressure, authority, a stale state write)";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "grove",
     version,
     about = "Run coding agents in parallel, each in its own git worktree and branch",
+    after_help = EXIT_CODES,
     propagate_version = true
 )]
 pub struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Colour the output: auto (when stdout is a terminal and NO_COLOR is unset),
+    /// always or never.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    pub color: ColorWhen,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -123,6 +138,27 @@ pub enum Command {
         #[command(subcommand)]
         command: SessionCommand,
     },
+    /// Live view of running agents: CPU, memory, runtime, last log line (q quits).
+    Top {
+        /// Print one snapshot and exit, even on a terminal.
+        #[arg(long)]
+        once: bool,
+    },
+    /// Check this machine for what grove needs, and explain what is wrong.
+    Doctor,
+    /// Print the effective configuration and where each value comes from.
+    Config,
+    /// Print a shell completion script.
+    ///
+    /// bash: `grove completions bash > ~/.local/share/bash-completion/completions/grove`;
+    /// zsh: `grove completions zsh > ~/.zfunc/_grove` (with ~/.zfunc in fpath);
+    /// fish: `grove completions fish > ~/.config/fish/completions/grove.fish`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `grove man | man -l -`.
+    Man,
     /// Serve grove's tools over MCP on stdio, for AI agents (spawn, wait, diff, state...).
     Mcp,
     /// Control the daemon (it starts by itself when needed).
@@ -140,6 +176,14 @@ pub enum DaemonCommand {
     Status,
     /// Stop the daemon. Running agents keep running; the next daemon adopts them.
     Stop,
+    /// Stop the daemon, then start a new one (it adopts the running agents).
+    Restart,
+    /// Write a systemd user unit that runs the daemon (auto-start works without it).
+    Install {
+        /// Also run `systemctl --user daemon-reload` and `enable --now grove`.
+        #[arg(long)]
+        enable: bool,
+    },
 }
 
 /// Which session a state command is about. Inside an agent, GROVE_SESSION and

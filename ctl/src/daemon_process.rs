@@ -1,6 +1,7 @@
 //! `grove daemon run`: the daemon in this process, logging through tracing.
 
 use crate::connect::READY_LINE;
+use crate::log_file::{RotatingFile, KEEP_FILES};
 use anyhow::{Context, Result};
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -32,11 +33,9 @@ pub fn run() -> Result<()> {
     Ok(result?)
 }
 
+/// Logs to `path`, rotated by size (`GROVE_LOG_MAX_BYTES`, default 10 MiB; three files).
 fn init_logging(path: &std::path::Path) -> Result<()> {
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
+    let file = RotatingFile::open(path, RotatingFile::max_bytes_from_env(), KEEP_FILES)
         .with_context(|| format!("opening the daemon log {}", path.display()))?;
     let filter = EnvFilter::try_from_env("GROVE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::fmt()

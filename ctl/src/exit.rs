@@ -1,6 +1,7 @@
-//! Exit codes, documented in the README:
+//! Exit codes, documented in the README and in `grove --help` (`cli::EXIT_CODES`):
 //! 0 ok; 1 an agent failed (wait) or an unexpected error; 2 usage or bad input;
 //! 3 the daemon is unreachable or speaks another protocol; 4 refused.
+//! clap's own usage errors exit 2 as well.
 
 use grove_proto::{codes, ClientError};
 use std::process::ExitCode;
@@ -11,28 +12,93 @@ pub const UNREACHABLE: u8 = 3;
 pub const REFUSED: u8 = 4;
 
 pub fn code_for(error: &anyhow::Error) -> ExitCode {
-    let code = match error.downcast_ref::<ClientError>() {
+    ExitCode::from(number_for(error))
+}
+
+fn number_for(error: &anyhow::Error) -> u8 {
+    match error.downcast_ref::<ClientError>() {
         Some(ClientError::Unreachable { .. }) => UNREACHABLE,
         Some(e) if e.is_protocol_mismatch() => UNREACHABLE,
-        Some(ClientError::Rpc(rpc)) => match rpc.code {
-            codes::BAD_INPUT
-            | codes::NOT_FOUND
-            | codes::AMBIGUOUS_ID
-            | codes::INVALID_PARAMS
-            | codes::INVALID_STATE => USAGE,
-            codes::REFUSED => REFUSED,
-            _ => AGENT_FAILED,
-        },
+        Some(ClientError::Rpc(rpc)) => rpc_code(rpc.code),
         Some(_) => UNREACHABLE,
-        None => match error.downcast_ref::<UsageError>() {
-            Some(_) => USAGE,
-            None => AGENT_FAILED,
-        },
-    };
-    ExitCode::from(code)
+        None if error.downcast_ref::<UsageError>().is_some() => USAGE,
+        None if error
+            .downcast_ref::<grove_proto::paths::PathError>()
+            .is_some() =>
+        {
+            USAGE
+        }
+        None if error
+            .downcast_ref::<grove_daemon::config::ConfigError>()
+            .is_some() =>
+        {
+            USAGE
+        }
+        None => AGENT_FAILED,
+    }
+}
+
+/// What a JSON-RPC error from the daemon means for our exit code.
+fn rpc_code(code: i64) -> u8 {
+    match code {
+        codes::BAD_INPUT
+        | codes::NOT_FOUND
+        | codes::AMBIGUOUS_ID
+        | codes::INVALID_PARAMS
+        | codes::INVALID_STATE
+        | codes::LINE_TOO_LONG => USAGE,
+        codes::REFUSED | codes::CONFLICT => REFUSED,
+        // A daemon that does not know a method, wants a hello first, or is going away
+        // is not one we can talk to right now.
+        codes::PROTOCOL_MISMATCH
+        | codes::METHOD_NOT_FOUND
+        | codes::HELLO_REQUIRED
+        | codes::SHUTTING_DOWN => UNREACHABLE,
+        _ => AGENT_FAILED,
+    }
 }
 
 /// A mistake in how grove was called, found before talking to the daemon.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn daemon_errors_map_to_the_documented_codes() {
+        assert_eq!(rpc_code(codes::NOT_FOUND), USAGE);
+        assert_eq!(rpc_code(codes::BAD_INPUT), USAGE);
+        assert_eq!(rpc_code(codes::REFUSED), REFUSED);
+        assert_eq!(rpc_code(codes::CONFLICT), REFUSED);
+        assert_eq!(rpc_code(codes::PROTOCOL_MISMATCH), UNREACHABLE);
+        assert_eq!(rpc_code(codes::SHUTTING_DOWN), UNREACHABLE);
+        assert_eq!(rpc_code(codes::GIT_FAILED), AGENT_FAILED);
+        assert_eq!(rpc_code(codes::INTERNAL_ERROR), AGENT_FAILED);
+    }
+
+    #[test]
+    fn local_errors_map_too() {
+        let usage = anyhow::Error::from(UsageError("bad".into()));
+        assert_eq!(number_for(&usage), USAGE);
+        let unreachable = anyhow::Error::from(ClientError::Unreachable {
+            path: "/x".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+        assert_eq!(number_for(&unreachable), UNREACHABLE);
+        assert_eq!(number_for(&anyhow::anyhow!("surprise")), AGENT_FAILED);
+    }
+
+    #[test]
+    fn clap_usage_errors_exit_2() {
+        use clap::Parser;
+        let err = crate::cli::Cli::try_parse_from(["grove", "no-such-command"])
+            .expect_err("unknown command");
+        assert_eq!(err.exit_code(), i32::from(USAGE));
+        let err = crate::cli::Cli::try_parse_from(["grove", "--color", "sometimes", "list"])
+            .expect_err("bad colour");
+        assert_eq!(err.exit_code(), i32::from(USAGE));
+    }
+}

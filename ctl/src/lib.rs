@@ -6,7 +6,9 @@ mod connect;
 mod daemon_process;
 mod exit;
 mod gitcli;
+mod log_file;
 mod output;
+mod progress;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -17,6 +19,18 @@ pub fn main() -> ExitCode {
         return ExitCode::from(grove_agent_shim::main_from_stdin().clamp(0, 255) as u8);
     }
     let cli = cli::Cli::parse();
+    output::init_color(cli.color);
+    if !matches!(
+        cli.command,
+        cli::Command::Daemon {
+            command: cli::DaemonCommand::Run
+        } | cli::Command::Mcp
+    ) {
+        // `grove list | head`: end quietly when the reader goes away, as Unix tools do,
+        // instead of panicking in println!. The daemon keeps ignoring SIGPIPE.
+        // SAFETY: setting a signal's disposition to the default touches no memory.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match commands::run(cli) {
         Ok(code) => code,
         Err(error) => {

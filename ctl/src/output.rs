@@ -1,9 +1,140 @@
-//! Shared printing: JSON, tables, ages.
+//! Shared printing: JSON, tables that fit the terminal, colour, ages.
+//!
+//! Colour is decided once, at start-up, from `--color` and `NO_COLOR`: `auto` colours
+//! only when standard output is a terminal and `NO_COLOR` is unset or empty.
 
 use anyhow::Result;
+use comfy_table::{Attribute, Cell, Color, ColumnConstraint, ContentArrangement, Table};
 use grove_agent_shim::now_ms;
-use grove_proto::types::AgentRecord;
+use grove_proto::types::{AgentRecord, AgentStatus, Outcome};
 use serde::Serialize;
+use std::io::IsTerminal;
+use std::sync::OnceLock;
+
+/// When to colour the output (`--color`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorWhen {
+    /// Colour when standard output is a terminal and NO_COLOR is unset.
+    #[default]
+    Auto,
+    /// Colour, even on a pipe.
+    Always,
+    /// No colour.
+    Never,
+}
+
+static COLOR: OnceLock<bool> = OnceLock::new();
+
+/// Decides, once, whether this process colours its output.
+pub fn init_color(when: ColorWhen) {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let on = match when {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => !no_color && std::io::stdout().is_terminal(),
+    };
+    let _ = COLOR.set(on);
+}
+
+pub fn color() -> bool {
+    COLOR.get().copied().unwrap_or(false)
+}
+
+/// What a piece of text says, as a colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Succeeded, ok: green.
+    Good,
+    /// Failed, killed, lost: red.
+    Bad,
+    /// Timed out, queued, a warning: yellow.
+    Warn,
+    /// Running, preparing: cyan.
+    Busy,
+    /// Cancelled, unimportant: grey.
+    Dim,
+}
+
+impl Tone {
+    fn table_color(self) -> Color {
+        match self {
+            Tone::Good => Color::Green,
+            Tone::Bad => Color::Red,
+            Tone::Warn => Color::Yellow,
+            Tone::Busy => Color::Cyan,
+            Tone::Dim => Color::DarkGrey,
+        }
+    }
+
+    fn ansi(self) -> &'static str {
+        match self {
+            Tone::Good => "\x1b[32m",
+            Tone::Bad => "\x1b[31m",
+            Tone::Warn => "\x1b[33m",
+            Tone::Busy => "\x1b[36m",
+            Tone::Dim => "\x1b[90m",
+        }
+    }
+}
+
+/// `text` in the tone's colour when colour is on.
+pub fn paint(text: &str, tone: Option<Tone>) -> String {
+    match tone {
+        Some(tone) if color() => format!("{}{text}\x1b[0m", tone.ansi()),
+        _ => text.to_string(),
+    }
+}
+
+/// A table cell in the tone's colour (the table decides whether to show colour).
+pub fn cell(text: impl ToString, tone: Option<Tone>) -> Cell {
+    let cell = Cell::new(text);
+    match tone {
+        Some(tone) => cell.fg(tone.table_color()),
+        None => cell,
+    }
+}
+
+pub fn status_tone(status: AgentStatus, outcome: Option<Outcome>) -> Option<Tone> {
+    Some(match (status, outcome) {
+        (AgentStatus::Queued, _) => Tone::Warn,
+        (AgentStatus::Preparing | AgentStatus::Running, _) => Tone::Busy,
+        (_, Some(Outcome::Succeeded)) => Tone::Good,
+        (_, Some(Outcome::Failed | Outcome::Killed)) => Tone::Bad,
+        (_, Some(Outcome::TimedOut)) => Tone::Warn,
+        (AgentStatus::Lost, _) => Tone::Bad,
+        (AgentStatus::Exited, None) => Tone::Busy,
+        (AgentStatus::Collected | AgentStatus::Cancelled, None) => Tone::Dim,
+    })
+}
+
+/// The tone of a status as the daemon spells it in summaries (`running`, `failed`...).
+pub fn status_word_tone(word: &str) -> Option<Tone> {
+    let first = word.split([' ', '(']).next().unwrap_or(word);
+    match first {
+        "succeeded" => Some(Tone::Good),
+        "failed" | "killed" | "lost" => Some(Tone::Bad),
+        "timed" | "timed_out" | "queued" => Some(Tone::Warn),
+        "running" | "preparing" | "exited" => Some(Tone::Busy),
+        "cancelled" => Some(Tone::Dim),
+        _ => None,
+    }
+}
+
+/// The agent's status as a coloured cell.
+pub fn status_cell(record: &AgentRecord) -> Cell {
+    cell(
+        record.status_text(),
+        status_tone(record.status, record.outcome),
+    )
+}
+
+/// The agent's status as coloured text.
+pub fn status_text(record: &AgentRecord) -> String {
+    paint(
+        &record.status_text(),
+        status_tone(record.status, record.outcome),
+    )
+}
 
 pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
@@ -13,6 +144,16 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
 /// "42s", "3m", "5h", "2d": how long ago `ms` was.
 pub fn age(ms: u64) -> String {
     duration(now_ms().saturating_sub(ms))
+}
+
+/// "just now", "42s ago", "3m ago".
+pub fn ago(ms: u64) -> String {
+    let elapsed = now_ms().saturating_sub(ms);
+    if elapsed < 1000 {
+        "just now".into()
+    } else {
+        format!("{} ago", duration(elapsed))
+    }
 }
 
 pub fn duration(ms: u64) -> String {
@@ -25,21 +166,153 @@ pub fn duration(ms: u64) -> String {
     }
 }
 
-pub fn diffstat(record: &AgentRecord) -> String {
-    match (record.files_changed, record.insertions, record.deletions) {
-        (Some(1), Some(ins), Some(del)) => format!("1 file +{ins} -{del}"),
-        (Some(files), Some(ins), Some(del)) => format!("{files} files +{ins} -{del}"),
+/// Two units where it helps: "42s", "3m05s", "2h10m", "3d4h".
+pub fn duration_precise(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3600..=86_399 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d{}h", secs / 86_400, secs % 86_400 / 3600),
+    }
+}
+
+/// "+12 -3".
+pub fn changes(insertions: u64, deletions: u64) -> String {
+    format!("+{insertions} -{deletions}")
+}
+
+/// "+12 -3" for an agent whose result is known, "-" before.
+pub fn record_changes(record: &AgentRecord) -> String {
+    match (record.insertions, record.deletions) {
+        (Some(ins), Some(del)) => changes(ins, del),
         _ => "-".into(),
     }
 }
 
-pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
-    let mut table = comfy_table::Table::new();
+/// "1 file +12 -3", "4 files +12 -3".
+pub fn diffstat(record: &AgentRecord) -> String {
+    match (record.files_changed, record.insertions, record.deletions) {
+        (Some(1), Some(ins), Some(del)) => format!("1 file {}", changes(ins, del)),
+        (Some(files), Some(ins), Some(del)) => format!("{files} files {}", changes(ins, del)),
+        _ => "-".into(),
+    }
+}
+
+/// "512 B", "3.2 KiB", "1.5 MiB".
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+/// Columns of standard output when it is a terminal.
+pub fn terminal_width() -> Option<u16> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: TIOCGWINSZ fills in the winsize we hand it, nothing more.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    if rc == 0 && size.ws_col > 0 {
+        return Some(size.ws_col);
+    }
+    crossterm::terminal::size()
+        .ok()
+        .map(|(w, _)| w)
+        .filter(|w| *w > 0)
+}
+
+/// The narrowest a wrapping column gets.
+const MIN_WRAPPED_WIDTH: usize = 9;
+
+/// Columns whose cells may wrap onto several lines when the terminal is narrow.
+const WRAPPING_COLUMNS: &[&str] = &[
+    "STATUS",
+    "NAME",
+    "REPO",
+    "BRANCH",
+    "BASE",
+    "COMMAND",
+    "REPORT",
+    "LAST LOG LINE",
+    "PATH",
+    "WHY",
+    "WORK IS ON",
+    "SUBJECT",
+    "CHANNELS",
+    "SESSION",
+    "VALUE",
+    "SOURCE",
+    "FILE",
+    "AGENTS",
+    "LINES",
+];
+
+/// A borderless table that fits the terminal (long cells wrap) and is coloured when
+/// colour is on; on a pipe, lines are as long as their content.
+pub fn table<C: Into<Cell>>(header: &[&str], rows: Vec<Vec<C>>) -> String {
+    table_with_width(header, rows, terminal_width())
+}
+
+pub fn table_with_width<C: Into<Cell>>(
+    header: &[&str],
+    rows: Vec<Vec<C>>,
+    width: Option<u16>,
+) -> String {
+    let mut table = Table::new();
     table
         .load_preset(comfy_table::presets::NOTHING)
-        .set_header(header.to_vec());
+        .force_no_tty();
+    if color() {
+        table.enforce_styling().style_text_only();
+    }
+    if let Some(width) = width {
+        table
+            .set_width(width)
+            .set_content_arrangement(ContentArrangement::Dynamic);
+    }
+    table.set_header(
+        header
+            .iter()
+            .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
+    );
+    // The widest line of each column, header included.
+    let mut widest: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
-        table.add_row(row);
+        let cells: Vec<Cell> = row.into_iter().map(Into::into).collect();
+        for (i, cell) in cells.iter().enumerate() {
+            let width = cell
+                .content()
+                .lines()
+                .map(|l| l.chars().count())
+                .max()
+                .unwrap_or(0);
+            if let Some(w) = widest.get_mut(i) {
+                *w = (*w).max(width);
+            }
+        }
+        table.add_row(cells);
+    }
+    for ((column, name), widest) in table.column_iter_mut().zip(header).zip(widest) {
+        column.set_padding((0, 2));
+        // Short values (ids, ages, counts) never wrap; long ones give way, down to a
+        // few characters, breaking at spaces where they can.
+        let constraint = if WRAPPING_COLUMNS.contains(name) {
+            let least = widest.min(MIN_WRAPPED_WIDTH) as u16 + 2;
+            ColumnConstraint::LowerBoundary(comfy_table::Width::Fixed(least))
+        } else {
+            ColumnConstraint::ContentWidth
+        };
+        column.set_constraint(constraint);
     }
     table
         .lines()
@@ -58,7 +331,7 @@ pub fn result_line(record: &AgentRecord) -> String {
     let line = format!(
         "{}  {}  {}  {}",
         record.id,
-        record.status_text(),
+        status_text(record),
         branch,
         diffstat(record)
     );
@@ -68,5 +341,64 @@ pub fn result_line(record: &AgentRecord) -> String {
             report.replace('\n', "\n            ")
         ),
         None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(duration(42_000), "42s");
+        assert_eq!(duration(185_000), "3m");
+        assert_eq!(duration_precise(185_000), "3m05s");
+        assert_eq!(duration_precise(2 * 3_600_000 + 600_000), "2h10m");
+        assert_eq!(ago(now_ms()), "just now");
+        assert_eq!(ago(now_ms() - 180_500), "3m ago");
+        assert_eq!(changes(12, 3), "+12 -3");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3 * 1024 + 200), "3.2 KiB");
+        assert_eq!(bytes(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn tables_fit_the_width_they_are_given() {
+        let rows = vec![vec![
+            "abcd1234".to_string(),
+            "a long command line that does not fit into forty columns at all".to_string(),
+        ]];
+        let text = table_with_width(&["ID", "COMMAND"], rows, Some(40));
+        assert!(text.lines().count() > 2, "{text}");
+        for line in text.lines() {
+            assert!(line.chars().count() <= 40, "{line:?}");
+        }
+        assert!(text.starts_with("ID"), "no leading padding: {text}");
+        assert!(text.contains("abcd1234"), "ids never wrap: {text}");
+        let rows = vec![vec!["succeeded", "grove/a-long-branch-name-abcdef12"]];
+        let text = table_with_width(&["STATUS", "BRANCH"], rows, Some(24));
+        assert!(text.contains("succeeded"), "statuses never wrap: {text}");
+    }
+
+    #[test]
+    fn statuses_have_tones() {
+        use AgentStatus::*;
+        assert_eq!(status_tone(Running, None), Some(Tone::Busy));
+        assert_eq!(
+            status_tone(Collected, Some(Outcome::Succeeded)),
+            Some(Tone::Good)
+        );
+        assert_eq!(
+            status_tone(Collected, Some(Outcome::Killed)),
+            Some(Tone::Bad)
+        );
+        assert_eq!(
+            status_tone(Collected, Some(Outcome::TimedOut)),
+            Some(Tone::Warn)
+        );
+        assert_eq!(status_tone(Queued, None), Some(Tone::Warn));
+        assert_eq!(status_tone(Lost, None), Some(Tone::Bad));
+        assert_eq!(status_word_tone("failed (exit 3)"), Some(Tone::Bad));
+        assert_eq!(status_word_tone("timed out"), Some(Tone::Warn));
     }
 }

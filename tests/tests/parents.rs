@@ -29,9 +29,18 @@ fn events_arrive_in_order_and_can_be_filtered_by_agent() {
         call(&mut all, "events.subscribe", json!({})).expect("sub")["subscribed"],
         true
     );
-    let id = g.spawn(&["--session", "ev"], "echo hi > hi.txt");
+    let gate = g.dir.path().join("gate");
+    let id = g.spawn(
+        &["--session", "ev"],
+        &format!(
+            "echo hi > hi.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
+            gate.display()
+        ),
+    );
     let mut one = client(&g);
     call(&mut one, "events.subscribe", json!({"agent": id})).expect("sub");
+    // Only now may the agent end: the filtered subscriber must see it exit.
+    fs::write(&gate, "").expect("gate");
     g.wait(&id);
     let mut methods = Vec::new();
     while methods.last().map(String::as_str) != Some("agent.collected") {

@@ -1,13 +1,14 @@
 use crate::cli::DaemonCommand;
-use crate::connect::{connect_existing, dirs};
-use crate::exit::UNREACHABLE;
+use crate::connect::{connect, connect_existing, dirs};
+use crate::exit::{AGENT_FAILED, UNREACHABLE};
 use crate::output::{age, print_json};
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use grove_proto::methods::{DaemonStatus, DaemonStop, Empty};
 use grove_proto::ClientError;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -19,6 +20,8 @@ pub fn run(command: DaemonCommand, json: bool) -> Result<ExitCode> {
         }
         DaemonCommand::Status => status(json),
         DaemonCommand::Stop => stop(json),
+        DaemonCommand::Restart => restart(json),
+        DaemonCommand::Install { enable } => install(enable, json),
     }
 }
 
@@ -60,32 +63,228 @@ fn status(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn stop(json: bool) -> Result<ExitCode> {
-    let dirs = dirs()?;
-    let pid = match connect_existing(&dirs) {
+/// Stops the daemon if one runs; returns its pid.
+fn stop_daemon(dirs: &grove_proto::paths::Dirs) -> Result<Option<u32>> {
+    let pid = match connect_existing(dirs) {
         Ok(mut client) => {
             client.call::<DaemonStop>(&Empty {})?;
             client.hello.pid
         }
-        Err(ClientError::Unreachable { .. }) => {
-            if json {
-                print_json(&serde_json::json!({ "stopped": false, "running": false }))?;
-            } else {
-                println!("grove daemon: not running");
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
+        Err(ClientError::Unreachable { .. }) => return Ok(None),
         // A daemon of another version cannot be asked; SIGTERM stops it just as well.
         Err(e) if e.is_protocol_mismatch() => terminate_by_lock_pid(&dirs.daemon_lock())?,
         Err(e) => return Err(e.into()),
     };
     wait_until_gone(&dirs.daemon_lock())?;
+    Ok(Some(pid))
+}
+
+fn stop(json: bool) -> Result<ExitCode> {
+    let dirs = dirs()?;
+    let Some(pid) = stop_daemon(&dirs)? else {
+        if json {
+            print_json(&serde_json::json!({ "stopped": false, "running": false }))?;
+        } else {
+            println!("grove daemon: not running");
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
     if json {
         print_json(&serde_json::json!({ "stopped": true, "pid": pid }))?;
     } else {
         println!("grove daemon: stopped (pid {pid}); running agents keep running");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stop, then start through the normal auto-start path; the new daemon adopts the
+/// agents that kept running.
+fn restart(json: bool) -> Result<ExitCode> {
+    let dirs = dirs()?;
+    let running = connect_existing(&dirs).ok().map(|c| c.hello.pid);
+    let old = match running {
+        // systemd keeps it: let systemd restart it, or it would not supervise the new one.
+        Some(pid) if under_systemd(pid) => {
+            systemctl(&["--user", "restart", "grove"])?;
+            Some(pid)
+        }
+        _ => stop_daemon(&dirs)?,
+    };
+    let client = connect(&dirs)?;
+    let new = client.hello.pid;
+    if json {
+        print_json(&serde_json::json!({ "stopped": old, "pid": new, "running": true }))?;
+    } else {
+        match old {
+            Some(old) => println!("grove daemon: restarted (pid {old} -> {new})"),
+            None => println!("grove daemon: was not running; started (pid {new})"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// True when `pid` runs as the systemd unit `grove.service`.
+fn under_systemd(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|text| {
+        text.lines()
+            .any(|l| l.trim_end().ends_with("/grove.service"))
+    })
+}
+
+/// Runs `systemctl ARGS`; says clearly when systemctl is missing or fails.
+fn systemctl(args: &[&str]) -> Result<()> {
+    let shown = format!("systemctl {}", args.join(" "));
+    match Command::new("systemctl").args(args).output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(anyhow!(
+            "`{shown}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(anyhow!("systemctl is not installed (no systemd here?)"))
+        }
+        Err(e) => Err(anyhow!("cannot run `{shown}`: {e}")),
+    }
+}
+
+/// The systemd user unit that runs `grove daemon run`.
+fn unit_text(exe: &Path, env: &[(&str, String)]) -> String {
+    let mut text = String::from(
+        "# Written by `grove daemon install`. The daemon also starts by itself when a\n\
+         # grove command needs it; this unit starts it at login and restarts it on failure.\n\
+         [Unit]\n\
+         Description=grove: runs coding agents in parallel, each in its own git worktree\n\
+         \n\
+         [Service]\n\
+         Type=simple\n",
+    );
+    text.push_str(&format!(
+        "ExecStart={} daemon run\n",
+        systemd_quote(&exe.to_string_lossy())
+    ));
+    for (name, value) in env {
+        text.push_str(&format!(
+            "Environment={}\n",
+            systemd_quote(&format!("{name}={value}"))
+        ));
+    }
+    text.push_str(
+        "Restart=on-failure\n\
+         RestartSec=2\n\
+         # Agents outlive the daemon: stopping it must not kill their process trees.\n\
+         KillMode=process\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target\n",
+    );
+    text
+}
+
+/// Quotes a word for a unit file when it needs it (spaces, quotes, backslashes, %).
+fn systemd_quote(word: &str) -> String {
+    let escaped = word.replace('%', "%%");
+    if escaped
+        .chars()
+        .any(|c| c.is_whitespace() || c == '"' || c == '\\' || c == '\'')
+    {
+        format!("\"{}\"", escaped.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        escaped
+    }
+}
+
+fn unit_path() -> Result<PathBuf> {
+    let config = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".config"))
+        })
+        .ok_or_else(|| anyhow!("cannot find the config directory: set XDG_CONFIG_HOME or HOME"))?;
+    Ok(config.join("systemd/user/grove.service"))
+}
+
+fn install(enable: bool, json: bool) -> Result<ExitCode> {
+    let exe = std::env::current_exe().context("finding the grove executable")?;
+    let env: Vec<(&str, String)> = ["GROVE_HOME", "GROVE_WORKTREE_ROOT"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+            // The daemon runs with / as its directory: make relative paths absolute.
+            let path = std::path::absolute(&value).unwrap_or_else(|_| PathBuf::from(&value));
+            Some((name, path.display().to_string()))
+        })
+        .collect();
+    let path = unit_path()?;
+    let text = unit_text(&exe, &env);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    let mut steps = Vec::new();
+    let mut failure = None;
+    if enable {
+        if let Err(e) = systemctl(&["--user", "daemon-reload"]) {
+            failure = Some(format!(
+                "{e:#}\nthe unit is written but not enabled; grove still starts its daemon by \
+                 itself when a command needs it"
+            ));
+        } else {
+            steps.push("systemctl --user daemon-reload".to_string());
+            // A daemon started on demand holds the lock: systemd's could not start.
+            let dirs = dirs()?;
+            if let Some(pid) = connect_existing(&dirs).ok().map(|c| c.hello.pid) {
+                if !under_systemd(pid) {
+                    stop_daemon(&dirs)?;
+                    steps.push(format!("grove daemon stop (pid {pid}, started on demand)"));
+                }
+            }
+            match systemctl(&["--user", "enable", "--now", "grove"]) {
+                Ok(()) => steps.push("systemctl --user enable --now grove".to_string()),
+                Err(e) => {
+                    failure = Some(format!(
+                        "{e:#}\ngrove still starts its daemon by itself when a command needs it"
+                    ))
+                }
+            }
+        }
+    }
+    if json {
+        print_json(&serde_json::json!({
+            "unit": path,
+            "text": text,
+            "enabled": enable && failure.is_none(),
+            "ran": steps,
+            "error": failure,
+        }))?;
+    } else {
+        println!("wrote {}:\n", path.display());
+        println!("{}", text.trim_end());
+        println!();
+        for step in &steps {
+            println!("ran `{step}`");
+        }
+        if let Some(why) = &failure {
+            eprintln!("grove: error: {why}");
+        } else if enable {
+            println!(
+                "grove runs as the systemd user service `grove` (`systemctl --user status grove`)"
+            );
+        } else {
+            println!(
+                "enable it with `systemctl --user daemon-reload && systemctl --user enable --now grove` \
+                 (or `grove daemon install --enable`)"
+            );
+        }
+    }
+    Ok(if failure.is_some() {
+        ExitCode::from(AGENT_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Sends SIGTERM to the pid the daemon wrote into its lock file.
@@ -115,5 +314,29 @@ fn wait_until_gone(lock_path: &std::path::Path) -> Result<()> {
             "the daemon did not exit within 15s; see {}",
             lock_path.with_file_name("daemon.log").display()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unit_runs_this_grove_with_its_home() {
+        let text = unit_text(
+            Path::new("/opt/my tools/grove"),
+            &[("GROVE_HOME", "/srv/grove".into())],
+        );
+        assert!(
+            text.contains("ExecStart=\"/opt/my tools/grove\" daemon run\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Environment=GROVE_HOME=/srv/grove\n"),
+            "{text}"
+        );
+        assert!(text.contains("Restart=on-failure\n"), "{text}");
+        assert!(text.contains("WantedBy=default.target"), "{text}");
+        assert_eq!(systemd_quote("50%"), "50%%");
     }
 }

@@ -1,5 +1,5 @@
 use crate::connect::{connect, dirs};
-use crate::output::{age, print_json, table};
+use crate::output::{ago, print_json, table};
 use anyhow::Result;
 use grove_proto::methods::{Gc, GcLog, GcLogParams, GcParams};
 use grove_proto::types::Removal;
@@ -46,7 +46,7 @@ fn removal_table(removals: &[Removal]) -> String {
         .iter()
         .map(|r| {
             vec![
-                format!("{} ago", age(r.at_ms)),
+                ago(r.at_ms),
                 r.agent_id.clone().unwrap_or_else(|| "-".into()),
                 r.path.display().to_string(),
                 r.reason.clone(),

@@ -1,6 +1,7 @@
 use crate::connect::{connect, dirs};
-use crate::output::{age, print_json, table};
+use crate::output::{ago, print_json, record_changes, status_cell, table};
 use anyhow::Result;
+use comfy_table::Cell;
 use grove_proto::methods::{List, ListParams};
 use std::process::ExitCode;
 
@@ -23,25 +24,31 @@ pub fn run(all: bool, json: bool) -> Result<ExitCode> {
         .iter()
         .map(|a| {
             vec![
-                a.id.clone(),
-                a.name.clone().unwrap_or_else(|| "-".into()),
-                a.repo
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                a.status_text(),
-                age(a.created_at_ms),
-                if a.branch_exists {
-                    a.branch.clone()
+                Cell::new(&a.id),
+                Cell::new(a.name.as_deref().unwrap_or("-")),
+                Cell::new(
+                    a.repo
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                ),
+                status_cell(a),
+                Cell::new(ago(a.created_at_ms)),
+                Cell::new(record_changes(a)),
+                Cell::new(if a.branch_exists {
+                    a.branch.as_str()
                 } else {
-                    "-".into()
-                },
+                    "-"
+                }),
             ]
         })
         .collect();
     println!(
         "{}",
-        table(&["ID", "NAME", "REPO", "STATUS", "AGE", "BRANCH"], rows)
+        table(
+            &["ID", "NAME", "REPO", "STATUS", "CREATED", "CHANGES", "BRANCH"],
+            rows
+        )
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,11 @@
 //! One file per command.
 
+mod completions;
+mod config;
 mod daemon;
 mod diff;
 mod discard;
+mod doctor;
 mod gc;
 mod kill;
 mod list;
@@ -20,6 +23,7 @@ mod session;
 mod show;
 mod spawn;
 mod state;
+mod top;
 mod wait;
 
 use crate::cli::{Cli, Command};
@@ -55,6 +59,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Restore { reference, repo } => restore::run(&reference, repo, json),
         Command::State { command } => state::run(command, json),
         Command::Session { command } => session::run(command, json),
+        Command::Top { once } => top::run(once, json),
+        Command::Doctor => doctor::run(json),
+        Command::Config => config::run(json),
+        Command::Completions { shell } => completions::completions(shell),
+        Command::Man => completions::man(),
         Command::Mcp => mcp::run(),
         Command::Daemon { command } => daemon::run(command, json),
     }

@@ -1,6 +1,7 @@
 use crate::connect::{connect, dirs};
-use crate::output::{age, print_json, table};
+use crate::output::{ago, cell, print_json, table, Tone};
 use anyhow::Result;
+use comfy_table::Cell;
 use grove_proto::methods::{Empty, Queue};
 use std::process::ExitCode;
 
@@ -16,18 +17,18 @@ pub fn run(json: bool) -> Result<ExitCode> {
             .iter()
             .map(|a| {
                 vec![
-                    a.queue_position.map(|p| p.to_string()).unwrap_or_default(),
-                    a.id.clone(),
-                    a.name.clone().unwrap_or_else(|| "-".into()),
-                    age(a.created_at_ms),
-                    a.argv.join(" "),
+                    cell(
+                        a.queue_position.map(|p| p.to_string()).unwrap_or_default(),
+                        Some(Tone::Warn),
+                    ),
+                    Cell::new(&a.id),
+                    Cell::new(a.name.as_deref().unwrap_or("-")),
+                    Cell::new(ago(a.created_at_ms)),
+                    Cell::new(a.argv.join(" ")),
                 ]
             })
             .collect();
-        println!(
-            "{}",
-            table(&["#", "ID", "NAME", "WAITING", "COMMAND"], rows)
-        );
+        println!("{}", table(&["#", "ID", "NAME", "QUEUED", "COMMAND"], rows));
     }
     Ok(ExitCode::SUCCESS)
 }

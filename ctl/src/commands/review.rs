@@ -2,8 +2,9 @@
 
 use crate::connect::{connect, dirs};
 use crate::gitcli::{works, Work};
-use crate::output::{print_json, table};
+use crate::output::{cell, changes, paint, print_json, status_tone, table};
 use anyhow::{Context, Result};
+use comfy_table::Cell;
 use grove_proto::methods::{Get, IdParams, List, ListParams};
 use grove_proto::types::{AgentStatus, Outcome};
 use serde::Serialize;
@@ -108,7 +109,7 @@ fn summary(entries: Vec<Entry>, json: bool) -> Result<ExitCode> {
     }
     let many_repos = entries.iter().any(|e| e.repo != entries[0].repo);
     let mut header = vec![
-        "ID", "NAME", "BRANCH", "BASE", "AHEAD", "BEHIND", "CHANGES", "STATUS", "REPORT",
+        "ID", "NAME", "BRANCH", "BASE", "AHEAD", "BEHIND", "FILES", "CHANGES", "STATUS", "REPORT",
     ];
     if many_repos {
         header.insert(2, "REPO");
@@ -117,26 +118,26 @@ fn summary(entries: Vec<Entry>, json: bool) -> Result<ExitCode> {
         .iter()
         .map(|e| {
             let mut row = vec![
-                e.id.clone(),
-                e.name.clone().unwrap_or_else(|| "-".into()),
-                e.branch.clone(),
-                e.base.clone(),
-                e.ahead.to_string(),
-                e.behind.to_string(),
-                format!(
-                    "{} files +{} -{}",
-                    e.files_changed, e.insertions, e.deletions
-                ),
-                e.status_text.clone(),
-                e.report.clone().unwrap_or_else(|| "-".into()),
+                Cell::new(&e.id),
+                Cell::new(e.name.as_deref().unwrap_or("-")),
+                Cell::new(&e.branch),
+                Cell::new(&e.base),
+                Cell::new(e.ahead),
+                Cell::new(e.behind),
+                Cell::new(e.files_changed),
+                Cell::new(changes(e.insertions, e.deletions)),
+                cell(&e.status_text, status_tone(e.status, e.outcome)),
+                Cell::new(first_line(e.report.as_deref())),
             ];
             if many_repos {
                 row.insert(
                     2,
-                    e.repo
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
+                    Cell::new(
+                        e.repo
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                    ),
                 );
             }
             row
@@ -145,6 +146,17 @@ fn summary(entries: Vec<Entry>, json: bool) -> Result<ExitCode> {
     println!("{}", table(&header, rows));
     println!("details: `grove review ID`; merge: `grove merge ID`; drop: `grove discard ID`");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A report's first line, marked when there is more ("..."); "-" for none.
+fn first_line(report: Option<&str>) -> String {
+    match report.map(str::trim) {
+        None | Some("") => "-".into(),
+        Some(text) => match text.split_once('\n') {
+            Some((first, _)) => format!("{} ...", first.trim_end()),
+            None => text.into(),
+        },
+    }
 }
 
 fn detail(w: &Work, json: bool) -> Result<ExitCode> {
@@ -182,12 +194,28 @@ fn detail(w: &Work, json: bool) -> Result<ExitCode> {
     let fields = [
         ("agent", e.id.clone()),
         ("name", e.name.clone().unwrap_or_else(|| "-".into())),
-        ("status", e.status_text.clone()),
+        (
+            "status",
+            paint(&e.status_text, status_tone(e.status, e.outcome)),
+        ),
         ("repo", e.repo.display().to_string()),
         ("branch", e.branch.clone()),
         (
             "base",
             format!("{} ({} ahead, {} behind)", e.base, e.ahead, e.behind),
+        ),
+        (
+            "changes",
+            format!(
+                "{} {} {}",
+                e.files_changed,
+                if e.files_changed == 1 {
+                    "file"
+                } else {
+                    "files"
+                },
+                changes(e.insertions, e.deletions)
+            ),
         ),
         ("report", e.report.clone().unwrap_or_else(|| "-".into())),
     ];

@@ -1,5 +1,5 @@
 use crate::connect::{connect, dirs};
-use crate::output::{age, print_json, table};
+use crate::output::{ago, print_json, table};
 use anyhow::Result;
 use grove_proto::methods::{Empty, Salvaged};
 use std::process::ExitCode;
@@ -18,7 +18,7 @@ pub fn run(json: bool) -> Result<ExitCode> {
                 vec![
                     r.name.clone(),
                     r.commit.chars().take(10).collect(),
-                    format!("{} ago", age(r.time_ms)),
+                    ago(r.time_ms),
                     r.repo.display().to_string(),
                     r.subject.clone(),
                 ]

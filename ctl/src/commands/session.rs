@@ -1,6 +1,6 @@
 use crate::cli::SessionCommand;
 use crate::connect::{connect, dirs};
-use crate::output::{age, print_json, table};
+use crate::output::{ago, bytes, paint, print_json, status_word_tone, table};
 use anyhow::Result;
 use grove_proto::methods::{Empty, SessionList, SessionShow, SessionShowParams};
 use grove_proto::state::SessionInfo;
@@ -47,7 +47,7 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
 
 fn last_update(info: &SessionInfo) -> String {
     info.last_checkpoint_at_ms
-        .map(|t| format!("{} ago", age(t)))
+        .map(ago)
         .unwrap_or_else(|| "never".into())
 }
 
@@ -58,7 +58,7 @@ fn row(info: &SessionInfo) -> Vec<String> {
         info.channels.to_string(),
         info.checkpoints.to_string(),
         last_update(info),
-        format!("{} B", info.state_bytes),
+        bytes(info.state_bytes),
     ]
 }
 
@@ -83,7 +83,11 @@ fn describe(info: &SessionInfo) -> String {
     } else {
         for (i, agent) in info.agents.iter().enumerate() {
             let label = if i == 0 { "agents" } else { "" };
-            out.push_str(&format!("{label:<12} {}  {}\n", agent.id, agent.status));
+            out.push_str(&format!(
+                "{label:<12} {}  {}\n",
+                agent.id,
+                paint(&agent.status, status_word_tone(&agent.status))
+            ));
         }
     }
     out

@@ -1,5 +1,5 @@
 use crate::connect::{connect, dirs};
-use crate::output::{age, diffstat, duration, print_json};
+use crate::output::{ago, diffstat, duration, duration_precise, print_json, status_text};
 use anyhow::Result;
 use grove_proto::methods::{Get, IdParams};
 use grove_proto::types::AgentRecord;
@@ -20,7 +20,7 @@ fn describe(r: &AgentRecord) -> String {
     let mut lines = vec![
         ("id", r.id.clone()),
         ("name", opt(r.name.clone())),
-        ("status", r.status_text()),
+        ("status", status_text(r)),
         ("command", shell_words(&r.argv)),
         ("repo", r.repo.display().to_string()),
         (
@@ -39,16 +39,10 @@ fn describe(r: &AgentRecord) -> String {
         ("changes", diffstat(r)),
         ("session", r.session.clone()),
         ("pid", opt(r.pid.map(|p| p.to_string()))),
-        ("created", format!("{} ago", age(r.created_at_ms))),
-        (
-            "started",
-            opt(r.started_at_ms.map(|t| format!("{} ago", age(t)))),
-        ),
-        (
-            "ended",
-            opt(r.ended_at_ms.map(|t| format!("{} ago", age(t)))),
-        ),
-        ("duration", opt(r.duration_ms().map(duration))),
+        ("created", ago(r.created_at_ms)),
+        ("started", opt(r.started_at_ms.map(ago))),
+        ("ended", opt(r.ended_at_ms.map(ago))),
+        ("duration", opt(r.duration_ms().map(duration_precise))),
         ("exit code", opt(r.exit_code.map(|c| c.to_string()))),
         ("exit signal", opt(r.exit_signal.map(|s| s.to_string()))),
         ("cpu time", opt(r.cpu_ms.map(cpu_time))),

@@ -2,15 +2,28 @@ use crate::cli::SpawnArgs;
 use crate::connect::{connect, dirs};
 use crate::exit::{UsageError, AGENT_FAILED};
 use crate::output::{print_json, result_line};
+use crate::progress::{self, Spinner};
 use anyhow::{Context, Result};
+use grove_agent_shim::now_ms;
 use grove_proto::methods::{EnvVar, Spawn, SpawnParams, Wait, WaitParams};
-use grove_proto::types::Limits;
+use grove_proto::types::{AgentStatus, Limits};
 use std::process::ExitCode;
+use std::time::Duration;
 
 pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
     let params = params(&args)?;
     let mut client = connect(&dirs()?)?;
-    let record = client.call::<Spawn>(&params)?;
+    let spinning = progress::wanted(json);
+    let record = {
+        // The call returns once the worktree is checked out and set up and the agent runs.
+        let _spinner = Spinner::start(
+            spinning,
+            "preparing the worktree".into(),
+            progress::SHOW_AFTER,
+            Duration::ZERO,
+        );
+        client.call::<Spawn>(&params)?
+    };
     if !args.wait {
         if json {
             print_json(&record)?;
@@ -19,12 +32,34 @@ pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let finished = client
-        .call::<Wait>(&WaitParams {
-            ids: vec![record.id.clone()],
-            mode: Default::default(),
-        })?
-        .agents;
+    let finished = {
+        let (what, since) = match record.status {
+            AgentStatus::Queued => (
+                format!(
+                    "{} waits in the queue (position {})",
+                    record.id,
+                    record.queue_position.unwrap_or_default()
+                ),
+                record.created_at_ms,
+            ),
+            _ => (
+                format!("running {}", record.id),
+                record.started_at_ms.unwrap_or(record.created_at_ms),
+            ),
+        };
+        let _spinner = Spinner::start(
+            spinning,
+            what,
+            progress::SHOW_AFTER,
+            Duration::from_millis(now_ms().saturating_sub(since)),
+        );
+        client
+            .call::<Wait>(&WaitParams {
+                ids: vec![record.id.clone()],
+                mode: Default::default(),
+            })?
+            .agents
+    };
     let Some(done) = finished.into_iter().next() else {
         anyhow::bail!("the daemon returned no result for agent {}", record.id);
     };

@@ -4,7 +4,7 @@
 use crate::cli::{SessionArg, StateCommand};
 use crate::connect::{connect, dirs};
 use crate::exit::UsageError;
-use crate::output::{age, print_json, table};
+use crate::output::{ago, print_json, table};
 use anyhow::{Context, Result};
 use grove_proto::methods::{
     StateCompact, StateCompactParams, StateFork, StateForkParams, StateGet, StateGetParams,
@@ -220,7 +220,7 @@ fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> 
         .map(|c| {
             vec![
                 c.id.to_string(),
-                format!("{} ago", age(c.at_ms)),
+                ago(c.at_ms),
                 c.writer.clone(),
                 match (&c.parent_session, c.parent) {
                     (Some(from), Some(at)) => format!("{} from {from}@{at}", c.source),

@@ -1,0 +1,154 @@
+//! `grove completions SHELL` and `grove man`: generated from the clap definitions, so
+//! they never drift from the commands.
+
+use crate::cli::{Cli, EXIT_CODES};
+use anyhow::{Context, Result};
+use clap::CommandFactory;
+use clap_mangen::Man;
+use std::io::Write;
+use std::process::ExitCode;
+
+pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
+    let mut command = Cli::command();
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut command, "grove", &mut out);
+    out.flush().context("writing the completion script")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// grove(1): one page with every command and its options, and the exit codes.
+pub fn man() -> Result<ExitCode> {
+    let page = man_page().context("rendering the man page")?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&page).context("writing the man page")?;
+    out.flush().context("writing the man page")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn man_page() -> std::io::Result<Vec<u8>> {
+    let mut command = Cli::command();
+    command.build();
+    let main = Man::new(command.clone());
+    let mut out = Vec::new();
+    main.render_title(&mut out)?;
+    main.render_name_section(&mut out)?;
+    main.render_synopsis_section(&mut out)?;
+    main.render_description_section(&mut out)?;
+    main.render_options_section(&mut out)?;
+    out.extend_from_slice(b".SH COMMANDS\n");
+    for sub in visible(&command) {
+        render_command(&mut out, sub)?;
+    }
+    out.extend_from_slice(exit_status().as_bytes());
+    main.render_version_section(&mut out)?;
+    Ok(out)
+}
+
+/// One command as a subsection: synopsis, description, options; then its subcommands.
+fn render_command(out: &mut Vec<u8>, sub: &clap::Command) -> std::io::Result<()> {
+    let name = sub
+        .get_bin_name()
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("grove {}", sub.get_name()));
+    // The global options are described once, at the top of the page.
+    let page = Man::new(sub.clone().mut_args(|arg| {
+        let global = ["json", "color", "help", "version"].contains(&arg.get_id().as_str());
+        arg.hide(global)
+    }));
+    writeln!(out, ".SS \"{name}\"")?;
+    let mut part = Vec::new();
+    page.render_synopsis_section(&mut part)?;
+    out.extend_from_slice(&retitle(&part, None));
+    part.clear();
+    page.render_description_section(&mut part)?;
+    out.extend_from_slice(&retitle(&part, Some(".PP")));
+    if sub.get_arguments().any(|a| !a.is_hide_set()) {
+        part.clear();
+        page.render_options_section(&mut part)?;
+        out.extend_from_slice(&retitle(&part, Some(".PP\n\\fIOptions:\\fR")));
+    }
+    for nested in visible(sub) {
+        render_command(out, nested)?;
+    }
+    Ok(())
+}
+
+/// The subcommands worth a section: not hidden, and not clap's `help`.
+fn visible(command: &clap::Command) -> impl Iterator<Item = &clap::Command> {
+    command
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+}
+
+/// The exit codes of `grove --help` as a roff list.
+fn exit_status() -> String {
+    let mut roff = String::from(".SH \"EXIT STATUS\"\n");
+    for line in EXIT_CODES.lines().skip(1) {
+        if let Some((code, meaning)) = line.trim().split_once("  ") {
+            roff.push_str(&format!(
+                ".TP\n\\fB{}\\fR\n{}\n",
+                escape(code),
+                escape(meaning.trim())
+            ));
+        }
+    }
+    roff
+}
+
+/// Text safe in roff: backslashes and hyphens escaped, no line starting a request.
+fn escape(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    if escaped.starts_with(['.', '\'']) {
+        format!("\\&{escaped}")
+    } else {
+        escaped
+    }
+}
+
+/// Replaces (or drops) the `.SH` headings of a rendered section.
+fn retitle(roff: &[u8], with: Option<&str>) -> Vec<u8> {
+    let text = String::from_utf8_lossy(roff);
+    let mut result = String::new();
+    for line in text.lines() {
+        if line.starts_with(".SH ") {
+            if let Some(with) = with {
+                result.push_str(with);
+                result.push('\n');
+            }
+        } else {
+            result.push_str(line);
+            result.push('\n');
+        }
+    }
+    result.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_man_page_has_every_command_and_the_exit_codes() {
+        let page = String::from_utf8(man_page().expect("render")).expect("utf-8");
+        for needle in [
+            ".TH grove",
+            "grove spawn",
+            "grove state update",
+            "grove daemon install",
+            "EXIT STATUS",
+            "daemon is unreachable",
+        ] {
+            assert!(page.contains(needle), "no {needle:?} in the man page");
+        }
+        assert!(!page.contains(".SH SYNOPSIS\n.SH"), "empty sections");
+        assert!(
+            !page.contains("grove help"),
+            "clap's help command is no section"
+        );
+        assert!(
+            page.contains(".TP\n\\fB3\\fR\nthe daemon is unreachable"),
+            "{page}"
+        );
+        assert_eq!(escape("--wait"), "\\-\\-wait");
+    }
+}

@@ -1,0 +1,242 @@
+//! `grove config`: the effective configuration, as a daemon started from this shell
+//! would see it, with where each value came from. Every setting is in docs/config.md.
+
+use crate::log_file::RotatingFile;
+use crate::output::{cell, print_json, table, Tone};
+use anyhow::Result;
+use comfy_table::Cell;
+use grove_daemon::config::{Source, SETTINGS};
+use grove_daemon::Config;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Serialize)]
+struct Setting {
+    key: String,
+    value: String,
+    /// `default`, `file` or `environment`.
+    source: &'static str,
+    /// The file or the variable the value came from; null for defaults.
+    from: Option<String>,
+    /// The variable that sets it.
+    variable: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+struct Effective {
+    config_file: PathBuf,
+    config_file_exists: bool,
+    settings: Vec<Setting>,
+}
+
+pub fn run(json: bool) -> Result<ExitCode> {
+    let config = Config::from_env()?;
+    let effective = Effective {
+        config_file: config.dirs.config_file.clone(),
+        config_file_exists: config.dirs.config_file.exists(),
+        settings: settings(&config),
+    };
+    if json {
+        print_json(&effective)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows = effective
+        .settings
+        .iter()
+        .map(|s| {
+            let source = match (&s.source, &s.from) {
+                (&"file", Some(path)) => format!("file {path}"),
+                (&"environment", Some(var)) => format!("env {var}"),
+                (source, _) => source.to_string(),
+            };
+            let tone = if s.source == "default" {
+                Some(Tone::Dim)
+            } else {
+                Some(Tone::Busy)
+            };
+            vec![Cell::new(&s.key), Cell::new(&s.value), cell(source, tone)]
+        })
+        .collect();
+    println!("{}", table(&["SETTING", "VALUE", "SOURCE"], rows));
+    println!(
+        "config file: {}{}",
+        effective.config_file.display(),
+        if effective.config_file_exists {
+            ""
+        } else {
+            " (none)"
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn settings(config: &Config) -> Vec<Setting> {
+    let mut out = Vec::new();
+    for (key, variable, _) in SETTINGS {
+        let (source, from) = match config.sources.get(key) {
+            Some(Source::File(path)) => ("file", Some(path.display().to_string())),
+            Some(Source::Environment(var)) => ("environment", Some(var.clone())),
+            Some(Source::Default) | None => ("default", None),
+        };
+        out.push(Setting {
+            key: key.to_string(),
+            value: value_of(config, key),
+            source,
+            from,
+            variable: Some(*variable),
+        });
+    }
+    out.extend(paths(config));
+    let log = std::env::var("GROVE_LOG").ok().filter(|v| !v.is_empty());
+    out.push(Setting {
+        key: "log".into(),
+        value: log.clone().unwrap_or_else(|| "info".into()),
+        source: if log.is_some() {
+            "environment"
+        } else {
+            "default"
+        },
+        from: log.map(|_| "GROVE_LOG".into()),
+        variable: Some("GROVE_LOG"),
+    });
+    let max = RotatingFile::max_bytes_from_env();
+    let from_env = std::env::var("GROVE_LOG_MAX_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > 0);
+    out.push(Setting {
+        key: "log_max_bytes".into(),
+        value: max.to_string(),
+        source: if from_env { "environment" } else { "default" },
+        from: from_env.then(|| "GROVE_LOG_MAX_BYTES".into()),
+        variable: Some("GROVE_LOG_MAX_BYTES"),
+    });
+    out
+}
+
+/// A setting's value as one would write it in config.toml.
+fn value_of(config: &Config, key: &str) -> String {
+    match key {
+        "max_worktrees" => config.max_worktrees.to_string(),
+        "disk_high" => percent(config.disk_high),
+        "disk_low" => percent(config.disk_low),
+        "disk_check_interval" => duration(config.disk_check_interval),
+        "prune_interval" => duration(config.prune_interval),
+        "prune_first_delay" => duration(config.prune_first_delay),
+        "max_idle" => duration(config.max_idle),
+        "retention" => duration(config.retention),
+        "kill_grace" => duration(config.kill_grace),
+        "max_depth" => config.max_depth.to_string(),
+        // A setting added to the daemon before this command learned it.
+        _ => "(see the daemon)".into(),
+    }
+}
+
+fn percent(fraction: f64) -> String {
+    let value = fraction * 100.0;
+    if (value - value.round()).abs() < 1e-9 {
+        format!("{value:.0}")
+    } else {
+        format!("{value}")
+    }
+}
+
+/// "500ms", "5s", "5m", "24h", "30days": the largest unit that divides evenly.
+fn duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    if !ms.is_multiple_of(1000) {
+        return format!("{ms}ms");
+    }
+    let secs = ms / 1000;
+    if secs.is_multiple_of(86_400) && secs >= 2 * 86_400 {
+        format!("{}days", secs / 86_400)
+    } else if secs.is_multiple_of(3600) {
+        format!("{}h", secs / 3600)
+    } else if secs.is_multiple_of(60) && secs >= 120 {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+/// The variable among `vars` that is set (and not empty), if any.
+fn set_var(vars: &[&'static str]) -> Option<&'static str> {
+    vars.iter()
+        .copied()
+        .find(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+}
+
+fn path_setting(key: &str, value: &Path, vars: &[&'static str]) -> Setting {
+    let from = set_var(vars);
+    Setting {
+        key: key.into(),
+        value: value.display().to_string(),
+        source: if from.is_some() {
+            "environment"
+        } else {
+            "default"
+        },
+        from: from.map(String::from),
+        variable: vars.first().copied(),
+    }
+}
+
+fn paths(config: &Config) -> Vec<Setting> {
+    let dirs = &config.dirs;
+    let home = std::env::var_os("GROVE_HOME").is_some_and(|v| !v.is_empty());
+    let pick = |home_var: &'static str, xdg: &'static str| -> Vec<&'static str> {
+        if home {
+            vec![home_var]
+        } else {
+            vec![xdg]
+        }
+    };
+    vec![
+        path_setting(
+            "state_dir",
+            &dirs.state_dir,
+            &pick("GROVE_HOME", "XDG_STATE_HOME"),
+        ),
+        path_setting(
+            "socket",
+            &dirs.socket,
+            // Without XDG_RUNTIME_DIR the socket lives in the state directory.
+            &if home {
+                vec!["GROVE_HOME"]
+            } else {
+                vec!["XDG_RUNTIME_DIR", "XDG_STATE_HOME"]
+            },
+        ),
+        path_setting("worktree_root", &dirs.worktree_root, &{
+            let mut vars = vec!["GROVE_WORKTREE_ROOT"];
+            vars.extend(pick("GROVE_HOME", "XDG_DATA_HOME"));
+            vars
+        }),
+        path_setting(
+            "config_file",
+            &dirs.config_file,
+            &pick("GROVE_HOME", "XDG_CONFIG_HOME"),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_print_as_config_toml_takes_them() {
+        assert_eq!(duration(Duration::from_secs(86_400)), "24h");
+        assert_eq!(duration(Duration::from_secs(30 * 86_400)), "30days");
+        assert_eq!(duration(Duration::from_secs(300)), "5m");
+        assert_eq!(duration(Duration::from_secs(60)), "60s");
+        assert_eq!(duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(percent(0.8), "80");
+        assert_eq!(percent(0.125), "12.5");
+    }
+}

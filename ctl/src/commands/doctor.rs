@@ -1,0 +1,592 @@
+//! `grove doctor`: what grove needs from this machine, checked and explained.
+//! Each check says ok, warn or fail in one line; only a failure makes the exit code 1.
+//! It never starts a daemon.
+
+use crate::connect::connect_existing;
+use crate::exit::AGENT_FAILED;
+use crate::output::{bytes, paint, print_json, Tone};
+use anyhow::Result;
+use grove_proto::paths::{Dirs, PathError, MAX_SOCKET_PATH_BYTES};
+use grove_proto::ClientError;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `git worktree add --reason` (worktrees locked with a reason) came with git 2.31.
+const GIT_MIN: (u32, u32) = (2, 31);
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Level,
+    pub message: String,
+    /// Facts behind the message, for programs (the ABI number, the usage...).
+    pub data: Value,
+}
+
+fn check(name: &'static str, status: Level, message: impl Into<String>, data: Value) -> Check {
+    Check {
+        name,
+        status,
+        message: message.into(),
+        data,
+    }
+}
+
+#[derive(Serialize)]
+struct Report {
+    ok: bool,
+    checks: Vec<Check>,
+}
+
+pub fn run(json: bool) -> Result<ExitCode> {
+    let checks = checks();
+    let ok = checks.iter().all(|c| c.status != Level::Fail);
+    if json {
+        print_json(&Report { ok, checks })?;
+    } else {
+        let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        for c in &checks {
+            let (word, tone) = match c.status {
+                Level::Ok => ("ok", Tone::Good),
+                Level::Warn => ("warn", Tone::Warn),
+                Level::Fail => ("fail", Tone::Bad),
+            };
+            // Pad outside the colour codes so that the columns line up.
+            println!(
+                "{}{}  {:<width$}  {}",
+                paint(word, Some(tone)),
+                " ".repeat(4 - word.len()),
+                c.name,
+                c.message
+            );
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(AGENT_FAILED)
+    })
+}
+
+pub fn checks() -> Vec<Check> {
+    let dirs = Dirs::from_env();
+    let config = grove_daemon::Config::from_env();
+    let mut checks = vec![git()];
+    checks.push(match &dirs {
+        Ok(dirs) => socket_ok(&dirs.socket),
+        Err(e) => socket_err(e),
+    });
+    checks.push(landlock());
+    checks.push(cgroup());
+    match (&dirs, &config) {
+        (Ok(_), Ok(config)) => {
+            checks.push(check(
+                "config",
+                Level::Ok,
+                if config.dirs.config_file.exists() {
+                    format!(
+                        "{} is valid (`grove config` shows every value)",
+                        config.dirs.config_file.display()
+                    )
+                } else {
+                    format!(
+                        "defaults and environment (no {}); `grove config` shows every value",
+                        config.dirs.config_file.display()
+                    )
+                },
+                json!({ "file": config.dirs.config_file }),
+            ));
+            checks.push(disk(
+                &config.dirs.worktree_root,
+                config.disk_high,
+                config.disk_low,
+            ));
+            checks.push(database(&config.dirs.database()));
+            checks.push(daemon(&config.dirs));
+        }
+        (Ok(dirs), Err(e)) => {
+            checks.push(check("config", Level::Fail, e.to_string(), Value::Null));
+            checks.push(database(&dirs.database()));
+            checks.push(daemon(dirs));
+        }
+        (Err(_), _) => {
+            for name in ["config", "disk", "database", "daemon"] {
+                checks.push(check(
+                    name,
+                    Level::Warn,
+                    "not checked: grove cannot find its directories (see the socket check)",
+                    Value::Null,
+                ));
+            }
+        }
+    }
+    checks
+}
+
+/// "git version 2.39.5" -> (2, 39, 5).
+fn parse_git_version(text: &str) -> Option<(u32, u32, u32)> {
+    let version = text
+        .split_whitespace()
+        .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))?;
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<u32>().ok());
+    Some((
+        parts.next()??,
+        parts.next()??,
+        parts.next().flatten().unwrap_or(0),
+    ))
+}
+
+fn git() -> Check {
+    let output = std::process::Command::new("git").arg("--version").output();
+    let text = match output {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        Ok(out) => {
+            return check(
+                "git",
+                Level::Fail,
+                format!(
+                    "`git --version` failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                Value::Null,
+            )
+        }
+        Err(e) => {
+            return check(
+                "git",
+                Level::Fail,
+                format!(
+                    "cannot run git ({e}): grove needs git {}.{} or newer on PATH",
+                    GIT_MIN.0, GIT_MIN.1
+                ),
+                Value::Null,
+            )
+        }
+    };
+    match parse_git_version(&text) {
+        Some((major, minor, patch)) => {
+            let data = json!({ "version": format!("{major}.{minor}.{patch}") });
+            if (major, minor) >= GIT_MIN {
+                check(
+                    "git",
+                    Level::Ok,
+                    format!(
+                        "git {major}.{minor}.{patch} ({}.{} or newer is needed for `worktree add --reason`)",
+                        GIT_MIN.0, GIT_MIN.1
+                    ),
+                    data,
+                )
+            } else {
+                check(
+                    "git",
+                    Level::Fail,
+                    format!(
+                        "git {major}.{minor}.{patch} is too old: grove needs {}.{} or newer for `worktree add --reason`",
+                        GIT_MIN.0, GIT_MIN.1
+                    ),
+                    data,
+                )
+            }
+        }
+        None => check(
+            "git",
+            Level::Warn,
+            format!("cannot read the version in {text:?}"),
+            Value::Null,
+        ),
+    }
+}
+
+fn socket_ok(path: &Path) -> Check {
+    let len = path.as_os_str().len();
+    check(
+        "socket",
+        Level::Ok,
+        format!(
+            "{}: {len} bytes (Unix sockets allow {MAX_SOCKET_PATH_BYTES})",
+            path.display()
+        ),
+        json!({ "path": path, "bytes": len, "max_bytes": MAX_SOCKET_PATH_BYTES }),
+    )
+}
+
+fn socket_err(error: &PathError) -> Check {
+    match error {
+        PathError::SocketPathTooLong { path, len, max } => check(
+            "socket",
+            Level::Fail,
+            format!(
+                "{path}: {len} bytes, over the {max}-byte limit of Unix sockets; set GROVE_HOME \
+                 (or XDG_RUNTIME_DIR) to a shorter directory"
+            ),
+            json!({ "path": path, "bytes": len, "max_bytes": max }),
+        ),
+        other => check("socket", Level::Fail, other.to_string(), Value::Null),
+    }
+}
+
+/// The Landlock ABI version the kernel offers, or the errno that says why none.
+fn landlock_abi() -> std::result::Result<i64, i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number; it reads
+    // no memory and creates no file descriptor.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if abi < 0 {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOSYS))
+    } else {
+        Ok(abi)
+    }
+}
+
+fn landlock() -> Check {
+    match landlock_abi() {
+        Ok(abi) => check(
+            "landlock",
+            Level::Ok,
+            format!("ABI {abi}: agents can be jailed to write only their worktree"),
+            json!({ "supported": true, "abi": abi }),
+        ),
+        Err(errno) => {
+            let why = if errno == libc::EOPNOTSUPP {
+                "not supported: the kernel has Landlock but it is disabled (add landlock to the lsm= boot parameter)"
+            } else if errno == libc::ENOSYS {
+                "not supported: this kernel has no Landlock (Linux 5.13 or newer with CONFIG_SECURITY_LANDLOCK)"
+            } else {
+                "not supported here"
+            };
+            check(
+                "landlock",
+                Level::Warn,
+                format!("{why}; agents run without a write jail"),
+                json!({ "supported": false, "errno": errno }),
+            )
+        }
+    }
+}
+
+/// The cgroup2 mount point and whether it is mounted read-write.
+fn cgroup2_mount(mountinfo: &str) -> Option<(PathBuf, bool)> {
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        if after.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        let fields: Vec<&str> = before.split_whitespace().collect();
+        let mount_point = unescape_mount(fields.get(4)?);
+        let rw = fields.get(5)?.split(',').any(|o| o == "rw");
+        Some((PathBuf::from(mount_point), rw))
+    })
+}
+
+/// mountinfo escapes spaces and friends as \040 (octal).
+fn unescape_mount(field: &str) -> String {
+    let mut out = String::new();
+    let mut chars = field.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            let digits: String = chars.by_ref().take(3).collect();
+            match u8::from_str_radix(&digits, 8) {
+                Ok(byte) => out.push(byte as char),
+                Err(_) => {
+                    out.push('\\');
+                    out.push_str(&digits);
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn writable(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+fn cgroup() -> Check {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let Some((mount, rw)) = cgroup2_mount(&mountinfo) else {
+        return check(
+            "cgroup v2",
+            Level::Warn,
+            "no cgroup2 filesystem is mounted: no per-agent resource accounting through cgroups \
+             (rlimits still apply)",
+            json!({ "mounted": false }),
+        );
+    };
+    // Our own cgroup, where a child group for agents would go.
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+        })
+        .map(|rel| match rel.trim_matches('/') {
+            "" => mount.clone(),
+            rel => mount.join(rel),
+        });
+    let own_writable = own.as_deref().is_some_and(writable);
+    let data = json!({
+        "mounted": true,
+        "mount_point": mount,
+        "read_write": rw,
+        "own_cgroup": own,
+        "writable": rw && (own_writable || writable(&mount)),
+    });
+    if rw && (own_writable || writable(&mount)) {
+        check(
+            "cgroup v2",
+            Level::Ok,
+            format!(
+                "mounted at {} and writable{}",
+                mount.display(),
+                own.map(|p| format!(" (this process is in {})", p.display()))
+                    .unwrap_or_default()
+            ),
+            data,
+        )
+    } else {
+        check(
+            "cgroup v2",
+            Level::Warn,
+            format!(
+                "mounted at {} but not writable for this user: no per-agent resource \
+                 accounting through cgroups (rlimits still apply)",
+                mount.display()
+            ),
+            data,
+        )
+    }
+}
+
+fn existing_ancestor(path: &Path) -> PathBuf {
+    let mut probe = path.to_path_buf();
+    while !probe.exists() {
+        if !probe.pop() {
+            return PathBuf::from("/");
+        }
+    }
+    probe
+}
+
+fn disk(root: &Path, high: f64, low: f64) -> Check {
+    let probe = existing_ancestor(root);
+    let stat = match nix::sys::statvfs::statvfs(&probe) {
+        Ok(stat) => stat,
+        Err(e) => {
+            return check(
+                "disk",
+                Level::Fail,
+                format!("cannot measure the filesystem of {}: {e}", probe.display()),
+                Value::Null,
+            )
+        }
+    };
+    let block = stat.fragment_size().max(1) as u128;
+    let total = stat.blocks() as u128;
+    let free = stat.blocks_free() as u128;
+    let available = stat.blocks_available() as u128;
+    let used = total.saturating_sub(free);
+    // As df counts: blocks reserved for root are neither used nor available.
+    let usage = if used + available > 0 {
+        used as f64 / (used + available) as f64
+    } else {
+        0.0
+    };
+    let free_bytes = (available * block).min(u64::MAX as u128) as u64;
+    let size_bytes = ((used + available) * block).min(u64::MAX as u128) as u64;
+    let pct = |f: f64| format!("{:.0}%", f * 100.0);
+    let message = format!(
+        "{} used of {} ({} free) holding {}; cleanup starts over {} and aims for {}",
+        pct(usage),
+        bytes(size_bytes),
+        bytes(free_bytes),
+        root.display(),
+        pct(high),
+        pct(low)
+    );
+    let data = json!({
+        "path": root,
+        "measured": probe,
+        "used_percent": (usage * 1000.0).round() / 10.0,
+        "free_bytes": free_bytes,
+        "size_bytes": size_bytes,
+        "disk_high_percent": (high * 100.0).round(),
+        "disk_low_percent": (low * 100.0).round(),
+    });
+    if usage > high {
+        check(
+            "disk",
+            Level::Fail,
+            format!("{message}: over the limit, so spawns are refused until cleanup frees space"),
+            data,
+        )
+    } else if usage > high - 0.1 {
+        check(
+            "disk",
+            Level::Warn,
+            format!("{message}: close to the limit"),
+            data,
+        )
+    } else {
+        check("disk", Level::Ok, message, data)
+    }
+}
+
+fn database(path: &Path) -> Check {
+    use rusqlite::{Connection, OpenFlags};
+    if !path.exists() {
+        return check(
+            "database",
+            Level::Ok,
+            format!(
+                "{} does not exist yet (the daemon creates it)",
+                path.display()
+            ),
+            json!({ "path": path, "exists": false }),
+        );
+    }
+    let result = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .and_then(|db| {
+        db.busy_timeout(std::time::Duration::from_secs(5))?;
+        let mut statement = db.prepare("PRAGMA quick_check")?;
+        let rows = statement
+            .query_map([], |row| row.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()?;
+        Ok(rows)
+    });
+    match result {
+        Ok(rows) if rows == ["ok"] => check(
+            "database",
+            Level::Ok,
+            format!("{}: quick_check ok", path.display()),
+            json!({ "path": path, "exists": true, "quick_check": rows }),
+        ),
+        Ok(rows) => check(
+            "database",
+            Level::Fail,
+            format!(
+                "{}: quick_check found problems: {}",
+                path.display(),
+                rows.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+            ),
+            json!({ "path": path, "exists": true, "quick_check": rows }),
+        ),
+        Err(e) => check(
+            "database",
+            Level::Fail,
+            format!("{}: cannot read it: {e}", path.display()),
+            json!({ "path": path, "exists": true, "error": e.to_string() }),
+        ),
+    }
+}
+
+fn daemon(dirs: &Dirs) -> Check {
+    let ours = env!("CARGO_PKG_VERSION");
+    match connect_existing(dirs) {
+        Ok(client) => {
+            let theirs = &client.hello.daemon_version;
+            let data = json!({
+                "running": true,
+                "pid": client.hello.pid,
+                "daemon_version": theirs,
+                "client_version": ours,
+                "protocol": client.hello.protocol,
+            });
+            if theirs == ours {
+                check(
+                    "daemon",
+                    Level::Ok,
+                    format!("running (pid {}), version {ours}", client.hello.pid),
+                    data,
+                )
+            } else {
+                check(
+                    "daemon",
+                    Level::Warn,
+                    format!(
+                        "running (pid {}) version {theirs}, this grove is {ours} (same protocol); \
+                         `grove daemon restart` runs this version",
+                        client.hello.pid
+                    ),
+                    data,
+                )
+            }
+        }
+        Err(ClientError::Unreachable { .. }) => check(
+            "daemon",
+            Level::Ok,
+            "not running; the first command that needs it starts it",
+            json!({ "running": false, "client_version": ours }),
+        ),
+        Err(e) if e.is_protocol_mismatch() => check(
+            "daemon",
+            Level::Fail,
+            format!("a daemon of another protocol version runs ({e}); `grove daemon restart` replaces it"),
+            json!({ "running": true, "client_version": ours, "error": e.to_string() }),
+        ),
+        Err(e) => check(
+            "daemon",
+            Level::Fail,
+            format!("the daemon at {} does not answer properly: {e}", dirs.socket.display()),
+            json!({ "running": null, "error": e.to_string() }),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_versions_parse() {
+        assert_eq!(parse_git_version("git version 2.39.5"), Some((2, 39, 5)));
+        assert_eq!(
+            parse_git_version("git version 2.30.1 (Apple Git-130)"),
+            Some((2, 30, 1))
+        );
+        assert_eq!(parse_git_version("git version 2.45"), Some((2, 45, 0)));
+        assert_eq!(parse_git_version("nonsense"), None);
+    }
+
+    #[test]
+    fn cgroup2_is_found_in_mountinfo() {
+        let info = "24 30 0:22 / /sys rw,nosuid - sysfs sysfs rw\n\
+                    35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(
+            cgroup2_mount(info),
+            Some((PathBuf::from("/sys/fs/cgroup"), true))
+        );
+        let ro = "35 24 0:30 / /sys/fs/my\\040cgroup ro,nosuid - cgroup2 cgroup2 ro\n";
+        assert_eq!(
+            cgroup2_mount(ro),
+            Some((PathBuf::from("/sys/fs/my cgroup"), false))
+        );
+        assert_eq!(cgroup2_mount("24 30 0:22 / /sys rw - sysfs sysfs rw"), None);
+    }
+}

@@ -1,0 +1,445 @@
+//! `grove top`: the live agents with CPU, memory, runtime and their last log line.
+//!
+//! CPU and memory are summed over the agent's whole process tree: the shim (the pid in
+//! the record) and every descendant, read from /proc (`stat` utime+stime, `statm` rss).
+//! On a terminal it redraws once a second until `q`; elsewhere, or with `--once` or
+//! `--json`, it prints one snapshot.
+
+use crate::connect::{connect, dirs};
+use crate::output::{
+    bytes, cell, duration_precise, print_json, status_tone, table_with_width, terminal_width,
+};
+use anyhow::{Context, Result};
+use comfy_table::Cell;
+use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use crossterm::{cursor, execute, queue, terminal};
+use grove_agent_shim::now_ms;
+use grove_proto::methods::{List, ListParams};
+use grove_proto::types::{AgentRecord, AgentStatus, Outcome};
+use grove_proto::Client;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How long a one-off snapshot measures CPU use.
+const SNAPSHOT_WINDOW: Duration = Duration::from_millis(250);
+const REFRESH: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Serialize)]
+struct Snapshot {
+    at_ms: u64,
+    agents: Vec<AgentUsage>,
+}
+
+#[derive(Debug, Serialize)]
+struct AgentUsage {
+    id: String,
+    name: Option<String>,
+    status: AgentStatus,
+    outcome: Option<Outcome>,
+    status_text: String,
+    /// The shim's pid: the root of the agent's process tree.
+    pid: Option<u32>,
+    /// Processes in the tree (the shim included); 0 when it is not running.
+    processes: usize,
+    /// CPU use over the last interval, in percent of one core.
+    cpu_percent: Option<f64>,
+    /// CPU time used so far by the processes alive now.
+    cpu_seconds: f64,
+    /// Resident memory of the tree.
+    memory_bytes: u64,
+    runtime_ms: Option<u64>,
+    last_log_line: Option<String>,
+    log_path: std::path::PathBuf,
+}
+
+pub fn run(once: bool, json: bool) -> Result<ExitCode> {
+    let mut client = connect(&dirs()?)?;
+    let interactive = !once && !json && std::io::stdout().is_terminal();
+    if interactive {
+        return live(&mut client);
+    }
+    let first = ProcTable::read();
+    let started = Instant::now();
+    std::thread::sleep(SNAPSHOT_WINDOW);
+    let snapshot = snapshot(&mut client, &first, started.elapsed())?;
+    if json {
+        print_json(&snapshot)?;
+    } else {
+        println!("{}", render(&snapshot, terminal_width()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn snapshot(client: &mut Client, before: &ProcTable, window: Duration) -> Result<Snapshot> {
+    let agents = client.call::<List>(&ListParams { all: false })?.agents;
+    let now = ProcTable::read();
+    let at_ms = now_ms();
+    Ok(Snapshot {
+        at_ms,
+        agents: agents
+            .iter()
+            .map(|a| usage(a, before, &now, window, at_ms))
+            .collect(),
+    })
+}
+
+fn usage(
+    a: &AgentRecord,
+    before: &ProcTable,
+    now: &ProcTable,
+    window: Duration,
+    at_ms: u64,
+) -> AgentUsage {
+    let running = matches!(a.status, AgentStatus::Running);
+    let tree = match (running, a.pid) {
+        (true, Some(pid)) => now.tree(pid),
+        _ => Vec::new(),
+    };
+    let ticks_now: u64 = tree
+        .iter()
+        .filter_map(|p| now.procs.get(p))
+        .map(|p| p.ticks)
+        .sum();
+    // A process born during the interval used all of its CPU time within it.
+    let ticks_delta: u64 = tree
+        .iter()
+        .filter_map(|p| {
+            let was = before.procs.get(p).map_or(0, |b| b.ticks);
+            Some(now.procs.get(p)?.ticks.saturating_sub(was))
+        })
+        .sum();
+    let tck = clock_ticks() as f64;
+    let secs = window.as_secs_f64();
+    AgentUsage {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        status: a.status,
+        outcome: a.outcome,
+        status_text: a.status_text(),
+        pid: a.pid,
+        processes: tree.len(),
+        cpu_percent: (!tree.is_empty() && secs > 0.0)
+            .then(|| (ticks_delta as f64 / tck / secs * 1000.0).round() / 10.0),
+        cpu_seconds: (ticks_now as f64 / tck * 100.0).round() / 100.0,
+        memory_bytes: tree.iter().map(|p| rss_bytes(*p)).sum(),
+        runtime_ms: a
+            .started_at_ms
+            .map(|start| a.ended_at_ms.unwrap_or(at_ms).saturating_sub(start)),
+        last_log_line: last_line(&a.log_path),
+        log_path: a.log_path.clone(),
+    }
+}
+
+fn render(snapshot: &Snapshot, width: Option<u16>) -> String {
+    if snapshot.agents.is_empty() {
+        return "no live agents".into();
+    }
+    let rows = snapshot
+        .agents
+        .iter()
+        .map(|a| {
+            let running = a.processes > 0;
+            vec![
+                Cell::new(&a.id),
+                Cell::new(a.name.as_deref().unwrap_or("-")),
+                cell(&a.status_text, status_tone(a.status, a.outcome)),
+                Cell::new(if running {
+                    a.processes.to_string()
+                } else {
+                    "-".into()
+                }),
+                Cell::new(match a.cpu_percent {
+                    Some(p) => format!("{p:.1}%"),
+                    None => "-".into(),
+                }),
+                Cell::new(if running {
+                    bytes(a.memory_bytes)
+                } else {
+                    "-".into()
+                }),
+                Cell::new(
+                    a.runtime_ms
+                        .map(duration_precise)
+                        .unwrap_or_else(|| "-".into()),
+                ),
+                Cell::new(a.last_log_line.as_deref().unwrap_or("")),
+            ]
+        })
+        .collect();
+    table_with_width(
+        &[
+            "ID",
+            "NAME",
+            "STATUS",
+            "PROCS",
+            "CPU",
+            "MEM",
+            "RUNTIME",
+            "LAST LOG LINE",
+        ],
+        rows,
+        width,
+    )
+}
+
+/// The terminal state `live` changes, put back however it ends.
+struct RawTerminal;
+
+impl RawTerminal {
+    fn enter() -> Result<RawTerminal> {
+        terminal::enable_raw_mode().context("switching the terminal to raw mode")?;
+        let guard = RawTerminal;
+        execute!(
+            std::io::stdout(),
+            terminal::EnterAlternateScreen,
+            cursor::Hide
+        )?;
+        Ok(guard)
+    }
+}
+
+impl Drop for RawTerminal {
+    fn drop(&mut self) {
+        let _ = execute!(
+            std::io::stdout(),
+            cursor::Show,
+            terminal::LeaveAlternateScreen
+        );
+        let _ = terminal::disable_raw_mode();
+    }
+}
+
+fn live(client: &mut Client) -> Result<ExitCode> {
+    let _terminal = RawTerminal::enter()?;
+    let mut before = ProcTable::read();
+    let mut sampled = Instant::now();
+    std::thread::sleep(SNAPSHOT_WINDOW);
+    loop {
+        let snapshot = snapshot(client, &before, sampled.elapsed())?;
+        before = ProcTable::read();
+        sampled = Instant::now();
+        draw(&snapshot)?;
+        let deadline = Instant::now() + REFRESH;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !event::poll(left)? {
+                break;
+            }
+            match event::read()? {
+                Event::Key(key) if key.kind != KeyEventKind::Release => {
+                    let quit = matches!(key.code, KeyCode::Char('q') | KeyCode::Esc)
+                        || (key.code == KeyCode::Char('c')
+                            && key.modifiers.contains(KeyModifiers::CONTROL));
+                    if quit {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                }
+                Event::Resize(..) => draw(&snapshot)?,
+                _ => {}
+            }
+        }
+    }
+}
+
+fn draw(snapshot: &Snapshot) -> Result<()> {
+    let (width, height) = terminal::size().unwrap_or((80, 24));
+    let running = snapshot
+        .agents
+        .iter()
+        .filter(|a| a.status == AgentStatus::Running)
+        .count();
+    let mut lines = vec![format!(
+        "grove top: {running} running, {} live    (q quits)",
+        snapshot.agents.len()
+    )];
+    lines.push(String::new());
+    lines.extend(render(snapshot, Some(width)).lines().map(str::to_string));
+    lines.truncate(height.max(1) as usize);
+    let mut out = std::io::stdout().lock();
+    queue!(
+        out,
+        cursor::MoveTo(0, 0),
+        terminal::Clear(terminal::ClearType::All)
+    )?;
+    out.write_all(lines.join("\r\n").as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Proc {
+    parent: u32,
+    /// utime + stime, in clock ticks.
+    ticks: u64,
+}
+
+/// Every process: its parent and CPU time.
+#[derive(Debug, Default)]
+struct ProcTable {
+    procs: HashMap<u32, Proc>,
+}
+
+impl ProcTable {
+    fn read() -> ProcTable {
+        let mut procs = HashMap::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some(proc) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| parse_stat(&s))
+            {
+                procs.insert(pid, proc);
+            }
+        }
+        ProcTable { procs }
+    }
+
+    /// `root` and all its descendants that are alive.
+    fn tree(&self, root: u32) -> Vec<u32> {
+        if !self.procs.contains_key(&root) {
+            return Vec::new();
+        }
+        let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (pid, proc) in &self.procs {
+            children.entry(proc.parent).or_default().push(*pid);
+        }
+        let mut found = vec![root];
+        let mut next = 0;
+        while next < found.len() {
+            if let Some(kids) = children.get(&found[next]) {
+                found.extend(kids.iter().copied().filter(|k| *k != root));
+            }
+            next += 1;
+        }
+        found
+    }
+}
+
+/// Fields of /proc/<pid>/stat after the command name (which may hold spaces and
+/// parentheses, hence the last ')'): state ppid ... utime(14) stime(15).
+fn parse_stat(stat: &str) -> Option<Proc> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let parent = fields.get(1)?.parse().ok()?;
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Proc {
+        parent,
+        ticks: utime + stime,
+    })
+}
+
+fn rss_bytes(pid: u32) -> u64 {
+    let pages = std::fs::read_to_string(format!("/proc/{pid}/statm"))
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    pages * page_size()
+}
+
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if n > 0 {
+        n as u64
+    } else {
+        100
+    }
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as u64
+    } else {
+        4096
+    }
+}
+
+/// The last non-empty line of the log, without control characters (escape sequences
+/// of the agent's output must not move our cursor).
+fn last_line(path: &Path) -> Option<String> {
+    const TAIL: u64 = 8192;
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let line = text
+        .split(['\n', '\r'])
+        .rev()
+        .map(clean)
+        .find(|l| !l.is_empty())?;
+    Some(line)
+}
+
+fn clean(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ ... final byte in @..~
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else if c == '\t' {
+            out.push(' ');
+        } else if !c.is_control() {
+            out.push(c);
+        }
+    }
+    out.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_parse_even_with_odd_names() {
+        let stat =
+            "4242 (my (odd) name) S 17 4242 4242 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 99 0 0";
+        let proc = parse_stat(stat).expect("parses");
+        assert_eq!(proc.parent, 17);
+        assert_eq!(proc.ticks, 12);
+    }
+
+    #[test]
+    fn our_own_tree_holds_us() {
+        let table = ProcTable::read();
+        let me = std::process::id();
+        assert!(table.tree(me).contains(&me));
+        let parent = table.procs.get(&me).expect("we are in /proc").parent;
+        assert!(table.tree(parent).contains(&me));
+        assert!(table.tree(u32::MAX).is_empty());
+        assert!(rss_bytes(me) > 0);
+    }
+
+    #[test]
+    fn log_lines_are_cleaned() {
+        assert_eq!(clean("\x1b[31mred\x1b[0m text\t!"), "red text !");
+        let dir = std::env::temp_dir().join(format!("grove-top-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let log = dir.join("out.log");
+        std::fs::write(&log, "first\nsecond line\n\n").expect("write");
+        assert_eq!(last_line(&log).as_deref(), Some("second line"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
