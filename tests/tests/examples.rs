@@ -19,11 +19,7 @@ fn the_python_parent_spawns_three_agents_and_reports_their_branches() {
     let out = std::process::Command::new("python3")
         .arg(script)
         .arg(&g.repo)
-        .envs(
-            g.command()
-                .get_envs()
-                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
-        )
+        .envs(grove_env(&g))
         .env("GROVE_BIN", BIN)
         .current_dir(&g.repo)
         .output()

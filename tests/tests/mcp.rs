@@ -38,11 +38,7 @@ fn a_real_mcp_client_lists_tools_spawns_waits_and_reads_the_diff() {
     let out = std::process::Command::new(python)
         .arg(script)
         .arg(&g.repo)
-        .envs(
-            g.command()
-                .get_envs()
-                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
-        )
+        .envs(grove_env(&g))
         .env("GROVE_BIN", BIN)
         .output()
         .expect("python");

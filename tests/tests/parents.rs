@@ -3,23 +3,9 @@
 
 mod support;
 
-use grove_proto::Client;
 use serde_json::{json, Value};
 use std::fs;
 use support::*;
-
-fn client(g: &Grove) -> Client {
-    g.ok(&["list"]);
-    Client::connect(&g.home.join("grove.sock")).expect("connect")
-}
-
-fn call(c: &mut Client, method: &str, params: Value) -> Result<Value, grove_proto::RpcError> {
-    let response = c.call_raw(method, params).expect("call");
-    match response.error {
-        Some(error) => Err(error),
-        None => Ok(response.result.unwrap_or(Value::Null)),
-    }
-}
 
 #[test]
 fn events_arrive_in_order_and_can_be_filtered_by_agent() {

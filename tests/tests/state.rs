@@ -20,19 +20,6 @@ labels = { reducer = "union" }
 notes  = { reducer = "merge" }
 "#;
 
-fn client(g: &Grove) -> Client {
-    g.ok(&["list"]);
-    Client::connect(&g.home.join("grove.sock")).expect("connect")
-}
-
-fn call(c: &mut Client, method: &str, params: Value) -> Result<Value, grove_proto::RpcError> {
-    let response = c.call_raw(method, params).expect("call");
-    match response.error {
-        Some(error) => Err(error),
-        None => Ok(response.result.unwrap_or(Value::Null)),
-    }
-}
-
 fn create(c: &mut Client, name: &str) {
     call(
         c,

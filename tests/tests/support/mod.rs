@@ -262,6 +262,33 @@ impl Drop for Grove {
     }
 }
 
+/// A protocol client of `g`'s daemon (started first if needed).
+pub fn client(g: &Grove) -> grove_proto::Client {
+    g.ok(&["list"]);
+    grove_proto::Client::connect(&g.home.join("grove.sock")).expect("connect")
+}
+
+/// Calls `method`; the result, or the JSON-RPC error.
+pub fn call(
+    c: &mut grove_proto::Client,
+    method: &str,
+    params: Value,
+) -> Result<Value, grove_proto::RpcError> {
+    let response = c.call_raw(method, params).expect("call");
+    match response.error {
+        Some(error) => Err(error),
+        None => Ok(response.result.unwrap_or(Value::Null)),
+    }
+}
+
+/// The environment of `g`'s commands, for other programs that run grove (examples).
+pub fn grove_env(g: &Grove) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    g.command()
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+        .collect()
+}
+
 pub fn git_identity() -> Vec<(&'static str, &'static str)> {
     vec![
         ("GIT_AUTHOR_NAME", "Test Author"),
