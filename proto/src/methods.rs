@@ -320,6 +320,9 @@ pub struct GcReport {
     pub removals: Vec<Removal>,
     /// Ids of finished agents whose records and logs passed `retention` and were deleted.
     pub records_deleted: Vec<String>,
+    /// `refs/grove/salvage/discarded-*` refs older than `retention`, deleted.
+    #[serde(default)]
+    pub refs_expired: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -336,3 +336,22 @@ fn startup_scan_reconciles_disk_git_and_processes() {
     );
     assert_eq!(restored["branch"], "grove/restored-unknown");
 }
+
+#[test]
+fn discarded_branches_stay_reachable_until_retention_passes() {
+    let g = Grove::new().with_env(&[("GROVE_RETENTION", "1ms")]);
+    let id = g.spawn(&[], "echo gone > gone.txt");
+    g.wait(&id);
+    g.ok(&["discard", &id, "--yes"]);
+    let salvage_ref = format!("refs/grove/salvage/discarded-{id}");
+    assert!(!g.git(&["rev-parse", &salvage_ref]).is_empty());
+    let dry = g.json(&["gc", "--dry-run"]);
+    assert_eq!(dry["refs_expired"], serde_json::json!([salvage_ref]));
+    assert!(
+        !g.git(&["rev-parse", &salvage_ref]).is_empty(),
+        "a dry run keeps it"
+    );
+    let done = g.json(&["gc"]);
+    assert_eq!(done["refs_expired"], serde_json::json!([salvage_ref]));
+    assert_eq!(g.git(&["for-each-ref", "refs/grove/salvage/"]), "");
+}

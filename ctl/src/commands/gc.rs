@@ -38,6 +38,14 @@ pub fn run(dry_run: bool, log: bool, json: bool) -> Result<ExitCode> {
             report.records_deleted.join(", ")
         );
     }
+    if !report.refs_expired.is_empty() {
+        let verb = if dry_run { "would expire" } else { "expired" };
+        println!(
+            "{verb} {} discarded branch refs past retention: {}",
+            report.refs_expired.len(),
+            report.refs_expired.join(", ")
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -91,3 +91,38 @@ fn free_branch(lane: &RepoLane, base: &str) -> String {
         .find(|candidate| !taken(candidate))
         .unwrap_or_else(|| base.to_string())
 }
+
+/// Deletes `refs/grove/salvage/discarded-*` refs (left by `grove discard`) whose loose
+/// ref file is older than `older_than`; returns their names. A packed ref has no date of
+/// its own and is kept.
+pub fn expire_discarded(
+    lane: &RepoLane,
+    older_than: std::time::SystemTime,
+    dry_run: bool,
+) -> Result<Vec<String>, Error> {
+    let common = lane.repo.commondir().to_path_buf();
+    let refs = lane
+        .repo
+        .references_glob(&format!("{SALVAGE_PREFIX}discarded-*"))
+        .map_err(|e| Error::Git(format!("listing discarded refs: {}", e.message())))?;
+    let names: Vec<String> = refs
+        .flatten()
+        .filter_map(|r| r.name().map(String::from))
+        .collect();
+    let mut expired = Vec::new();
+    for name in names {
+        let written = std::fs::metadata(common.join(&name)).and_then(|m| m.modified());
+        if !written.is_ok_and(|t| t < older_than) {
+            continue;
+        }
+        if !dry_run {
+            if let Ok(mut reference) = lane.repo.find_reference(&name) {
+                reference
+                    .delete()
+                    .map_err(|e| Error::Git(format!("deleting {name}: {}", e.message())))?;
+            }
+        }
+        expired.push(name);
+    }
+    Ok(expired)
+}

@@ -21,6 +21,7 @@ impl Janitor {
             dry_run,
             removals: Vec::new(),
             records_deleted: Vec::new(),
+            refs_expired: Vec::new(),
         };
         for dir in dirs {
             let owner = owners.get(&dir).copied();
@@ -39,6 +40,7 @@ impl Janitor {
                 Err(e) => tracing::warn!(error = %e, "prune: skipped a worktree"),
             }
         }
+        report.refs_expired = self.expire_discarded_refs(&records, dry_run).await;
         let expired = self.expired_records(&records);
         report.records_deleted = if dry_run || expired.is_empty() {
             expired
@@ -89,6 +91,35 @@ impl Janitor {
             }
             None => self.remove_orphan(dir, reason).await,
         }
+    }
+
+    /// `grove discard` keeps a discarded branch's tip for `retention`; then it goes.
+    async fn expire_discarded_refs(&self, records: &[AgentRecord], dry_run: bool) -> Vec<String> {
+        let cutoff = SystemTime::now() - self.config.retention;
+        let repos: std::collections::BTreeSet<PathBuf> =
+            records.iter().map(|r| r.repo.clone()).collect();
+        let mut expired = Vec::new();
+        for repo in repos {
+            let Ok(Ok(target)) =
+                tokio::task::spawn_blocking(move || crate::git::target::resolve_repo(&repo)).await
+            else {
+                continue;
+            };
+            match self
+                .lanes
+                .run(&target, move |lane| {
+                    crate::git::refs::expire_discarded(lane, cutoff, dry_run)
+                })
+                .await
+            {
+                Ok(names) => expired.extend(names),
+                Err(e) => tracing::warn!(error = %e, "prune: cannot expire discarded refs"),
+            }
+        }
+        if !dry_run && !expired.is_empty() {
+            tracing::info!(refs = ?expired, "prune: expired discarded refs past retention");
+        }
+        expired
     }
 
     fn expired_records(&self, records: &[AgentRecord]) -> Vec<String> {
