@@ -1,0 +1,106 @@
+//! Case 6: the daemon's memory idle and with 20 running agents, a shim's memory, and the
+//! daemon's wake-ups while idle.
+
+use super::{spawn_sleepers, Ctx};
+use crate::report::{Goal, Metric, Row};
+use crate::stats::Summary;
+use anyhow::{Context, Result};
+use std::time::Duration;
+
+const AGENTS: usize = 20;
+const IDLE_WINDOW: Duration = Duration::from_secs(5);
+
+pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
+    let env = ctx.env;
+    // A fresh daemon: what earlier cases did must not count as idle memory.
+    env.stop_daemon()?;
+    let pid = env.daemon_pid()?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut idle = Vec::new();
+    let switches_before = context_switches(pid)?;
+    for _ in 0..IDLE_WINDOW.as_secs() {
+        std::thread::sleep(Duration::from_secs(1));
+        idle.push(rss_mib(pid)?);
+    }
+    let wakeups = context_switches(pid)? - switches_before;
+
+    let repo = ctx.repos.small()?;
+    let records = spawn_sleepers(env, &repo.path, AGENTS)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut busy = Vec::new();
+    for _ in 0..5 {
+        busy.push(rss_mib(pid)?);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut shims = Vec::new();
+    for record in &records {
+        let shim = record["pid"]
+            .as_u64()
+            .with_context(|| format!("running agent without a pid: {record}"))?;
+        shims.push(rss_mib(shim as u32)?);
+    }
+    env.kill_live_agents()?;
+
+    Ok(vec![
+        Row::new("6", "daemon RSS, idle (fresh daemon)", "MiB")
+            .grove(Summary::of(&idle))
+            .goal(Goal::at_most(Metric::Median, 20.0)),
+        Row::new("6", format!("daemon RSS, {AGENTS} running agents"), "MiB")
+            .grove(Summary::of(&busy))
+            .goal(Goal::at_most(Metric::Median, 40.0)),
+        Row::new("6", format!("shim RSS ({AGENTS} shims)"), "MiB")
+            .grove(Summary::of(&shims))
+            .goal(Goal::at_most(Metric::Median, 2.0)),
+        Row::new(
+            "6",
+            format!("daemon wake-ups idle over {}s", IDLE_WINDOW.as_secs()),
+            "",
+        )
+        .grove(Some(Summary::single(wakeups as f64)))
+        .note("voluntary + nonvoluntary context switches, summed over all daemon threads"),
+    ])
+}
+
+fn status_field(path: &str, name: &str) -> Result<u64> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("{path} has no {name}"))
+}
+
+/// VmRSS in MiB.
+pub fn rss_mib(pid: u32) -> Result<f64> {
+    Ok(status_field(&format!("/proc/{pid}/status"), "VmRSS")? as f64 / 1024.0)
+}
+
+/// Voluntary + nonvoluntary context switches of every thread of `pid`.
+fn context_switches(pid: u32) -> Result<u64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut total = 0;
+    for task in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
+        let status = task?.path().join("status");
+        let status = status.to_string_lossy();
+        // A thread may end between read_dir and here.
+        if let (Ok(v), Ok(n)) = (
+            status_field(&status, "voluntary_ctxt_switches"),
+            status_field(&status, "nonvoluntary_ctxt_switches"),
+        ) {
+            total += v + n;
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let pid = std::process::id();
+        assert!(rss_mib(pid).expect("rss") > 0.0);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(context_switches(pid).expect("switches") > 0);
+    }
+}

@@ -1,0 +1,145 @@
+//! The cases, one file each. A case returns its rows; an error becomes a row that says
+//! so, and the other cases still run.
+
+mod collect;
+mod list;
+mod memory;
+mod pool;
+mod spawn;
+mod startup;
+mod state;
+
+use crate::grove::Env;
+use crate::report::Row;
+use crate::repos::Repos;
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7];
+
+pub struct Ctx<'a> {
+    pub env: &'a Env,
+    pub repos: &'a Repos<'a>,
+    /// Measured runs per case, after one warm-up.
+    pub runs: usize,
+    pub quick: bool,
+}
+
+pub fn title(case: u32) -> &'static str {
+    match case {
+        1 => "spawn → agent running",
+        2 => "pooled spawn",
+        3 => "collect of a finished agent",
+        4 => "grove list --json",
+        5 => "durable state updates",
+        6 => "memory and idle wake-ups",
+        7 => "daemon start-up",
+        _ => "unknown case",
+    }
+}
+
+pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
+    eprintln!("grove-bench: case {case}: {}", title(case));
+    let result = match case {
+        1 => spawn::run(ctx),
+        2 => Ok(pool::run()),
+        3 => collect::run(ctx),
+        4 => list::run(ctx),
+        5 => state::run(ctx),
+        6 => memory::run(ctx),
+        7 => startup::run(ctx),
+        _ => Ok(vec![Row::not_available(
+            &case.to_string(),
+            "unknown case",
+            format!("no case {case}; cases are 1-7"),
+        )]),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("grove-bench: case {case} failed: {e:#}");
+        vec![Row::not_available(
+            &case.to_string(),
+            title(case),
+            format!("error: {e:#}"),
+        )]
+    })
+}
+
+/// Brings the number of agent records up to `target` by spawning `true` agents in the
+/// tiny repo, in batches over one connection, for at most `budget`. Returns the count
+/// reached.
+pub fn make_records(ctx: &Ctx<'_>, target: usize, budget: Duration) -> Result<usize> {
+    let env = ctx.env;
+    if env.records.get() >= target {
+        return Ok(env.records.get());
+    }
+    let repo = ctx.repos.tiny()?;
+    let mut client = env.client()?;
+    let start = Instant::now();
+    const BATCH: usize = 100;
+    while env.records.get() < target && start.elapsed() < budget {
+        let n = BATCH.min(target - env.records.get());
+        let mut ids = Vec::with_capacity(n);
+        for _ in 0..n {
+            let params = json!({ "argv": ["true"], "repo": repo.path });
+            let response = client.call_raw("agent.spawn", params)?;
+            if let Some(error) = response.error {
+                anyhow::bail!("agent.spawn: {}", error.message);
+            }
+            let id = response
+                .result
+                .as_ref()
+                .and_then(|r| r["id"].as_str())
+                .context("agent.spawn answered without an id")?;
+            ids.push(id.to_string());
+            env.records.set(env.records.get() + 1);
+        }
+        let response = client.call_raw("agent.wait", json!({ "ids": ids }))?;
+        if let Some(error) = response.error {
+            anyhow::bail!("agent.wait: {}", error.message);
+        }
+        if std::io::stderr().is_terminal() {
+            eprint!("\rgrove-bench: {} agent records", env.records.get());
+        }
+    }
+    eprintln!(
+        "\rgrove-bench: {} agent records ({:.1}s)",
+        env.records.get(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(env.records.get())
+}
+
+/// Spawns `n` agents running `sleep 600` in `repo` and waits until all run. Returns their
+/// records as `grove list` gives them once running.
+pub fn spawn_sleepers(
+    env: &Env,
+    repo: &std::path::Path,
+    n: usize,
+) -> Result<Vec<serde_json::Value>> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        let record = env.spawn(repo, &["sleep", "600"])?;
+        ids.push(crate::grove::field(&record, "id")?.to_string());
+    }
+    let mut records = Vec::new();
+    crate::grove::poll_until(
+        "the agents to run",
+        Duration::from_secs(300),
+        Duration::from_millis(50),
+        || {
+            let list = env.grove_json(&env.root, &["list"])?;
+            records = list["agents"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|a| ids.iter().any(|id| a["id"] == id.as_str()))
+                .filter(|a| a["status"] == "running")
+                .cloned()
+                .collect();
+            Ok(records.len() == ids.len())
+        },
+    )?;
+    Ok(records)
+}
