@@ -112,3 +112,22 @@ fn spawn_daemon(dirs: &Dirs) -> Result<()> {
         )),
     }
 }
+
+/// Every agent the daemon lists (all pages of `agent.list`).
+pub fn list_agents(client: &mut Client, all: bool) -> Result<Vec<grove_proto::types::AgentRecord>> {
+    use grove_proto::methods::{List, ListParams};
+    let mut agents = Vec::new();
+    let mut after = None;
+    loop {
+        let page = client.call::<List>(&ListParams {
+            all,
+            after,
+            limit: None,
+        })?;
+        agents.extend(page.agents);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(agents),
+        }
+    }
+}

@@ -186,11 +186,21 @@ pub struct ListParams {
     /// Include finished agents (collected, lost, cancelled).
     #[serde(default)]
     pub all: bool,
+    /// Continue after this agent (the `next` of the previous page).
+    #[serde(default)]
+    pub after: Option<String>,
+    /// Most records in one answer (default and cap 1,000; answers also stop short of
+    /// the line cap).
+    #[serde(default)]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AgentList {
     pub agents: Vec<AgentRecord>,
+    /// More records follow: pass this as `after` to get them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

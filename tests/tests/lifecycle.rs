@@ -397,3 +397,46 @@ fn sparse_spawn_checks_out_only_the_given_directories_and_loses_nothing_else() {
         bad.stderr
     );
 }
+
+#[test]
+fn long_lists_come_in_pages_and_the_cli_reads_them_all() {
+    let g = Grove::new();
+    let ids: Vec<String> = (0..5).map(|_| g.spawn(&[], "true")).collect();
+    let mut args = vec!["wait"];
+    args.extend(ids.iter().map(String::as_str));
+    g.ok(&args);
+    let mut c = client(&g);
+    let mut seen = Vec::new();
+    let mut after = serde_json::Value::Null;
+    loop {
+        let page = call(
+            &mut c,
+            "agent.list",
+            serde_json::json!({"all": true, "limit": 2, "after": after}),
+        )
+        .expect("page");
+        let agents = page["agents"].as_array().expect("agents");
+        assert!(agents.len() <= 2);
+        seen.extend(
+            agents
+                .iter()
+                .map(|a| a["id"].as_str().expect("id").to_string()),
+        );
+        if page["next"].is_null() {
+            break;
+        }
+        after = page["next"].clone();
+    }
+    assert_eq!(seen, ids);
+    let all = g.json(&["list", "--all"]);
+    assert_eq!(all["agents"].as_array().map(Vec::len), Some(5));
+    let bad = call(
+        &mut c,
+        "agent.list",
+        serde_json::json!({"all": true, "after": "nope"}),
+    );
+    assert!(bad
+        .expect_err("unknown cursor")
+        .message
+        .contains("start again"));
+}

@@ -2,11 +2,14 @@ use crate::connect::{connect, dirs};
 use crate::output::{ago, print_json, record_changes, status_cell, table};
 use anyhow::Result;
 use comfy_table::Cell;
-use grove_proto::methods::{List, ListParams};
+use grove_proto::methods::AgentList;
 use std::process::ExitCode;
 
 pub fn run(all: bool, json: bool) -> Result<ExitCode> {
-    let list = connect(&dirs()?)?.call::<List>(&ListParams { all })?;
+    let list = AgentList {
+        agents: crate::connect::list_agents(&mut connect(&dirs()?)?, all)?,
+        next: None,
+    };
     if json {
         print_json(&list)?;
         return Ok(ExitCode::SUCCESS);

@@ -8,7 +8,7 @@ use crate::exit::UsageError;
 use crate::gitcli::{said, same_path, short, works, Git, Work, Worktree};
 use crate::output::print_json;
 use anyhow::{bail, Context, Result};
-use grove_proto::methods::{Get, IdParams, List, ListParams};
+use grove_proto::methods::{Get, IdParams};
 use grove_proto::types::AgentRecord;
 use serde::Serialize;
 use std::ffi::OsStr;
@@ -179,9 +179,7 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
         order: Vec::new(),
     };
     drop(target_place);
-    let others: Vec<AgentRecord> = client
-        .call::<List>(&ListParams { all: true })?
-        .agents
+    let others: Vec<AgentRecord> = crate::connect::list_agents(&mut client, true)?
         .into_iter()
         .filter(|r| r.id != id && same_path(&r.repo, &work.record.repo))
         .collect();

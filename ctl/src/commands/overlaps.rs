@@ -6,7 +6,6 @@ use crate::connect::{connect, dirs};
 use crate::gitcli::{works, Changes, Git, Hunk, Work};
 use crate::output::{print_json, table};
 use anyhow::{Context, Result};
-use grove_proto::methods::{List, ListParams};
 use grove_proto::types::AgentRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,9 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn run(hunks: bool, json: bool) -> Result<ExitCode> {
-    let records = connect(&dirs()?)?
-        .call::<List>(&ListParams { all: true })?
-        .agents;
+    let records = crate::connect::list_agents(&mut connect(&dirs()?)?, true)?;
     let mut cache = ChangeCache::open()?;
     let radar = Radar::new(candidates(records)?, &mut cache)?;
     cache.save(true);

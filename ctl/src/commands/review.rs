@@ -5,7 +5,7 @@ use crate::gitcli::{works, Work};
 use crate::output::{cell, changes, paint, print_json, status_tone, table};
 use anyhow::{Context, Result};
 use comfy_table::Cell;
-use grove_proto::methods::{Get, IdParams, List, ListParams};
+use grove_proto::methods::{Get, IdParams};
 use grove_proto::types::{AgentStatus, Outcome};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -60,7 +60,7 @@ pub fn run(id: Option<String>, json: bool) -> Result<ExitCode> {
             detail(&work, json)
         }
         None => {
-            let records = client.call::<List>(&ListParams { all: true })?.agents;
+            let records = crate::connect::list_agents(&mut client, true)?;
             let mut works: Vec<Work> = works(records)?.into_iter().filter(|w| !w.live()).collect();
             works.sort_by_key(|w| std::cmp::Reverse(w.record.created_at_ms));
             let entries = works.iter().map(entry).collect::<Result<Vec<_>>>()?;

@@ -14,7 +14,6 @@ use comfy_table::Cell;
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, queue, terminal};
 use grove_agent_shim::now_ms;
-use grove_proto::methods::{List, ListParams};
 use grove_proto::types::{AgentRecord, AgentStatus, Outcome};
 use grove_proto::Client;
 use serde::Serialize;
@@ -75,7 +74,7 @@ pub fn run(once: bool, json: bool) -> Result<ExitCode> {
 }
 
 fn snapshot(client: &mut Client, before: &ProcTable, window: Duration) -> Result<Snapshot> {
-    let agents = client.call::<List>(&ListParams { all: false })?.agents;
+    let agents = crate::connect::list_agents(client, false)?;
     let now = ProcTable::read();
     let at_ms = now_ms();
     Ok(Snapshot {

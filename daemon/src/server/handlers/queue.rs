@@ -6,6 +6,7 @@ use grove_proto::methods::AgentList;
 pub async fn handle(ctx: &Ctx, conn: &Conn) -> Result<AgentList, Error> {
     super::authority::user_only(conn, "see the queue")?;
     Ok(AgentList {
+        next: None,
         agents: ctx.core.queue().await?,
     })
 }

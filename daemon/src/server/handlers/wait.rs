@@ -29,7 +29,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: WaitParams) -> Result<AgentL
         }
         WaitMode::Any => wait_any(ctx, &ids).await?,
     };
-    Ok(AgentList { agents })
+    Ok(AgentList { agents, next: None })
 }
 
 async fn wait_any(ctx: &Ctx, ids: &[String]) -> Result<Vec<AgentRecord>, Error> {
