@@ -251,6 +251,28 @@ fn unescape_octal(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A grove daemon started from inside an agent (a `grove` command there found no daemon)
+/// begins life in that agent's cgroup, and so would every shim it starts: killing the
+/// agent's cgroup would take them all along. It steps out, up to the cgroup above the
+/// first `grove/` level (where the agent's shim lives). Returns true if it moved.
+pub fn leave_agent_cgroup() -> io::Result<bool> {
+    let Some(own) = own_cgroup() else {
+        return Ok(false);
+    };
+    let Some(at) = own.find("/grove/") else {
+        return Ok(false);
+    };
+    let Some(mount) = cgroup2_mount() else {
+        return Ok(false);
+    };
+    let target = mount.join(own[..at].trim_start_matches('/'));
+    let procs = fs::OpenOptions::new()
+        .write(true)
+        .open(target.join("cgroup.procs"))?;
+    join_through(&procs)?;
+    Ok(true)
+}
+
 /// The shim's own cgroup v2 path (the `0::` line of /proc/self/cgroup).
 fn own_cgroup() -> Option<String> {
     let text = fs::read_to_string("/proc/self/cgroup").ok()?;

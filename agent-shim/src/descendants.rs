@@ -19,6 +19,20 @@ pub fn spare_daemon(lock: PathBuf) {
     let _ = DAEMON_LOCK.set(lock);
 }
 
+/// Grove's own processes (a daemon, other agents' shims) can end up below this shim when a
+/// daemon was restarted from inside this agent; they and their trees are never ours.
+fn is_grove_service(pid: i32) -> bool {
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    match args.get(1..3) {
+        Some([first, _]) if *first == b"__shim" => true,
+        Some([first, second]) => *first == b"daemon" && *second == b"run",
+        _ => args.get(1).is_some_and(|a| *a == b"__shim"),
+    }
+}
+
 fn spared_pid() -> Option<i32> {
     let text = fs::read_to_string(DAEMON_LOCK.get()?).ok()?;
     text.trim().parse().ok()
@@ -55,7 +69,7 @@ pub fn descendants_of(root: i32) -> Vec<i32> {
     let mut stack = vec![root];
     while let Some(pid) = stack.pop() {
         for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-            if Some(child) == spared {
+            if Some(child) == spared || is_grove_service(child) {
                 continue;
             }
             found.push(child);

@@ -13,7 +13,7 @@ mod record;
 mod run;
 mod spec;
 
-pub use cgroup::remove_stale_cgroup;
+pub use cgroup::{leave_agent_cgroup, remove_stale_cgroup};
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
 pub use run::main_from_stdin;
 pub use spec::{JailSpec, ShimSpec};

@@ -32,6 +32,13 @@ pub async fn run(
     make_private_dir(&dirs.state_dir)?;
     make_private_dir(&dirs.agents_dir())?;
     let _lock = take_instance_lock(&dirs.daemon_lock())?;
+    match grove_agent_shim::leave_agent_cgroup() {
+        Ok(true) => tracing::info!("started inside an agent's cgroup; moved out of it"),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot leave the agent cgroup this daemon started in")
+        }
+    }
     let db = Db::open(&dirs.database())?;
     let config = Arc::new(config);
     let lanes = Lanes::default();

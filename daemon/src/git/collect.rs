@@ -37,6 +37,10 @@ pub fn collect(lane: &mut RepoLane, job: &CollectJob) -> Result<Collected, Error
     let base = Oid::from_str(&job.base_commit)
         .map_err(|_| Error::Internal(format!("bad base commit {}", job.base_commit)))?;
     let mut result = Collected::default();
+    // Every process of the agent is gone and this lane is the only other writer of its
+    // branch: a lock left on the branch (a git killed mid-commit, a daemon killed
+    // mid-update) is stale and would stop the salvage commit.
+    super::worktree::clear_stale_ref_lock(repo, &job.branch);
     if job.worktree.exists() {
         let message = format!(
             "grove: salvage uncommitted work of agent {}\n\n\

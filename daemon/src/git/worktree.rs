@@ -90,6 +90,9 @@ pub fn create(
     // The branch through git2 (bookkeeping), the checkout through the CLI: it checks out
     // in parallel, runs smudge filters and the post-checkout hook, and locks the new
     // worktree in the same step.
+    // A lock left by an interrupted earlier attempt at this very branch is stale: the
+    // branch name holds a fresh agent id and only this lane writes it now.
+    clear_stale_ref_lock(&lane.repo, branch);
     let commit = lane
         .repo
         .find_commit(base)
@@ -193,6 +196,17 @@ fn worktree_name(repo: &Repository, path: &Path) -> Option<String> {
             .unwrap_or_else(|_| wt.path().to_path_buf());
         (at == wanted || wt.path() == path).then(|| name.to_string())
     })
+}
+
+/// Removes `refs/heads/<branch>.lock` when no one can be writing the branch any more.
+pub fn clear_stale_ref_lock(repo: &Repository, branch: &str) {
+    let lock = repo
+        .commondir()
+        .join("refs/heads")
+        .join(format!("{branch}.lock"));
+    if fs::remove_file(&lock).is_ok() {
+        tracing::warn!(lock = %lock.display(), "removed a stale branch lock");
+    }
 }
 
 /// The git worktree whose directory is `path`.
