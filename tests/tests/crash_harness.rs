@@ -37,11 +37,7 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 "#;
 
-/// Ignored by default: about one run in five still finds a lost work file (always the
-/// second round of one agent) that is not understood yet; see the note on issue 7.
-/// Run it with `cargo test -p grove-tests --test crash_harness -- --ignored`.
 #[test]
-#[ignore = "finds a rare lost file not fixed yet; run with --ignored"]
 fn twenty_sigkills_of_the_daemon_during_a_busy_workload_lose_nothing() {
     let seed = std::env::var("GROVE_TEST_SEED")
         .ok()

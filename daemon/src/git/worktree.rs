@@ -221,12 +221,16 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
     if let Some(wt) = name.as_deref().and_then(|n| repo.find_worktree(n).ok()) {
         let _ = wt.unlock();
     }
-    match fs::remove_dir_all(path) {
+    // Out of the way in one atomic rename first, deleted after: a crash in the middle
+    // of deleting must never leave a half-emptied worktree that a later salvage would
+    // record as the agent deleting its files.
+    let trash = trash_path(path);
+    match fs::rename(path, &trash) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => {
             return Err(Error::Git(format!(
-                "cannot delete worktree {}: {e}",
+                "cannot remove worktree {}: {e}",
                 path.display()
             )))
         }
@@ -246,7 +250,24 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
             ))
         })?;
     }
+    if let Err(e) = fs::remove_dir_all(&trash) {
+        if e.kind() != io::ErrorKind::NotFound {
+            // Already salvaged and unregistered: the start-up scan deletes it later.
+            tracing::warn!(path = %trash.display(), error = %e, "cannot delete a removed worktree yet");
+        }
+    }
     Ok(())
+}
+
+/// Prefix of worktrees that are being deleted (already salvaged and unregistered).
+pub const TRASH_PREFIX: &str = ".grove-trash-";
+
+fn trash_path(path: &Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!("{TRASH_PREFIX}{name}"))
 }
 
 /// Start-up tidying of one repository's worktree metadata, limited to worktrees under

@@ -19,7 +19,11 @@ pub fn worktree_dirs(root: &Path) -> Vec<PathBuf> {
             continue;
         };
         for wt in worktrees.flatten() {
-            if wt.file_type().is_ok_and(|t| t.is_dir()) {
+            let deleting = wt
+                .file_name()
+                .to_string_lossy()
+                .starts_with(crate::git::worktree::TRASH_PREFIX);
+            if wt.file_type().is_ok_and(|t| t.is_dir()) && !deleting {
                 found.push(wt.path());
             }
         }
@@ -78,6 +82,24 @@ pub fn admin_dir(worktree: &Path) -> Option<PathBuf> {
     let text = fs::read_to_string(worktree.join(".git")).ok()?;
     let dir = text.strip_prefix("gitdir:")?.trim();
     Some(worktree.join(dir))
+}
+
+/// Worktrees whose deletion a crash interrupted (renamed to `.grove-trash-*` after
+/// salvage): nothing in them is needed any more.
+pub fn remove_trash(root: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for repo in fs::read_dir(root).into_iter().flatten().flatten() {
+        for entry in fs::read_dir(repo.path()).into_iter().flatten().flatten() {
+            let trash = entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(crate::git::worktree::TRASH_PREFIX);
+            if trash && fs::remove_dir_all(entry.path()).is_ok() {
+                removed.push(entry.path());
+            }
+        }
+    }
+    removed
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ impl Janitor {
     pub async fn startup_scan(&self) {
         // Directories first, records second: a directory is only ever created after its
         // record exists, so nothing being prepared right now can look like an orphan.
+        for trash in super::disk::remove_trash(&self.config.dirs.worktree_root) {
+            tracing::info!(path = %trash.display(), "start-up scan: finished deleting a removed worktree");
+        }
         let dirs = worktree_dirs(&self.config.dirs.worktree_root);
         let Ok(records) = self.core.snapshot().await else {
             return;
