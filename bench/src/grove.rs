@@ -11,23 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Variables of an enclosing grove agent or git hook that must not reach the grove or
-/// git under benchmark.
-const OUTER_VARS: &[&str] = &[
-    "GROVE_AGENT_ID",
-    "GROVE_SESSION",
-    "GROVE_SOCKET",
-    "GROVE_TOKEN",
-    "GROVE_WORKTREE",
-    "GROVE_BASE",
-    "GROVE_NOTIFY_READY",
+/// Settings of an enclosing grove or git hook that must not reach the grove or git under
+/// benchmark (besides `grove_proto::env`'s agent identity and git location variables).
+const OUTER_SETTINGS: &[&str] = &[
     "GROVE_WORKTREE_ROOT",
     "GROVE_LOG",
     "GROVE_TEST_PROTOCOL_VERSION",
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
     "GIT_CONFIG_GLOBAL",
 ];
 
@@ -73,7 +62,11 @@ impl Env {
     }
 
     fn apply_env(&self, command: &mut Command) {
-        for var in OUTER_VARS {
+        for var in grove_proto::env::AGENT_IDENTITY_VARS
+            .iter()
+            .chain(grove_proto::env::GIT_LOCATION_VARS)
+            .chain(OUTER_SETTINGS)
+        {
             command.env_remove(var);
         }
         let xdg = self.root.join("xdg");

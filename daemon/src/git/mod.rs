@@ -16,16 +16,10 @@ use std::process::Command;
 /// started from inside a git hook or a worktree never acts on the wrong repository.
 pub fn git_command() -> Command {
     let mut command = Command::new("git");
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_CEILING_DIRECTORIES",
-    ] {
+    for var in grove_proto::env::GIT_LOCATION_VARS {
         command.env_remove(var);
     }
+    command.env_remove("GIT_CEILING_DIRECTORIES");
     command.stdin(std::process::Stdio::null());
     command
 }

@@ -1,25 +1,6 @@
 //! The environment an agent's command sees.
 
-/// Variables that say who an agent is. A daemon started from inside an agent must not
-/// pass its parent's identity on to its own agents.
-const IDENTITY_VARS: &[&str] = &[
-    "GROVE_AGENT_ID",
-    "GROVE_SESSION",
-    "GROVE_SOCKET",
-    "GROVE_TOKEN",
-    "GROVE_WORKTREE",
-    "GROVE_BASE",
-    "GROVE_NOTIFY_READY",
-];
-
-/// Git variables that would point the agent's git at another repository.
-const GIT_LOCATION_VARS: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-];
+use grove_proto::env::{AGENT_IDENTITY_VARS, GIT_LOCATION_VARS};
 
 pub struct AgentIdentity<'a> {
     pub agent_id: &'a str,
@@ -39,7 +20,7 @@ pub fn agent_environment(
     let mut env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| {
-            !IDENTITY_VARS.contains(&k.as_str())
+            !AGENT_IDENTITY_VARS.contains(&k.as_str())
                 && !GIT_LOCATION_VARS.contains(&k.as_str())
                 && !k.starts_with("GROVE_TEST_")
         })

@@ -11,18 +11,9 @@ use tempfile::TempDir;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_grove-e2e");
 
-/// Variables of an enclosing grove agent that must not leak into the grove under test.
-const OUTER_GROVE_VARS: &[&str] = &[
-    "GROVE_AGENT_ID",
-    "GROVE_SESSION",
-    "GROVE_SOCKET",
-    "GROVE_TOKEN",
-    "GROVE_WORKTREE",
-    "GROVE_BASE",
-    "GROVE_NOTIFY_READY",
-    "GROVE_WORKTREE_ROOT",
-    "GROVE_TEST_PROTOCOL_VERSION",
-];
+/// Settings of an enclosing grove that must not leak into the grove under test (besides
+/// the agent identity, `grove_proto::env::AGENT_IDENTITY_VARS`).
+const OUTER_GROVE_SETTINGS: &[&str] = &["GROVE_WORKTREE_ROOT", "GROVE_TEST_PROTOCOL_VERSION"];
 
 pub struct Grove {
     pub dir: TempDir,
@@ -83,7 +74,10 @@ impl Grove {
     pub fn command(&self) -> Command {
         let mut command = Command::new(BIN);
         let root = self.dir.path();
-        for var in OUTER_GROVE_VARS {
+        for var in grove_proto::env::AGENT_IDENTITY_VARS
+            .iter()
+            .chain(OUTER_GROVE_SETTINGS)
+        {
             command.env_remove(var);
         }
         command
