@@ -19,3 +19,4 @@ mod supervisor;
 pub use config::Config;
 pub use error::Error;
 pub use instance::{run, Ready};
+pub use janitor::disk::{measure as measure_disk, DiskUsage};

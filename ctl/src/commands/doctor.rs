@@ -381,42 +381,23 @@ fn cgroup() -> Check {
     }
 }
 
-fn existing_ancestor(path: &Path) -> PathBuf {
-    let mut probe = path.to_path_buf();
-    while !probe.exists() {
-        if !probe.pop() {
-            return PathBuf::from("/");
-        }
-    }
-    probe
-}
-
 fn disk(root: &Path, high: f64, low: f64) -> Check {
-    let probe = existing_ancestor(root);
-    let stat = match nix::sys::statvfs::statvfs(&probe) {
-        Ok(stat) => stat,
+    let grove_daemon::DiskUsage {
+        measured: probe,
+        used: usage,
+        free_bytes,
+        size_bytes,
+    } = match grove_daemon::measure_disk(root) {
+        Ok(disk) => disk,
         Err(e) => {
             return check(
                 "disk",
                 Level::Fail,
-                format!("cannot measure the filesystem of {}: {e}", probe.display()),
+                format!("cannot measure the filesystem of {}: {e}", root.display()),
                 Value::Null,
             )
         }
     };
-    let block = stat.fragment_size().max(1) as u128;
-    let total = stat.blocks() as u128;
-    let free = stat.blocks_free() as u128;
-    let available = stat.blocks_available() as u128;
-    let used = total.saturating_sub(free);
-    // As df counts: blocks reserved for root are neither used nor available.
-    let usage = if used + available > 0 {
-        used as f64 / (used + available) as f64
-    } else {
-        0.0
-    };
-    let free_bytes = (available * block).min(u64::MAX as u128) as u64;
-    let size_bytes = ((used + available) * block).min(u64::MAX as u128) as u64;
     let pct = |f: f64| format!("{:.0}%", f * 100.0);
     let message = format!(
         "{} used of {} ({} free) holding {}; cleanup starts over {} and aims for {}",

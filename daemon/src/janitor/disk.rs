@@ -32,21 +32,40 @@ pub fn worktree_dirs(root: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Fraction of the filesystem holding `path` that is in use (statvfs, as `df` counts:
-/// blocks reserved for root count as unavailable).
-pub fn usage(path: &Path) -> io::Result<f64> {
-    let probe = existing_ancestor(path);
-    let stat = nix::sys::statvfs::statvfs(&probe).map_err(io::Error::from)?;
-    let total = stat.blocks() as f64;
-    let free_for_users = stat.blocks_available() as f64;
-    let free = stat.blocks_free() as f64;
-    let used = total - free;
-    let denominator = used + free_for_users;
-    Ok(if denominator > 0.0 {
-        used / denominator
-    } else {
-        0.0
+/// How full the filesystem holding a path is, as `df` counts: blocks reserved for root
+/// are neither used nor available.
+#[derive(Debug, Clone)]
+pub struct DiskUsage {
+    /// The nearest existing ancestor of the path asked about (what statvfs measured).
+    pub measured: PathBuf,
+    /// Used fraction, 0..=1.
+    pub used: f64,
+    pub free_bytes: u64,
+    pub size_bytes: u64,
+}
+
+pub fn measure(path: &Path) -> io::Result<DiskUsage> {
+    let measured = existing_ancestor(path);
+    let stat = nix::sys::statvfs::statvfs(&measured).map_err(io::Error::from)?;
+    let block = stat.fragment_size().max(1) as u128;
+    let used = (stat.blocks() as u128).saturating_sub(stat.blocks_free() as u128);
+    let available = stat.blocks_available() as u128;
+    let bytes = |blocks: u128| (blocks * block).min(u64::MAX as u128) as u64;
+    Ok(DiskUsage {
+        used: if used + available > 0 {
+            used as f64 / (used + available) as f64
+        } else {
+            0.0
+        },
+        free_bytes: bytes(available),
+        size_bytes: bytes(used + available),
+        measured,
     })
+}
+
+/// Fraction of the filesystem holding `path` that is in use.
+pub fn usage(path: &Path) -> io::Result<f64> {
+    measure(path).map(|disk| disk.used)
 }
 
 fn existing_ancestor(path: &Path) -> PathBuf {
