@@ -37,6 +37,9 @@ pub struct Env {
     keep: bool,
     /// Agents spawned so far in this run: each leaves one record.
     pub records: Cell<usize>,
+    /// GROVE_POOL_SIZE of the daemon: 0 (no warm pool) except in case 2, so that the
+    /// other cases measure what they say.
+    pool_size: Cell<u32>,
 }
 
 impl Env {
@@ -50,6 +53,7 @@ impl Env {
             grove,
             keep,
             records: Cell::new(0),
+            pool_size: Cell::new(0),
         })
     }
 
@@ -78,6 +82,7 @@ impl Env {
             .env("XDG_CONFIG_HOME", xdg.join("config"))
             .env("XDG_RUNTIME_DIR", xdg.join("run"))
             .env("NO_COLOR", "1")
+            .env("GROVE_POOL_SIZE", self.pool_size.get().to_string())
             .envs(GIT_IDENTITY.iter().copied());
     }
 
@@ -138,6 +143,14 @@ impl Env {
             .as_u64()
             .map(|pid| pid as u32)
             .with_context(|| format!("`grove daemon status` gave no pid: {status}"))
+    }
+
+    /// Restarts the daemon (on the next command) with a warm pool of `size`.
+    pub fn set_pool_size(&self, size: u32) -> Result<()> {
+        self.kill_live_agents()?;
+        self.stop_daemon()?;
+        self.pool_size.set(size);
+        Ok(())
     }
 
     pub fn stop_daemon(&self) -> Result<()> {

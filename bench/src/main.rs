@@ -150,6 +150,7 @@ fn measure(args: &Args, grove: PathBuf, cases: &[u32]) -> Result<(Vec<Row>, Mach
         repos: &repos,
         runs: args.runs as usize,
         quick: args.quick,
+        unpooled: Default::default(),
     };
     let rows = cases
         .iter()

@@ -15,6 +15,10 @@ pub struct Config {
     pub kill_grace: Duration,
     /// Most grove worktrees on disk at once; spawns beyond wait in the queue.
     pub max_worktrees: usize,
+    /// Warm-pool worktrees kept per repository that had a spawn lately (inside the cap).
+    pub pool_size: usize,
+    /// How long after a repository's last spawn its warm pool is kept.
+    pub pool_idle: Duration,
     /// Disk usage (fraction of the worktree root's filesystem) that starts cleanup.
     pub disk_high: f64,
     /// Usage cleanup aims to get under.
@@ -73,6 +77,8 @@ pub enum ConfigError {
 /// Every setting: its key in `config.toml`, its variable, its default as text.
 pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_worktrees", "GROVE_MAX_WORKTREES", "20"),
+    ("pool_size", "GROVE_POOL_SIZE", "2"),
+    ("pool_idle", "GROVE_POOL_IDLE", "1h"),
     ("disk_high", "GROVE_DISK_HIGH", "80"),
     ("disk_low", "GROVE_DISK_LOW", "50"),
     ("disk_check_interval", "GROVE_DISK_CHECK_INTERVAL", "60s"),
@@ -100,6 +106,8 @@ impl Config {
         let mut get = |key: &'static str| layers.get(key, &mut sources);
         let config = Config {
             max_worktrees: get("max_worktrees")?.number()? as usize,
+            pool_size: get("pool_size")?.number()? as usize,
+            pool_idle: get("pool_idle")?.duration()?,
             disk_high: get("disk_high")?.percent()?,
             disk_low: get("disk_low")?.percent()?,
             disk_check_interval: get("disk_check_interval")?.duration()?,

@@ -1,7 +1,8 @@
 //! Test-only crash points. With `GROVE_TEST_CRASH_AT=<point>` the daemon kills itself
 //! with SIGKILL on reaching that point, so tests can prove that a crash there loses
 //! nothing and leaves nothing half done. Points: `after_branch_create`,
-//! `after_worktree_add`, `mid_salvage`, `mid_state_commit`.
+//! `after_worktree_add`, `mid_pool_adopt` (a warm-pool worktree moved, git not yet
+//! told), `mid_salvage`, `mid_state_commit`.
 
 use std::sync::OnceLock;
 

@@ -47,6 +47,8 @@ pub async fn run(
         .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
     let events = EventBus::default();
     let state = crate::state::start(db.clone(), events.clone(), stopped.clone()).await?;
+    // The core outlives the server by a little: on the way out it removes the warm pool.
+    let (core_stop, core_stopped) = watch::channel(false);
     let core = Core::start(
         db.clone(),
         lanes.clone(),
@@ -54,9 +56,10 @@ pub async fn run(
         exe,
         state.clone(),
         events.clone(),
-        stopped.clone(),
+        core_stopped,
     )
     .await?;
+    let core_at_exit = core.clone();
     let janitor = Janitor::new(
         core.clone(),
         lanes.clone(),
@@ -90,6 +93,17 @@ pub async fn run(
         }
     }
     let _ = stop.send(true);
+    // A stopped daemon leaves no worktree that only it knew about.
+    // Bounded: a lane stuck on a slow git job must not keep the daemon from stopping;
+    // the next daemon removes what is left.
+    let drained = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        core_at_exit.drain_pool(true),
+    );
+    if drained.await.is_err() {
+        tracing::warn!("the warm pool was not removed within 30s; the next daemon will");
+    }
+    let _ = core_stop.send(true);
     let _ = fs::remove_file(&dirs.socket);
     tracing::info!("grove daemon stopped");
     Ok(())

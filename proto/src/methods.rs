@@ -314,6 +314,20 @@ pub struct DaemonStatusResult {
     pub state_dir: PathBuf,
     pub worktree_root: PathBuf,
     pub agents_live: u64,
+    /// Warm-pool worktrees: checked out ahead of time for the next spawns.
+    #[serde(default)]
+    pub pool: Vec<PoolWorktree>,
+}
+
+/// One warm-pool worktree.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PoolWorktree {
+    pub repo: PathBuf,
+    pub path: PathBuf,
+    /// The commit it is (being) checked out at.
+    pub commit: String,
+    /// Checked out and ready to hand to a spawn.
+    pub ready: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -162,3 +162,66 @@ fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
     assert_eq!(g.wait(&live)["outcome"], "succeeded");
 }
+
+fn ready_pool_worktrees(g: &Grove) -> usize {
+    g.json(&["daemon", "status"])["pool"]
+        .as_array()
+        .expect("pool")
+        .iter()
+        .filter(|p| p["ready"] == true)
+        .count()
+}
+
+#[test]
+fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
+    let scratch = tempfile::Builder::new()
+        .prefix("gp")
+        .tempdir_in("/tmp")
+        .expect("tmp");
+    let root = scratch.path().join("wt");
+    let _mount = match Tmpfs::mount(&root, 100) {
+        Ok(mount) => mount,
+        Err(why) => {
+            eprintln!("skipping the warm pool disk pressure test: {why}");
+            return;
+        }
+    };
+    let root_text = root.to_str().expect("utf8").to_string();
+    let g = Grove::new().with_env(&[
+        ("GROVE_WORKTREE_ROOT", root_text.as_str()),
+        ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
+        ("GROVE_POOL_SIZE", "2"),
+    ]);
+    let first = g.spawn(&[], "true");
+    g.wait(&first);
+    eventually("a warm pool", Duration::from_secs(60), || {
+        ready_pool_worktrees(&g) == 2
+    });
+    assert_eq!(g.worktree_dirs().len(), 2);
+
+    fill(&root.join("filler"), 85);
+    eventually("the pool is gone", Duration::from_secs(60), || {
+        g.json(&["daemon", "status"])["pool"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            && g.worktree_dirs().is_empty()
+    });
+    let refused = g.run(&["spawn", "--", "true"]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    assert!(g
+        .git(&["for-each-ref", "refs/grove/salvage"])
+        .trim()
+        .is_empty());
+
+    fs::remove_file(root.join("filler")).expect("rm filler");
+    let mut id = String::new();
+    eventually("spawns are accepted again", Duration::from_secs(60), || {
+        let out = g.run(&["spawn", "--", "true"]);
+        id = out.stdout.trim().to_string();
+        out.code == 0
+    });
+    g.wait(&id);
+    eventually("the pool is back", Duration::from_secs(60), || {
+        ready_pool_worktrees(&g) == 2
+    });
+}

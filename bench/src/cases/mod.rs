@@ -25,6 +25,8 @@ pub struct Ctx<'a> {
     /// Measured runs per case, after one warm-up.
     pub runs: usize,
     pub quick: bool,
+    /// Case 1's unpooled spawn figures (small repo, big repo), for case 2's ratio.
+    pub unpooled: std::cell::RefCell<[Option<crate::stats::Summary>; 2]>,
 }
 
 pub fn title(case: u32) -> &'static str {
@@ -44,7 +46,7 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
     eprintln!("grove-bench: case {case}: {}", title(case));
     let result = match case {
         1 => spawn::run(ctx),
-        2 => Ok(pool::run()),
+        2 => pool::run(ctx),
         3 => collect::run(ctx),
         4 => list::run(ctx),
         5 => state::run(ctx),

@@ -36,6 +36,7 @@ fn measure(ctx: &Ctx<'_>, repo: &Repo, big: bool) -> Result<Row> {
             git.push(ms(b));
         }
     }
+    ctx.unpooled.borrow_mut()[usize::from(big)] = Summary::of(&grove);
     let mut row = Row::new(
         "1",
         format!("spawn → first log line, {}", repo.label()),
@@ -53,7 +54,7 @@ fn measure(ctx: &Ctx<'_>, repo: &Repo, big: bool) -> Result<Row> {
     Ok(row)
 }
 
-fn grove_once(ctx: &Ctx<'_>, repo: &Repo) -> Result<Duration> {
+pub fn grove_once(ctx: &Ctx<'_>, repo: &Repo) -> Result<Duration> {
     let env = ctx.env;
     let start = Instant::now();
     let record = env.spawn(&repo.path, &["sh", "-c", "echo started; sleep 30"])?;

@@ -120,6 +120,8 @@ fn settings(config: &Config) -> Vec<Setting> {
 fn value_of(config: &Config, key: &str) -> String {
     match key {
         "max_worktrees" => config.max_worktrees.to_string(),
+        "pool_size" => config.pool_size.to_string(),
+        "pool_idle" => duration(config.pool_idle),
         "disk_high" => percent(config.disk_high),
         "disk_low" => percent(config.disk_low),
         "disk_check_interval" => duration(config.disk_check_interval),

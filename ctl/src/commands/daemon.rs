@@ -59,6 +59,11 @@ fn status(json: bool) -> Result<ExitCode> {
         println!("socket       {}", status.socket.display());
         println!("state        {}", status.state_dir.display());
         println!("worktrees    {}", status.worktree_root.display());
+        let ready = status.pool.iter().filter(|p| p.ready).count();
+        println!(
+            "warm pool    {ready} ready, {} being checked out",
+            status.pool.len() - ready
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

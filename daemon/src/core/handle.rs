@@ -107,11 +107,21 @@ impl CoreHandle {
             .await
     }
 
-    pub async fn count_live(&self) -> u64 {
+    /// Live agents and the warm pool.
+    pub async fn status(&self) -> (u64, Vec<grove_proto::methods::PoolWorktree>) {
         let (reply, answer) = oneshot::channel();
-        if self.tx.send(Msg::CountLive(reply)).await.is_err() {
-            return 0;
+        if self.tx.send(Msg::Status(reply)).await.is_err() {
+            return (0, Vec::new());
         }
-        answer.await.unwrap_or(0)
+        answer.await.unwrap_or_default()
+    }
+
+    /// Removes the warm pool (disk pressure); returns once it is gone. With `close`
+    /// (shutdown) it is not refilled.
+    pub async fn drain_pool(&self, close: bool) {
+        let (done, gone) = oneshot::channel();
+        if self.tx.send(Msg::PoolDrain(done, close)).await.is_ok() {
+            let _ = gone.await;
+        }
     }
 }

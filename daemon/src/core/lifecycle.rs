@@ -43,6 +43,7 @@ impl Core {
             .collect();
         let schema = new.schema.clone();
         let own_session = new.params.session.is_none();
+        self.pool_note_spawn(&new.target, &new.base_commit);
         let record = self.register(new)?;
         let id = record.id.clone();
         if own_session {
@@ -51,7 +52,7 @@ impl Core {
                 return Err(e);
             }
         }
-        if self.queue.is_empty() && self.has_free_slot() {
+        if self.queue.is_empty() && self.can_start(&id) {
             // Kept until the agent runs: a crash during preparation puts it back in the
             // queue, and it must start again with its variables.
             if !env.is_empty() {
@@ -65,11 +66,24 @@ impl Core {
                 started: Some(started),
             });
         }
+        // Only the warm pool holds the slots: the agent starts once one is evicted, and
+        // the caller waits for that start as for any other.
+        let room_in_pool =
+            self.queue.is_empty() && self.disk_hold.is_none() && self.pool_has_evictable();
         self.queue.push_back(id.clone());
         self.renumber_queue();
         self.persist(&id).await;
         self.save_env(&id, &env).await?;
         self.pending_env.insert(id.clone(), env);
+        if room_in_pool {
+            let (reply, started) = oneshot::channel();
+            self.pending_starts.insert(id.clone(), reply);
+            self.admit_queued().await;
+            return Ok(Accepted {
+                record,
+                started: Some(started),
+            });
+        }
         let record = self
             .agents
             .get(&id)
@@ -157,6 +171,7 @@ impl Core {
 
     /// A preparation finished: the agent runs, or it never will.
     pub(super) async fn prepared(&mut self, id: &str, result: Result<Prepared, Error>) {
+        self.adopting.remove(id);
         let waiting = self.pending_starts.remove(id);
         match result {
             Ok(prepared) => {
@@ -166,6 +181,10 @@ impl Core {
                 let started = self.started(id, prepared.pid).await;
                 if let Some(reply) = waiting {
                     let _ = reply.send(started);
+                }
+                // Refill behind the spawn, in case it took a pool worktree.
+                if self.queue.is_empty() {
+                    self.pool_refill();
                 }
             }
             Err(e) => {

@@ -5,6 +5,7 @@
 mod agents;
 mod handle;
 mod lifecycle;
+mod pool;
 mod prepare;
 mod queue;
 
@@ -45,13 +46,20 @@ pub enum Msg {
     Snapshot(oneshot::Sender<Vec<AgentRecord>>),
     /// The janitor's verdict on disk usage: `Some(why)` holds the queue and refuses spawns.
     DiskHold(Option<String>),
-    CountLive(oneshot::Sender<u64>),
     /// Who holds this token.
     ByToken(String, Reply<Identity>),
     /// The running agent whose shim is one of these pids (a caller's ancestry).
     ByAncestry(Vec<u32>, oneshot::Sender<Option<Identity>>),
     /// Store an agent's report for its parent.
     Report(String, String, Reply<AgentRecord>),
+    /// A warm-pool worktree was checked out (at this commit), or could not be.
+    PoolFilled(PathBuf, Result<String, Error>),
+    /// A warm-pool worktree was removed (salvaged to this ref if it held anything).
+    PoolEvicted(PathBuf, Result<Option<String>, Error>),
+    /// Remove the warm pool (for good if the flag says so: shutdown), answer when done.
+    PoolDrain(oneshot::Sender<()>, bool),
+    /// Live agents and the warm pool, for `daemon.status`.
+    Status(oneshot::Sender<(u64, Vec<grove_proto::methods::PoolWorktree>)>),
 }
 
 /// An agent acting as a client: itself, its session, its nesting depth.
@@ -76,6 +84,10 @@ pub struct Core {
     /// Why the next collect of an agent removes its worktree (for the removal log).
     removal_reasons: HashMap<String, String>,
     disk_hold: Option<String>,
+    pool: pool::Pool,
+    /// Agents being prepared in a warm-pool worktree, and that worktree (its directory
+    /// holds their slot until it is moved to the agent's path).
+    adopting: HashMap<String, PathBuf>,
     db: Db,
     lanes: Lanes,
     config: Arc<Config>,
@@ -111,6 +123,8 @@ impl Core {
             pending_recollects: HashMap::new(),
             removal_reasons: HashMap::new(),
             disk_hold: None,
+            pool: pool::Pool::default(),
+            adopting: HashMap::new(),
             db,
             lanes,
             config,
@@ -120,6 +134,7 @@ impl Core {
             tx: tx.clone(),
         };
         core.reconcile().await;
+        core.pool_evict_leftovers();
         core.restore_queue();
         core.admit_queued().await;
         tokio::spawn(core.serve(rx, shutdown));
@@ -136,11 +151,13 @@ impl Core {
         };
         tokio::pin!(stopped);
         loop {
+            let pool_quiet = sleep_until(self.pool_deadline());
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(msg) => self.handle(msg).await,
                     None => break,
                 },
+                () = pool_quiet => self.pool_expire(),
                 () = &mut stopped => break,
             }
         }
@@ -216,15 +233,20 @@ impl Core {
             Msg::Report(prefix, text, reply) => {
                 let _ = reply.send(self.report(&prefix, text).await);
             }
-            Msg::CountLive(reply) => {
-                let live = self
-                    .agents
-                    .values()
-                    .filter(|row| !row.record.status.is_final())
-                    .count();
-                let _ = reply.send(live as u64);
+            Msg::PoolFilled(path, result) => self.pool_filled(path, result).await,
+            Msg::PoolEvicted(path, result) => self.pool_evicted(path, result).await,
+            Msg::PoolDrain(done, close) => self.pool_drain(done, close),
+            Msg::Status(reply) => {
+                let _ = reply.send((self.live_count(), self.pool_status()));
             }
         }
+    }
+
+    fn live_count(&self) -> u64 {
+        self.agents
+            .values()
+            .filter(|row| !row.record.status.is_final())
+            .count() as u64
     }
 
     fn publish(&self, method: &'static str, record: &AgentRecord) {
@@ -263,6 +285,14 @@ impl Core {
         {
             tracing::error!(agent = id, error = %e, "cannot persist agent record");
         }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::config::Config;
 use crate::error::Error;
 use crate::git::lane::Lanes;
+use crate::git::pool::{self, Taken};
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::git::worktree;
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
@@ -15,6 +16,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub struct PrepareJob {
+    /// A warm-pool worktree to turn into the agent's, instead of checking out.
+    pub pooled: Option<Taken>,
     pub record: AgentRecord,
     pub token: String,
     pub env: Vec<(String, String)>,
@@ -69,8 +72,16 @@ async fn create_worktree(
     let reason = format!("grove agent {} is using this worktree", record.id);
     let workers = job.config.checkout_workers;
     let sparse = record.sparse.clone();
+    let pooled = job.pooled.clone();
     lanes
         .run(target, move |lane| {
+            if let Some(taken) = pooled {
+                match pool::adopt(lane, &taken, &path, &branch, base, &reason, workers) {
+                    Ok(()) => return Ok(()),
+                    // The pool worktree is gone with the failure; check out afresh.
+                    Err(e) => tracing::warn!(error = %e, "cannot use a warm-pool worktree"),
+                }
+            }
             worktree::create(lane, &path, &branch, base, &reason, workers, &sparse)
         })
         .await

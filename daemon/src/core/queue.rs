@@ -8,8 +8,8 @@ use grove_proto::types::{AgentRecord, AgentStatus};
 use std::collections::HashSet;
 
 impl Core {
-    /// Worktree slots in use: directories on disk plus preparations that have not
-    /// created theirs yet.
+    /// Worktree slots in use: directories on disk (warm pool included) plus
+    /// preparations and pool fills that have not created theirs yet.
     fn slots_used(&self) -> usize {
         let on_disk: HashSet<_> = worktree_dirs(&self.config.dirs.worktree_root)
             .into_iter()
@@ -19,8 +19,19 @@ impl Core {
             .values()
             .filter(|row| row.record.status == AgentStatus::Preparing)
             .filter(|row| !on_disk.contains(&row.record.worktree))
+            // Its warm-pool worktree is on disk until it moves to the agent's path.
+            .filter(|row| !self.adopting.contains_key(&row.record.id))
             .count();
-        on_disk.len() + preparing
+        on_disk.len() + preparing + self.pool_slots_not_on_disk(&on_disk)
+    }
+
+    /// Whether `id` can start now: a free slot, or a warm-pool worktree of its own.
+    pub(super) fn can_start(&self, id: &str) -> bool {
+        self.has_free_slot()
+            || self
+                .agents
+                .get(id)
+                .is_some_and(|row| self.pool_has_ready(&row.record))
     }
 
     pub(super) fn has_free_slot(&self) -> bool {
@@ -61,9 +72,13 @@ impl Core {
             .collect()
     }
 
-    /// Starts queued agents while slots are free.
+    /// Starts queued agents while slots are free; makes room by evicting the warm pool
+    /// when agents still wait; refills the pool when nobody does.
     pub(super) async fn admit_queued(&mut self) {
-        while !self.queue.is_empty() && self.has_free_slot() {
+        while let Some(front) = self.queue.front() {
+            if !self.can_start(front) {
+                break;
+            }
             let Some(id) = self.queue.pop_front() else {
                 break;
             };
@@ -77,6 +92,11 @@ impl Core {
                 self.persist(&id).await;
             }
         }
+        if self.queue.is_empty() {
+            self.pool_refill();
+        } else if self.disk_hold.is_none() {
+            self.pool_make_room(self.queue.len());
+        }
     }
 
     /// Moves an agent to `preparing` and starts the preparation task.
@@ -87,9 +107,16 @@ impl Core {
         row.record.status = AgentStatus::Preparing;
         row.record.queue_position = None;
         row.record.attempt += 1;
+        let record = row.record.clone();
+        let token = row.token.clone();
+        let pooled = self.pool_take(&record);
+        if let Some(taken) = &pooled {
+            self.adopting.insert(id.to_string(), taken.path.clone());
+        }
         let job = PrepareJob {
-            record: row.record.clone(),
-            token: row.token.clone(),
+            pooled,
+            record,
+            token,
             env,
             exe: self.exe.clone(),
             config: self.config.clone(),

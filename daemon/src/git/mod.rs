@@ -4,6 +4,7 @@
 
 pub mod collect;
 pub mod lane;
+pub mod pool;
 pub mod refs;
 pub mod salvage;
 pub mod setup;

@@ -47,6 +47,24 @@ pub fn salvage_orphan(worktree: &Path, name: &str) -> Result<Option<(String, Oid
     Ok(Some((reference, target)))
 }
 
+/// For a warm-pool worktree, which no agent ever used: commit only if someone wrote
+/// into it, onto `refs/grove/salvage/<name>`; a clean one leaves no ref behind.
+pub fn salvage_if_dirty(worktree: &Path, name: &str) -> Result<Option<(String, Oid)>, Error> {
+    let repo = Repository::open(worktree).map_err(git_err("opening", worktree))?;
+    let message = format!(
+        "grove: salvage of warm-pool worktree {name}\n\n\
+         No agent used {}, yet it held changes; grove committed them before removing it.",
+        worktree.display()
+    );
+    let Some(commit) = commit_everything(&repo, worktree, &message, None, &[])? else {
+        return Ok(None);
+    };
+    let reference = free_ref_name(&repo, name);
+    repo.reference(&reference, commit, false, "grove: salvage")
+        .map_err(git_err("writing the salvage ref", worktree))?;
+    Ok(Some((reference, commit)))
+}
+
 fn free_ref_name(repo: &Repository, name: &str) -> String {
     let base = format!("refs/grove/salvage/{name}");
     if repo.find_reference(&base).is_err() {

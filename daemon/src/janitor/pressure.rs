@@ -5,6 +5,7 @@
 use super::disk::{last_activity, usage, worktree_dirs};
 use super::Janitor;
 use crate::error::Error;
+use crate::git::pool::is_pool_dir;
 use grove_proto::types::AgentRecord;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,7 +22,13 @@ impl Janitor {
             return Ok(());
         }
         tracing::warn!(used = %percent(used), "disk pressure: cleaning up");
-        let dirs = worktree_dirs(&root);
+        // The warm pool goes first: it holds no one's work.
+        self.core.drain_pool(false).await;
+        used = measure()?;
+        let dirs: Vec<PathBuf> = worktree_dirs(&root)
+            .into_iter()
+            .filter(|d| !is_pool_dir(d))
+            .collect();
         let records = self.core.snapshot().await?;
         let owners: HashMap<&PathBuf, &AgentRecord> =
             records.iter().map(|r| (&r.worktree, r)).collect();

@@ -4,6 +4,7 @@
 use super::disk::{last_activity, worktree_dirs};
 use super::Janitor;
 use crate::error::Error;
+use crate::git::pool::is_pool_dir;
 use grove_agent_shim::now_ms;
 use grove_proto::methods::GcReport;
 use grove_proto::types::{AgentRecord, Removal};
@@ -23,7 +24,8 @@ impl Janitor {
             records_deleted: Vec::new(),
             refs_expired: Vec::new(),
         };
-        for dir in dirs {
+        // The warm pool has its own expiry (`pool_idle`), kept by the core.
+        for dir in dirs.into_iter().filter(|d| !is_pool_dir(d)) {
             let owner = owners.get(&dir).copied();
             if owner.is_some_and(|r| !r.status.is_final()) {
                 continue;

@@ -4,6 +4,7 @@
 
 use super::disk::worktree_dirs;
 use super::Janitor;
+use crate::git::pool::is_pool_dir;
 use crate::git::target::resolve_repo;
 use crate::git::worktree;
 use std::collections::{BTreeSet, HashSet};
@@ -21,7 +22,11 @@ impl Janitor {
             return;
         };
         let owned: HashSet<&PathBuf> = records.iter().map(|r| &r.worktree).collect();
-        for dir in dirs.into_iter().filter(|d| !owned.contains(d)) {
+        // Warm-pool worktrees belong to the core, which removes an earlier daemon's.
+        let unknown = dirs
+            .into_iter()
+            .filter(|d| !owned.contains(d) && !is_pool_dir(d));
+        for dir in unknown {
             let reason = "orphan at start-up: no agent record owns it".to_string();
             match self.remove_orphan(dir.clone(), reason).await {
                 Ok(removal) => tracing::warn!(

@@ -88,6 +88,9 @@ impl Grove {
             .env("XDG_CONFIG_HOME", root.join("xdg/config"))
             .env("XDG_RUNTIME_DIR", root.join("xdg/run"))
             .env("GROVE_KILL_GRACE", "1000")
+            // Most tests compare `git worktree list` with the agents; tests/pool.rs
+            // turns the warm pool on.
+            .env("GROVE_POOL_SIZE", "0")
             .env("GROVE_LOG", "debug")
             .env("NO_COLOR", "1")
             .envs(git_identity())

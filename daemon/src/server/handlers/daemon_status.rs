@@ -4,6 +4,7 @@ use grove_proto::methods::DaemonStatusResult;
 
 pub async fn handle(ctx: &Ctx) -> Result<DaemonStatusResult, Error> {
     let dirs = &ctx.config.dirs;
+    let (agents_live, pool) = ctx.core.status().await;
     Ok(DaemonStatusResult {
         pid: std::process::id(),
         daemon_version: env!("CARGO_PKG_VERSION").into(),
@@ -12,6 +13,7 @@ pub async fn handle(ctx: &Ctx) -> Result<DaemonStatusResult, Error> {
         socket: dirs.socket.clone(),
         state_dir: dirs.state_dir.clone(),
         worktree_root: dirs.worktree_root.clone(),
-        agents_live: ctx.core.count_live().await,
+        agents_live,
+        pool,
     })
 }
