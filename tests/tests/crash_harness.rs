@@ -39,13 +39,28 @@ done
 
 #[test]
 fn twenty_sigkills_of_the_daemon_during_a_busy_workload_lose_nothing() {
+    run_harness("0");
+}
+
+/// The same with the warm pool on: pool worktrees are filled, taken, evicted for the
+/// queue and left behind by crashes in the middle of all that.
+#[test]
+fn twenty_sigkills_with_a_warm_pool_lose_nothing_and_leave_nothing() {
+    run_harness("2");
+}
+
+fn run_harness(pool_size: &str) {
     let seed = std::env::var("GROVE_TEST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(clock_seed);
     eprintln!("crash harness seed: {seed} (replay with GROVE_TEST_SEED={seed})");
     let mut rng = Rng(seed | 1);
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "20"), ("GROVE_BIN", BIN)]);
+    let g = Grove::new().with_env(&[
+        ("GROVE_MAX_WORKTREES", "20"),
+        ("GROVE_BIN", BIN),
+        ("GROVE_POOL_SIZE", pool_size),
+    ]);
     fs::write(
         g.repo.join(".grove.toml"),
         "[state]\nversion = 1\n[state.channels]\nitems = { reducer = \"append\" }\n",
@@ -140,6 +155,10 @@ fn twenty_sigkills_of_the_daemon_during_a_busy_workload_lose_nothing() {
             assert_eq!(file, format!("{id} round {i}\n"), "seed {seed}");
         }
     }
+    // The pool a crashed daemon left behind is removed by the next one, in the background.
+    eventually("no worktree left", Duration::from_secs(60), || {
+        g.worktree_dirs().is_empty()
+    });
     assert!(
         g.worktree_dirs().is_empty(),
         "seed {seed}: stray worktrees {:?}",
@@ -158,6 +177,11 @@ fn twenty_sigkills_of_the_daemon_during_a_busy_workload_lose_nothing() {
     );
     let branches = g.git(&["branch", "--list", "grove/*"]);
     assert_eq!(branches.lines().count(), 25, "seed {seed}: {branches}");
+    eprintln!(
+        "warm pool: {} spawns took a pool worktree, {} pool worktrees removed",
+        g.daemon_log_lines("taking a warm-pool worktree").len(),
+        g.daemon_log_lines("warm-pool worktree removed").len()
+    );
     g.git(&["fsck", "--strict"]);
 }
 
