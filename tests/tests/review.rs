@@ -480,4 +480,7 @@ fn discard_needs_confirmation_and_keeps_the_tip_reachable() {
     );
     assert_eq!(g.json(&["review"])["agents"], serde_json::json!([]));
     assert_eq!(g.run(&["merge", id]).code, 2);
+    // `grove show` asks git, not only the record.
+    assert_eq!(g.json(&["show", id])["branch_exists"], false);
+    assert!(g.ok(&["show", id]).contains("deleted since"));
 }

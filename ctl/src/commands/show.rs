@@ -1,4 +1,5 @@
 use crate::connect::{connect, dirs};
+use crate::gitcli::Git;
 use crate::output::{ago, diffstat, duration, duration_precise, print_json, status_text};
 use anyhow::Result;
 use grove_proto::methods::{Get, IdParams};
@@ -6,16 +7,24 @@ use grove_proto::types::AgentRecord;
 use std::process::ExitCode;
 
 pub fn run(id: &str, json: bool) -> Result<ExitCode> {
-    let record = connect(&dirs()?)?.call::<Get>(&IdParams { id: id.into() })?;
+    let mut record = connect(&dirs()?)?.call::<Get>(&IdParams { id: id.into() })?;
+    // The record knows what grove did; git knows whether the branch was discarded or
+    // deleted by hand since.
+    let deleted_since = record.branch_exists
+        && record.status.is_final()
+        && Git::new(&record.repo)
+            .branch_tip(&record.branch)
+            .is_ok_and(|tip| tip.is_none());
+    record.branch_exists &= !deleted_since;
     if json {
         print_json(&record)?;
     } else {
-        print!("{}", describe(&record));
+        print!("{}", describe(&record, deleted_since));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(r: &AgentRecord) -> String {
+fn describe(r: &AgentRecord, deleted_since: bool) -> String {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let mut lines = vec![
         ("id", r.id.clone()),
@@ -31,6 +40,8 @@ fn describe(r: &AgentRecord) -> String {
             "branch",
             if r.branch_exists {
                 r.branch.clone()
+            } else if deleted_since {
+                format!("{} (deleted since: `grove discard` or git)", r.branch)
             } else {
                 format!("{} (removed: no commits beyond the base)", r.branch)
             },
