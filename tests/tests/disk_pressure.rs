@@ -56,15 +56,21 @@ fn big_file_script(mib: usize) -> String {
     format!("head -c {} /dev/zero > big.bin", mib * MIB)
 }
 
-#[test]
-fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns() {
+/// A 100 MiB tmpfs at `<scratch>/wt` as the worktree root, or why there can be none.
+fn small_root(prefix: &str) -> Result<(tempfile::TempDir, Tmpfs, PathBuf), String> {
     let scratch = tempfile::Builder::new()
-        .prefix("gd")
+        .prefix(prefix)
         .tempdir_in("/tmp")
         .expect("tmp");
     let root = scratch.path().join("wt");
-    let _mount = match Tmpfs::mount(&root, 100) {
-        Ok(mount) => mount,
+    let mount = Tmpfs::mount(&root, 100)?;
+    Ok((scratch, mount, root))
+}
+
+#[test]
+fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns() {
+    let (_scratch, _mount, root) = match small_root("gd") {
+        Ok(mounted) => mounted,
         Err(why) => {
             eprintln!("skipping the disk pressure test: {why}");
             return;
@@ -174,13 +180,8 @@ fn ready_pool_worktrees(g: &Grove) -> usize {
 
 #[test]
 fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
-    let scratch = tempfile::Builder::new()
-        .prefix("gp")
-        .tempdir_in("/tmp")
-        .expect("tmp");
-    let root = scratch.path().join("wt");
-    let _mount = match Tmpfs::mount(&root, 100) {
-        Ok(mount) => mount,
+    let (_scratch, _mount, root) = match small_root("gp") {
+        Ok(mounted) => mounted,
         Err(why) => {
             eprintln!("skipping the warm pool disk pressure test: {why}");
             return;

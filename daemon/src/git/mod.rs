@@ -24,3 +24,30 @@ pub fn git_command() -> Command {
     command.stdin(std::process::Stdio::null());
     command
 }
+
+/// Runs `git -C path -c checkout.workers=<workers> ARGS` (a checkout step in a worktree);
+/// a failure carries git's own message.
+pub fn run_checkout(
+    path: &std::path::Path,
+    workers: usize,
+    args: &[&str],
+) -> Result<(), crate::error::Error> {
+    let output = git_command()
+        .arg("-C")
+        .arg(path)
+        .arg("-c")
+        .arg(format!("checkout.workers={workers}"))
+        .args(args)
+        .output()
+        .map_err(|e| crate::error::Error::Git(format!("cannot run git: {e}")))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(crate::error::Error::Git(format!(
+            "git {} in {} failed: {}",
+            args.join(" "),
+            path.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
+    }
+}

@@ -57,34 +57,13 @@ pub fn register(lane: &RepoLane, path: &Path, commit: Oid) -> Result<(), Error> 
 /// checkout `git worktree add` itself runs: parallel workers, the user's filters, and
 /// an index with its cache tree written, so the agent's first `git status` is fast.
 pub fn fill(path: &Path, workers: usize) -> Result<(), Error> {
-    run_in(path, workers, &["reset", "--hard", "--quiet"])
+    super::run_checkout(path, workers, &["reset", "--hard", "--quiet"])
 }
 
 /// Moves a pool worktree to another commit (its base moved). Outside the lane; only
 /// the files that differ are rewritten.
 pub fn refresh(path: &Path, commit: &str, workers: usize) -> Result<(), Error> {
-    run_in(path, workers, &["checkout", "--quiet", "--detach", commit])
-}
-
-fn run_in(path: &Path, workers: usize, args: &[&str]) -> Result<(), Error> {
-    let output = git_command()
-        .arg("-C")
-        .arg(path)
-        .arg("-c")
-        .arg(format!("checkout.workers={workers}"))
-        .args(args)
-        .output()
-        .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(Error::Git(format!(
-            "git {} in {} failed: {}",
-            args.join(" "),
-            path.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )))
-    }
+    super::run_checkout(path, workers, &["checkout", "--quiet", "--detach", commit])
 }
 
 /// What a spawn takes from the pool.

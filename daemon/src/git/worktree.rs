@@ -145,25 +145,7 @@ fn check_out_sparse(path: &Path, dirs: &[String], checkout_workers: usize) -> Re
     if dirs.is_empty() {
         return Ok(());
     }
-    let run = |args: &[&str]| -> Result<(), Error> {
-        let output = git_command()
-            .arg("-C")
-            .arg(path)
-            .arg("-c")
-            .arg(format!("checkout.workers={checkout_workers}"))
-            .args(args)
-            .output()
-            .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(Error::Git(format!(
-                "git {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            )))
-        }
-    };
+    let run = |args: &[&str]| super::run_checkout(path, checkout_workers, args);
     let mut set = vec!["sparse-checkout", "set", "--cone", "--"];
     set.extend(dirs.iter().map(String::as_str));
     run(&set)?;
