@@ -117,15 +117,7 @@ fn attach(
                 taken.path.display()
             ))
         })?;
-    worktree::clear_stale_ref_lock(&lane.repo, branch);
-    let commit = lane
-        .repo
-        .find_commit(base)
-        .map_err(|e| Error::Git(format!("base commit {base}: {}", e.message())))?;
-    lane.repo
-        .branch(branch, &commit, false)
-        .map_err(|e| Error::Git(format!("cannot create branch {branch}: {}", e.message())))?;
-    crate::faults::point("after_branch_create");
+    worktree::create_branch(&lane.repo, branch, base)?;
     // What `git worktree move` does: the directory, then git's pointer back to it.
     fs::rename(&taken.path, path).map_err(|e| {
         Error::Git(format!(

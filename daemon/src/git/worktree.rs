@@ -90,17 +90,7 @@ pub fn create(
     // The branch through git2 (bookkeeping), the checkout through the CLI: it checks out
     // in parallel, runs smudge filters and the post-checkout hook, and locks the new
     // worktree in the same step.
-    // A lock left by an interrupted earlier attempt at this very branch is stale: the
-    // branch name holds a fresh agent id and only this lane writes it now.
-    clear_stale_ref_lock(&lane.repo, branch);
-    let commit = lane
-        .repo
-        .find_commit(base)
-        .map_err(|e| Error::Git(format!("base commit {base}: {}", e.message())))?;
-    lane.repo
-        .branch(branch, &commit, false)
-        .map_err(|e| Error::Git(format!("cannot create branch {branch}: {}", e.message())))?;
-    crate::faults::point("after_branch_create");
+    create_branch(&lane.repo, branch, base)?;
     let output = git_command()
         .arg("-C")
         .arg(&lane.target.workdir)
@@ -137,6 +127,20 @@ pub fn create(
         "git worktree add {} failed: {stderr}",
         path.display()
     )))
+}
+
+/// Creates the agent's `branch` at `base`.
+pub fn create_branch(repo: &Repository, branch: &str, base: Oid) -> Result<(), Error> {
+    // A lock left by an interrupted earlier attempt at this very branch is stale: the
+    // branch name holds a fresh agent id and only this lane writes it now.
+    clear_stale_ref_lock(repo, branch);
+    let commit = repo
+        .find_commit(base)
+        .map_err(|e| Error::Git(format!("base commit {base}: {}", e.message())))?;
+    repo.branch(branch, &commit, false)
+        .map_err(|e| Error::Git(format!("cannot create branch {branch}: {}", e.message())))?;
+    crate::faults::point("after_branch_create");
+    Ok(())
 }
 
 /// For `--sparse`: cone-mode sparse checkout of `dirs` in the new worktree, then the
