@@ -29,6 +29,36 @@ pub struct Write {
 pub struct LastChange {
     pub checkpoint: u64,
     pub writer: String,
+    /// The latest change by a writer other than `writer`: a later change of `writer`'s
+    /// own must not hide it from `writer`'s stale writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_other: Option<(u64, String)>,
+}
+
+impl LastChange {
+    /// The record once `writer` has changed the channel at `checkpoint`, after `previous`.
+    pub fn after(previous: Option<&LastChange>, checkpoint: u64, writer: &str) -> LastChange {
+        let by_other = match previous {
+            Some(last) if last.writer == writer => last.by_other.clone(),
+            Some(last) => Some((last.checkpoint, last.writer.clone())),
+            None => None,
+        };
+        LastChange {
+            checkpoint,
+            writer: writer.to_owned(),
+            by_other,
+        }
+    }
+
+    /// The latest change by anyone but `writer`.
+    fn latest_not_by(&self, writer: &str) -> Option<(u64, &str)> {
+        if self.writer != writer {
+            return Some((self.checkpoint, &self.writer));
+        }
+        self.by_other
+            .as_ref()
+            .map(|(checkpoint, other)| (*checkpoint, other.as_str()))
+    }
 }
 
 impl Write {
@@ -182,14 +212,14 @@ impl StaleCheck<'_> {
         let (Some(base), Some(last)) = (write.base, self.last_changes.get(&write.channel)) else {
             return Ok(());
         };
-        if last.checkpoint > base && last.writer != self.writer {
-            return Err(BatchError::Conflict {
+        match last.latest_not_by(self.writer) {
+            Some((changed_at, changed_by)) if changed_at > base => Err(BatchError::Conflict {
                 channel: write.channel.clone(),
                 base,
-                changed_at: last.checkpoint,
-                changed_by: last.writer.clone(),
-            });
+                changed_at,
+                changed_by: changed_by.to_owned(),
+            }),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }

@@ -397,6 +397,7 @@ fn b16_stale_overwrite_is_a_conflict() {
         LastChange {
             checkpoint: 12,
             writer: "agent-2".into(),
+            by_other: None,
         },
     )]);
     let batch = [write("tests", json!(1)), based("plan", json!("mine"), 10)];
@@ -435,6 +436,7 @@ fn b16_writes_without_base_or_by_the_same_writer_are_not_checked() {
         LastChange {
             checkpoint: 12,
             writer: "agent-2".into(),
+            by_other: None,
         },
     )]);
     let unbased = apply_batch(
@@ -579,6 +581,7 @@ fn stale_overwrite_marker_on_a_list_is_a_conflict_too() {
         LastChange {
             checkpoint: 5,
             writer: "agent-2".into(),
+            by_other: None,
         },
     )]);
     let clear = [based("files", json!({"__overwrite__": []}), 4)];
@@ -604,4 +607,52 @@ fn sum_out_of_range_is_refused() {
             channel: "tests".into()
         }
     );
+}
+
+#[test]
+fn b16_a_writers_own_later_change_does_not_hide_anothers() {
+    let schema = schema();
+    let state = schema.initial_state();
+    // agent-2 changes `plan` at 11, then agent-1 at 12 and 13.
+    let at_11 = LastChange::after(None, 11, "agent-2");
+    let at_12 = LastChange::after(Some(&at_11), 12, "agent-1");
+    let at_13 = LastChange::after(Some(&at_12), 13, "agent-1");
+    let last = HashMap::from([("plan".to_owned(), at_13)]);
+    // agent-1 last read checkpoint 10: agent-2's change at 11 is news to it.
+    let error = apply_batch(
+        &schema,
+        &state,
+        &[based("plan", json!("mine"), 10)],
+        "agent-1",
+        &last,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error,
+        BatchError::Conflict {
+            channel: "plan".into(),
+            base: 10,
+            changed_at: 11,
+            changed_by: "agent-2".into()
+        }
+    );
+    // Having read 11, it has seen agent-2's change; its own later ones do not count.
+    assert!(apply_batch(
+        &schema,
+        &state,
+        &[based("plan", json!("mine"), 11)],
+        "agent-1",
+        &last
+    )
+    .is_ok());
+    // agent-2, based on 11, missed agent-1's changes at 12 and 13.
+    let error = apply_batch(
+        &schema,
+        &state,
+        &[based("plan", json!("theirs"), 11)],
+        "agent-2",
+        &last,
+    )
+    .unwrap_err();
+    assert!(matches!(error, BatchError::Conflict { changed_at: 13, .. }));
 }

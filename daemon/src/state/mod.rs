@@ -325,13 +325,9 @@ impl StateService {
         let at_ms = now_ms();
         let channels = channels_written(writes);
         for channel in &channels {
-            session.last_changes.insert(
-                channel.clone(),
-                grove_state::LastChange {
-                    checkpoint: id,
-                    writer: writer.to_string(),
-                },
-            );
+            let change =
+                grove_state::LastChange::after(session.last_changes.get(channel), id, writer);
+            session.last_changes.insert(channel.clone(), change);
         }
         session.current = state;
         session.head = id;
