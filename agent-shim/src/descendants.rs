@@ -2,6 +2,7 @@
 //! process that double-forks or calls `setsid` is still reparented to it, so walking
 //! parent links in /proc finds the whole tree, escapees included.
 
+use crate::program::SHIM_ARG;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::HashMap;
@@ -21,15 +22,18 @@ pub fn spare_daemon(lock: PathBuf) {
 
 /// Grove's own processes (a daemon, other agents' shims) can end up below this shim when a
 /// daemon was restarted from inside this agent; they and their trees are never ours.
+/// Shims are known by their argument, not their binary: `grove-shim __shim` and the
+/// fallback `grove __shim` alike.
 fn is_grove_service(pid: i32) -> bool {
     let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let shim = SHIM_ARG.as_bytes();
     match args.get(1..3) {
-        Some([first, _]) if *first == b"__shim" => true,
+        Some([first, _]) if *first == shim => true,
         Some([first, second]) => *first == b"daemon" && *second == b"run",
-        _ => args.get(1).is_some_and(|a| *a == b"__shim"),
+        _ => args.get(1).is_some_and(|a| *a == shim),
     }
 }
 

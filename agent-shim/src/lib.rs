@@ -1,6 +1,7 @@
 //! The shim: the tiny process that holds one agent.
 //!
-//! The daemon starts it (as `grove __shim`) with the worktree as cwd, stdout and stderr
+//! The daemon starts it (as `grove-shim __shim`, or `grove __shim` when the separate
+//! binary is missing; see [`ShimProgram`]) with the worktree as cwd, stdout and stderr
 //! already pointing at the agent's log, and the [`ShimSpec`] as JSON on stdin. From then
 //! on it needs nothing from the daemon: it runs the command, enforces the timeout,
 //! kills whatever the command left behind and writes the [`ExitRecord`] atomically.
@@ -9,11 +10,13 @@
 mod cgroup;
 mod descendants;
 pub mod jail;
+mod program;
 mod record;
 mod run;
 mod spec;
 
 pub use cgroup::{leave_agent_cgroup, remove_stale_cgroup};
+pub use program::{c_main, main, shim_path, ShimProgram, SHIM_ARG};
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
 pub use run::main_from_stdin;
 pub use spec::{JailSpec, ShimSpec};

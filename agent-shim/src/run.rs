@@ -14,7 +14,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Entry point of `grove __shim`: reads the spec from stdin, runs the agent, returns the
+/// Entry point of a shim (`grove-shim __shim` or `grove __shim`): reads the spec from stdin, runs the agent, returns the
 /// shim's own exit code (0 once the exit record is written).
 pub fn main_from_stdin() -> i32 {
     let mut input = Vec::new();

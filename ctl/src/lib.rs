@@ -14,9 +14,13 @@ use clap::Parser;
 use std::process::ExitCode;
 
 pub fn main() -> ExitCode {
-    // The shim runs before anything else: it must stay tiny and start fast.
-    if std::env::args_os().nth(1).is_some_and(|a| a == "__shim") {
-        return ExitCode::from(grove_agent_shim::main_from_stdin().clamp(0, 255) as u8);
+    // The fallback shim, when `grove-shim` is missing: it runs before anything else so
+    // that it starts fast and touches as little of this big binary as it can.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == grove_agent_shim::SHIM_ARG)
+    {
+        return grove_agent_shim::main();
     }
     let cli = cli::Cli::parse();
     output::init_color(cli.color);

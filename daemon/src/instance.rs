@@ -45,6 +45,8 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let exe = std::env::current_exe()
         .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
+    // Says now, not at the first spawn, which shim agents will get.
+    crate::supervisor::launch::shim_program(&exe);
     let events = EventBus::default();
     let state = crate::state::start(db.clone(), events.clone(), stopped.clone()).await?;
     // The core outlives the server by a little: on the way out it removes the warm pool.

@@ -5,6 +5,7 @@ use super::{spawn_sleepers, Ctx};
 use crate::report::{Goal, Metric, Row};
 use crate::stats::Summary;
 use anyhow::{Context, Result};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 const AGENTS: usize = 20;
@@ -33,11 +34,13 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut shims = Vec::new();
+    let mut binaries = BTreeSet::new();
     for record in &records {
         let shim = record["pid"]
             .as_u64()
             .with_context(|| format!("running agent without a pid: {record}"))?;
         shims.push(rss_mib(shim as u32)?);
+        binaries.insert(binary_name(shim as u32)?);
     }
     env.kill_live_agents()?;
 
@@ -50,7 +53,8 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
             .goal(Goal::at_most(Metric::Median, 40.0)),
         Row::new("6", format!("shim RSS ({AGENTS} shims)"), "MiB")
             .grove(Summary::of(&shims))
-            .goal(Goal::at_most(Metric::Median, 2.0)),
+            .goal(Goal::at_most(Metric::Median, 2.0))
+            .note(shim_note(&binaries)),
         Row::new(
             "6",
             format!("daemon wake-ups idle over {}s", IDLE_WINDOW.as_secs()),
@@ -59,6 +63,30 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
         .grove(Some(Summary::single(wakeups as f64)))
         .note("voluntary + nonvoluntary context switches, summed over all daemon threads"),
     ])
+}
+
+/// Which binary the shims ran: the separate shim binary is what the goal is about, and
+/// a daemon that did not find it falls back to `grove __shim` without failing.
+fn shim_note(binaries: &BTreeSet<String>) -> String {
+    let names = binaries.iter().cloned().collect::<Vec<_>>().join(", ");
+    if binaries.iter().all(|b| b.ends_with("-shim")) {
+        format!("the shims run {names}")
+    } else {
+        format!(
+            "the shims run {names}, not grove-shim: it is missing next to grove \
+             (`cargo build --release -p grove-ctl` builds both)"
+        )
+    }
+}
+
+/// File name of the executable `pid` runs.
+fn binary_name(pid: u32) -> Result<String> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .with_context(|| format!("reading /proc/{pid}/exe"))?;
+    Ok(exe.file_name().map_or_else(
+        || exe.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    ))
 }
 
 fn status_field(path: &str, name: &str) -> Result<u64> {

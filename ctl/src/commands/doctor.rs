@@ -6,6 +6,7 @@ use crate::connect::connect_existing;
 use crate::exit::AGENT_FAILED;
 use crate::output::{bytes, paint, print_json, Tone};
 use anyhow::Result;
+use grove_agent_shim::{ShimProgram, SHIM_ARG};
 use grove_proto::paths::{Dirs, PathError, MAX_SOCKET_PATH_BYTES};
 use grove_proto::ClientError;
 use serde::Serialize;
@@ -88,6 +89,7 @@ pub fn checks() -> Vec<Check> {
     });
     checks.push(landlock());
     checks.push(cgroup());
+    checks.push(shim());
     match (&dirs, &config) {
         (Ok(_), Ok(config)) => {
             checks.push(check(
@@ -131,6 +133,41 @@ pub fn checks() -> Vec<Check> {
         }
     }
     checks
+}
+
+/// The shim binary next to this grove. Without it agents still run, each held by a whole
+/// `grove __shim`, which takes more memory per agent.
+fn shim() -> Check {
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            return check(
+                "shim",
+                Level::Warn,
+                format!("cannot find the grove executable: {e}"),
+                Value::Null,
+            )
+        }
+    };
+    match ShimProgram::for_exe(&exe) {
+        ShimProgram::Separate(path) => check(
+            "shim",
+            Level::Ok,
+            format!("{} holds each agent", path.display()),
+            json!({ "path": path, "separate": true }),
+        ),
+        ShimProgram::Fallback { exe, missing } => check(
+            "shim",
+            Level::Warn,
+            format!(
+                "no {}: agents are held by `{} {SHIM_ARG}`, which takes more memory each; \
+                 install both binaries (`cargo install --path ctl`)",
+                missing.display(),
+                exe.display()
+            ),
+            json!({ "path": exe, "separate": false, "missing": missing }),
+        ),
+    }
 }
 
 /// "git version 2.39.5" -> (2, 39, 5).

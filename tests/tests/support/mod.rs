@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_grove-e2e");
+/// The shim binary the daemon of `BIN` finds next to it (`<its name>-shim`).
+pub const SHIM_BIN: &str = env!("CARGO_BIN_EXE_grove-e2e-shim");
 
 /// Settings of an enclosing grove that must not leak into the grove under test (besides
 /// the agent identity, `grove_proto::env::AGENT_IDENTITY_VARS`).
@@ -21,6 +23,8 @@ pub struct Grove {
     pub repo: PathBuf,
     /// Extra environment for every grove command (and so for the daemon they start).
     pub env: Vec<(String, String)>,
+    /// The grove binary run: `BIN` unless a test runs a copy of it.
+    pub bin: PathBuf,
 }
 
 pub struct Out {
@@ -61,7 +65,14 @@ impl Grove {
             home,
             repo,
             env: Vec::new(),
+            bin: PathBuf::from(BIN),
         }
+    }
+
+    /// Runs `bin` instead of `BIN` (a copy of it elsewhere, say).
+    pub fn with_bin(mut self, bin: &Path) -> Grove {
+        self.bin = bin.to_path_buf();
+        self
     }
 
     /// Adds environment for every command of this grove (daemon settings, say).
@@ -72,7 +83,7 @@ impl Grove {
     }
 
     pub fn command(&self) -> Command {
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(&self.bin);
         let root = self.dir.path();
         for var in grove_proto::env::AGENT_IDENTITY_VARS
             .iter()
