@@ -4,11 +4,16 @@
 //! waits until it says it is ready; the others wait on the lock, then find it running.
 
 use anyhow::{anyhow, Context, Result};
+use grove_proto::methods::{AgentList, List, ListParams, Method};
 use grove_proto::paths::Dirs;
-use grove_proto::{Client, ClientError};
+use grove_proto::types::AgentRecord;
+use grove_proto::{Client, ClientError, Envelope};
 use nix::fcntl::{Flock, FlockArg};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::{BufRead, BufReader, Read};
+use std::ops::Range;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -114,20 +119,85 @@ fn spawn_daemon(dirs: &Dirs) -> Result<()> {
 }
 
 /// Every agent the daemon lists (all pages of `agent.list`).
-pub fn list_agents(client: &mut Client, all: bool) -> Result<Vec<grove_proto::types::AgentRecord>> {
-    use grove_proto::methods::{List, ListParams};
+pub fn list_agents(client: &mut Client, all: bool) -> Result<Vec<AgentRecord>> {
     let mut agents = Vec::new();
+    each_page(client, all, |line| {
+        Ok(
+            Envelope::<AgentList>::parse(&line, List::NAME)?.map(|page| {
+                agents.extend(page.agents);
+                page.next
+            }),
+        )
+    })?;
+    Ok(agents)
+}
+
+/// One page of `agent.list` with its records as the daemon wrote them.
+#[derive(Deserialize)]
+struct RawPage<'a> {
+    #[serde(borrow)]
+    agents: &'a RawValue,
+    next: Option<String>,
+}
+
+/// The answer to one `agent.list` call, as it came.
+pub struct PageLine {
+    line: Vec<u8>,
+    /// Where in `line` the records lie: the text inside the `agents` array.
+    records: Range<usize>,
+}
+
+impl PageLine {
+    /// The page's records as the daemon serialized them, separated by commas; empty
+    /// when the page is.
+    pub fn records(&self) -> &[u8] {
+        &self.line[self.records.clone()]
+    }
+}
+
+/// Every agent the daemon lists, page by page, with each record's JSON text as it
+/// came: for `--json`, which prints them as they are instead of parsing them into types
+/// and serializing them again.
+pub fn list_agents_raw(client: &mut Client, all: bool) -> Result<Vec<PageLine>> {
+    let mut pages = Vec::new();
+    each_page(client, all, |line| {
+        let Some(page) = Envelope::<RawPage<'_>>::parse(&line, List::NAME)? else {
+            return Ok(None);
+        };
+        let inner = page
+            .agents
+            .get()
+            .strip_prefix('[')
+            .and_then(|a| a.strip_suffix(']'))
+            .ok_or_else(|| ClientError::Protocol("agent.list: `agents` is not a list".into()))?
+            .trim();
+        // The records are a slice of the line; where it starts is an offset into it.
+        let start = inner.as_ptr() as usize - line.as_ptr() as usize;
+        let records = start..start + inner.len();
+        let next = page.next;
+        pages.push(PageLine { line, records });
+        Ok(Some(next))
+    })?;
+    Ok(pages)
+}
+
+/// Calls `agent.list` page after page. `read` parses one answer line (`None`: the line
+/// was a notification) and returns where the next page starts.
+fn each_page(
+    client: &mut Client,
+    all: bool,
+    mut read: impl FnMut(Vec<u8>) -> Result<Option<Option<String>>, ClientError>,
+) -> Result<()> {
     let mut after = None;
     loop {
-        let page = client.call::<List>(&ListParams {
+        let params = serde_json::to_value(ListParams {
             all,
             after,
             limit: None,
         })?;
-        agents.extend(page.agents);
-        match page.next {
+        match client.call_with(List::NAME, params, &mut read)? {
             Some(next) => after = Some(next),
-            None => return Ok(agents),
+            None => return Ok(()),
         }
     }
 }

@@ -141,6 +141,96 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
     Ok(())
 }
 
+/// Bytes that end a token outside strings, or start a string.
+const STRUCTURAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 7 {
+        table[b"\"{}[],:"[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
+/// A newline and the indentation of the deepest levels JSON output usually has.
+const INDENT: &[u8] = b"\n                                ";
+
+fn newline(out: &mut Vec<u8>, depth: usize) {
+    match INDENT.get(..1 + 2 * depth) {
+        Some(indent) => out.extend_from_slice(indent),
+        None => {
+            out.push(b'\n');
+            out.resize(out.len() + 2 * depth, b' ');
+        }
+    }
+}
+
+/// Appends `compact` (JSON as serde_json writes it, without whitespace between tokens)
+/// to `out` laid out exactly as `serde_json::to_string_pretty` lays it out, nested
+/// `depth` levels deep. Re-indenting the text costs a fraction of parsing it into
+/// types and serializing it again, which is what `grove --json list` did with every
+/// record.
+pub fn pretty_into(out: &mut Vec<u8>, compact: &[u8], mut depth: usize) {
+    let mut i = 0;
+    while i < compact.len() {
+        let plain = compact[i..]
+            .iter()
+            .position(|&b| STRUCTURAL[b as usize])
+            .unwrap_or(compact.len() - i);
+        out.extend_from_slice(&compact[i..i + plain]);
+        i += plain;
+        let Some(&byte) = compact.get(i) else {
+            break;
+        };
+        match byte {
+            b'"' => {
+                let mut end = i + 1;
+                loop {
+                    let next = compact
+                        .get(end..)
+                        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest));
+                    match next {
+                        Some(at) if compact[end + at] == b'\\' => end += at + 2,
+                        Some(at) => {
+                            end += at + 1;
+                            break;
+                        }
+                        None => {
+                            end = compact.len();
+                            break;
+                        }
+                    }
+                }
+                out.extend_from_slice(&compact[i..end]);
+                i = end;
+                continue;
+            }
+            b'{' | b'[' => {
+                let close = if byte == b'{' { b'}' } else { b']' };
+                if compact.get(i + 1) == Some(&close) {
+                    out.extend_from_slice(&[byte, close]);
+                    i += 1;
+                } else {
+                    out.push(byte);
+                    depth += 1;
+                    newline(out, depth);
+                }
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                newline(out, depth);
+                out.push(byte);
+            }
+            b',' => {
+                out.push(b',');
+                newline(out, depth);
+            }
+            _ => out.extend_from_slice(b": "),
+        }
+        i += 1;
+    }
+}
+
 /// "42s", "3m", "5h", "2d": how long ago `ms` was.
 pub fn age(ms: u64) -> String {
     duration(now_ms().saturating_sub(ms))
@@ -347,6 +437,36 @@ pub fn result_line(record: &AgentRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn re_indenting_compact_json_matches_serde_pretty() {
+        let values = [
+            serde_json::json!({
+                "a": [], "b": {}, "c": [1, -2.5, true, null, "x"],
+                "quotes \"and\\ escapes\\": "tab\t \\\" {[,:]} \u{1f600} é",
+                "nested": [{"d": [[], [{}], {"e": {"f": [1, [2, [3]]]}}]}],
+                "deep": [[[[[[[[[[[[[[[[[[[[["bottom"]]]]]]]]]]]]]]]]]]]]],
+                "": ""
+            }),
+            serde_json::json!([]),
+            serde_json::json!("plain \\"),
+            serde_json::json!(12),
+        ];
+        for value in values {
+            let compact = serde_json::to_vec(&value).expect("compact");
+            let mut out = Vec::new();
+            pretty_into(&mut out, &compact, 0);
+            let want = serde_json::to_string_pretty(&value).expect("pretty");
+            assert_eq!(String::from_utf8(out).expect("utf-8"), want);
+        }
+        let mut nested = b"[".to_vec();
+        newline(&mut nested, 1);
+        pretty_into(&mut nested, br#"{"k":[1,2]}"#, 1);
+        newline(&mut nested, 0);
+        nested.push(b']');
+        let want = serde_json::to_string_pretty(&serde_json::json!([{"k": [1, 2]}]));
+        assert_eq!(String::from_utf8(nested).ok(), want.ok());
+    }
 
     #[test]
     fn durations_read_well() {

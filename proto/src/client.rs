@@ -4,6 +4,7 @@ use crate::framing::{encode_line, read_frame, read_frame_async, Frame};
 use crate::jsonrpc::{Request, Response, RpcError};
 use crate::methods::{Hello, HelloParams, HelloResult, Method};
 use crate::{MAX_LINE_BYTES, PROTOCOL_VERSION};
+use serde::Deserialize;
 use serde_json::Value;
 use std::io::{self, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -105,7 +106,8 @@ impl Client {
         })?;
         let writer = stream.try_clone()?;
         let mut client = Client {
-            reader: BufReader::new(stream),
+            // Long answers (agent.list pages) arrive in fewer reads.
+            reader: BufReader::with_capacity(64 * 1024, stream),
             writer,
             next_id: 1,
             hello: HelloResult {
@@ -133,6 +135,69 @@ impl Client {
             if let Some(response) = parse_response(read_frame(&mut self.reader, MAX_LINE_BYTES)?)? {
                 return Ok(response);
             }
+        }
+    }
+
+    /// Sends a request and hands each line that arrives to `parse` until it returns a
+    /// response (`Some`); `None` means the line was a notification. For long results
+    /// that the caller reads straight from the line's bytes, e.g. with [`Envelope`].
+    pub fn call_with<T>(
+        &mut self,
+        method: &str,
+        params: Value,
+        mut parse: impl FnMut(Vec<u8>) -> Result<Option<T>, ClientError>,
+    ) -> Result<T, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.writer
+            .write_all(&encode_line(&Request::new(id, method, params)))?;
+        loop {
+            match read_frame(&mut self.reader, MAX_LINE_BYTES)? {
+                Frame::Line(line) => {
+                    if let Some(response) = parse(line)? {
+                        return Ok(response);
+                    }
+                }
+                other => {
+                    parse_response(other)?;
+                }
+            }
+        }
+    }
+}
+
+/// A response line parsed in one pass straight into the result type `R` (which may
+/// borrow from the line), without the `Value` tree that [`Response`] builds.
+#[derive(Debug, Deserialize)]
+#[serde(bound(deserialize = "R: Deserialize<'de>"))]
+pub struct Envelope<R> {
+    /// False for notifications, which have no `id`.
+    #[serde(default, deserialize_with = "present", rename = "id")]
+    has_id: bool,
+    #[serde(default = "Option::default")]
+    result: Option<R>,
+    #[serde(default)]
+    error: Option<RpcError>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
+}
+
+impl<'de, R: Deserialize<'de>> Envelope<R> {
+    /// The result of the response in `line`; `None` when the line is a notification.
+    pub fn parse(line: &'de [u8], method: &str) -> Result<Option<R>, ClientError> {
+        let envelope: Envelope<R> = serde_json::from_slice(line)
+            .map_err(|e| ClientError::Protocol(format!("bad result for {method}: {e}")))?;
+        if !envelope.has_id {
+            return Ok(None);
+        }
+        match (envelope.error, envelope.result) {
+            (Some(error), _) => Err(ClientError::Rpc(error)),
+            (None, Some(result)) => Ok(Some(result)),
+            (None, None) => Err(ClientError::Protocol(format!(
+                "the answer to {method} has no result"
+            ))),
         }
     }
 }

@@ -35,7 +35,7 @@ impl LineState {
     /// Takes bytes from `available`; returns how many were consumed and the finished frame,
     /// if the line ended inside them.
     fn feed(&mut self, available: &[u8]) -> (usize, Option<Frame>) {
-        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+        let (chunk, done) = match memchr::memchr(b'\n', available) {
             Some(i) => (&available[..i], Some(i + 1)),
             None => (available, None),
         };

@@ -20,5 +20,5 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest line (one JSON-RPC message) either side accepts, newline excluded.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 
-pub use client::{AsyncClient, Client, ClientError};
+pub use client::{AsyncClient, Client, ClientError, Envelope};
 pub use jsonrpc::{Notification, Request, Response, RpcError};

@@ -2,7 +2,7 @@
 //! Requests after `hello` run concurrently; responses (and, for subscriptions,
 //! notifications) go out as they are ready.
 
-use super::handlers;
+use super::handlers::{self, Answer};
 use super::Ctx;
 use crate::core::Identity;
 use grove_proto::framing::{encode_line, read_frame_async, Frame};
@@ -35,16 +35,44 @@ impl Conn {
         self.out.send(encode_line(message)).await.is_ok()
     }
 
-    pub async fn respond(&self, id: Option<Value>, result: Result<Value, RpcError>) {
+    pub async fn respond(&self, id: Option<Value>, answer: Answer) {
         let Some(id) = id else {
             return;
         };
-        let response = match result {
-            Ok(value) => Response::ok(id, value),
-            Err(error) => Response::err(id, error),
+        let line = match answer {
+            Ok(result) => {
+                let result = result.into_bytes();
+                let mut line = ok_head(&id, result.len() + OK_TAIL.len());
+                line.extend_from_slice(&result);
+                line.extend_from_slice(OK_TAIL);
+                line
+            }
+            Err(error) => encode_line(&Response::err(id, error)),
         };
-        self.send(&response).await;
+        let _ = self.out.send(line).await;
     }
+
+    /// Queues a response line that the handler made itself, from [`ok_head`] on, so
+    /// that a long result is never copied to be framed.
+    pub async fn send_line(&self, line: Vec<u8>) {
+        let _ = self.out.send(line).await;
+    }
+}
+
+/// What ends every success line.
+pub const OK_TAIL: &[u8] = b"}\n";
+
+/// `{"jsonrpc":"2.0","id":ID,"result":` (the fields of [`Response`] in its order), in a
+/// buffer with room for `more` bytes: the result, then [`OK_TAIL`].
+pub fn ok_head(id: &Value, more: usize) -> Vec<u8> {
+    let mut head = Vec::with_capacity(64 + more);
+    head.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // A `Value` always serializes; the fallback only keeps this function total.
+    if serde_json::to_writer(&mut head, id).is_err() {
+        head.extend_from_slice(b"null");
+    }
+    head.extend_from_slice(br#","result":"#);
+    head
 }
 
 /// A request that passed envelope checks.
@@ -56,13 +84,16 @@ struct Call {
 }
 
 pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
-    let agent = match stream.peer_cred().ok().and_then(|cred| cred.pid()) {
-        Some(pid) => ctx.core.by_ancestry(ancestry(pid as u32)).await,
-        None => None,
-    };
-    if let Some(agent) = &agent {
-        tracing::debug!(agent = %agent.id, "connection from inside an agent");
-    }
+    // Which agent the peer belongs to is looked up while the client says hello: only
+    // the requests after it act with that authority.
+    let peer = stream.peer_cred().ok().and_then(|cred| cred.pid());
+    let lookup_ctx = ctx.clone();
+    let mut lookup = Some(tokio::spawn(async move {
+        match peer {
+            Some(pid) => lookup_ctx.core.by_ancestry(ancestry(pid as u32)).await,
+            None => None,
+        }
+    }));
     let (read, mut write) = stream.into_split();
     let (out, mut outbox) = mpsc::channel::<Vec<u8>>(256);
     let writer = tokio::spawn(async move {
@@ -72,7 +103,7 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             }
         }
     });
-    let conn = Conn { out, agent };
+    let mut conn = Conn { out, agent: None };
     // Handles of the requests in flight, to abort them when the client leaves.
     let mut requests: Vec<JoinHandle<()>> = Vec::new();
     let mut reader = BufReader::new(read);
@@ -116,6 +147,16 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             );
             conn.respond(call.id, Err(error)).await;
         } else {
+            if let Some(lookup) = lookup.take() {
+                match lookup.await {
+                    Ok(agent) => conn.agent = agent,
+                    // Not knowing whose the connection is must never make it the user's.
+                    Err(_) => break false,
+                }
+                if let Some(agent) = &conn.agent {
+                    tracing::debug!(agent = %agent.id, "connection from inside an agent");
+                }
+            }
             requests.retain(|task| !task.is_finished());
             let (ctx, conn) = (ctx.clone(), conn.clone());
             requests.push(tokio::spawn(async move {
@@ -138,6 +179,9 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
         let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
     }
     // The client is gone (or we are stopping): nothing more to answer.
+    if let Some(lookup) = lookup {
+        lookup.abort();
+    }
     for task in &requests {
         task.abort();
     }

@@ -3,8 +3,9 @@
 //! `<prefix>.lagged` notification saying how many it missed and how to resync.
 
 use super::connection::Conn;
+use super::handlers::Json;
 use crate::events::Event;
-use grove_proto::{codes, Notification, RpcError};
+use grove_proto::Notification;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::sync::broadcast::{error::RecvError, Receiver};
@@ -18,9 +19,7 @@ pub async fn stream(
     resync: &'static str,
     wanted: impl Fn(&Event) -> bool,
 ) {
-    let answer = serde_json::to_value(result)
-        .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()));
-    conn.respond(id, answer).await;
+    conn.respond(id, Json::of(&result)).await;
     loop {
         let notification = match events.recv().await {
             Ok(event) if wanted(&event) => Notification {

@@ -4,8 +4,8 @@
 use super::super::connection::Conn;
 use super::super::stream::stream;
 use super::super::Ctx;
+use super::Answer;
 use grove_proto::methods::{SubscribeParams, SubscribeResult};
-use grove_proto::RpcError;
 use serde_json::Value;
 
 pub async fn handle(
@@ -13,7 +13,7 @@ pub async fn handle(
     conn: &Conn,
     id: Option<Value>,
     params: SubscribeParams,
-) -> Option<Result<Value, RpcError>> {
+) -> Option<Answer> {
     // An agent hears only about its own session.
     let session = match (conn.agent(), params.session) {
         (Some(me), Some(named)) if named != me.session => {

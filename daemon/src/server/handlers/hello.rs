@@ -1,9 +1,10 @@
 use super::super::Ctx;
+use super::{Answer, Json};
 use grove_proto::methods::{Hello, HelloResult};
 use grove_proto::{codes, RpcError};
 use serde_json::Value;
 
-pub async fn handle(ctx: &Ctx, params: Option<Value>) -> Result<Value, RpcError> {
+pub async fn handle(ctx: &Ctx, params: Option<Value>) -> Answer {
     let params = super::parse::<Hello>(params)?;
     let ours = ctx.config.protocol_version;
     if params.protocol != ours {
@@ -24,5 +25,5 @@ pub async fn handle(ctx: &Ctx, params: Option<Value>) -> Result<Value, RpcError>
         daemon_version: env!("CARGO_PKG_VERSION").into(),
         pid: std::process::id(),
     };
-    serde_json::to_value(result).map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))
+    Json::of(&result)
 }

@@ -1,43 +1,188 @@
-use super::super::connection::Conn;
+use super::super::connection::{ok_head, Conn, OK_TAIL};
 use super::super::Ctx;
 use super::authority::visible;
 use crate::Error;
-use grove_proto::methods::{AgentList, ListParams};
+use grove_proto::methods::ListParams;
+use grove_proto::types::AgentRecord;
+use grove_proto::MAX_LINE_BYTES;
+use serde_json::Value;
 
 const MAX_PAGE: usize = 1_000;
-/// Serialized records per answer stay under this, well inside the 1 MiB line cap.
-const MAX_PAGE_BYTES: usize = 768 * 1024;
+/// Serialized records per answer stay under this, inside the 1 MiB line cap with room
+/// to spare for the envelope (and any id a client may choose).
+const MAX_PAGE_BYTES: usize = MAX_LINE_BYTES - 64 * 1024;
 
 /// Inside an agent, only the agents it spawned. Long lists come in pages: `next` says
-/// where the following page starts.
-pub async fn handle(ctx: &Ctx, conn: &Conn, params: ListParams) -> Result<AgentList, Error> {
-    let agents = visible(ctx, conn, ctx.core.list(params.all).await?).await;
+/// where the following page starts. Answers by itself, with the page serialized straight
+/// into its line, and only then frees the records: freeing 1,000 of them takes a good
+/// part of what serializing them does, and the client need not wait for it.
+pub async fn handle(ctx: &Ctx, conn: &Conn, id: Option<Value>, params: ListParams) {
+    let records = match listed(ctx, conn, params.all).await {
+        Ok(records) => records,
+        Err(e) => return conn.respond(id, Err(e.into())).await,
+    };
+    let mut agents: Vec<&AgentRecord> = records.iter().collect();
+    agents.sort_unstable_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
     let start = match &params.after {
-        Some(after) => {
-            agents.iter().position(|a| &a.id == after).ok_or_else(|| {
-                Error::BadInput(format!(
+        Some(after) => match agents.iter().position(|a| &a.id == after) {
+            Some(at) => at + 1,
+            None => {
+                let e = Error::BadInput(format!(
                     "`after` names agent `{after}`, which is not in this list; start again \
-                         without `after`"
-                ))
-            })? + 1
-        }
+                     without `after`"
+                ));
+                return conn.respond(id, Err(e.into())).await;
+            }
+        },
         None => 0,
     };
     let limit = params
         .limit
         .map_or(MAX_PAGE, |l| (l as usize).clamp(1, MAX_PAGE));
-    let mut page = Vec::new();
-    let mut bytes = 0;
-    for agent in agents.iter().skip(start) {
-        let size = serde_json::to_vec(agent).map_or(0, |v| v.len());
-        if page.len() == limit || (!page.is_empty() && bytes + size > MAX_PAGE_BYTES) {
+    let Some(id) = id else {
+        return;
+    };
+    let head = ok_head(&id, 0);
+    match page(&agents[start..], limit, MAX_PAGE_BYTES, head) {
+        Ok(mut line) => {
+            line.extend_from_slice(OK_TAIL);
+            conn.send_line(line).await;
+        }
+        Err(e) => conn.respond(Some(id), Err(e.into())).await,
+    }
+    drop(agents);
+    drop(records);
+}
+
+/// The records the caller may see. Every record comes from the snapshot, unsorted: the
+/// answer orders them by reference, as `core.list` orders them, since sorting 1,000
+/// records by value in the core moved them around and cost more than all the rest of
+/// the answer. Live agents are few: the core lists those itself.
+async fn listed(ctx: &Ctx, conn: &Conn, all: bool) -> Result<Vec<AgentRecord>, Error> {
+    let records = if all {
+        ctx.core.snapshot().await?
+    } else {
+        ctx.core.list(false).await?
+    };
+    Ok(visible(ctx, conn, records).await)
+}
+
+/// Appends the result `{"agents": [...], "next": ...}` to `out`, holding the first of
+/// `agents`: at most `limit`, and no more than `max_bytes` of records unless one alone
+/// is longer. Each record is serialized once, straight into the answer; the one that
+/// overflows the page is cut off again.
+fn page(
+    agents: &[&AgentRecord],
+    limit: usize,
+    max_bytes: usize,
+    mut out: Vec<u8>,
+) -> Result<Vec<u8>, Error> {
+    out.extend_from_slice(br#"{"agents":["#);
+    let records_start = out.len();
+    let mut count: usize = 0;
+    for agent in agents.iter().take(limit) {
+        let mark = out.len();
+        if count > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, agent)
+            .map_err(|e| Error::Internal(format!("cannot encode a record: {e}")))?;
+        if count > 0 && out.len() - records_start > max_bytes {
+            out.truncate(mark);
             break;
         }
-        bytes += size;
-        page.push(agent.clone());
+        if count == 0 {
+            // Records of one list are alike in size: one allocation for the page.
+            let guess = (out.len() - records_start + 1) * agents.len().min(limit);
+            out.reserve(guess.min(max_bytes + 1024));
+        }
+        count += 1;
     }
-    let next = (start + page.len() < agents.len())
-        .then(|| page.last().map(|a| a.id.clone()))
-        .flatten();
-    Ok(AgentList { agents: page, next })
+    out.push(b']');
+    if let Some(last) = agents
+        .get(count.wrapping_sub(1))
+        .filter(|_| count < agents.len())
+    {
+        out.extend_from_slice(br#","next":"#);
+        // A string always serializes.
+        let _ = serde_json::to_writer(&mut out, &last.id);
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page;
+    use grove_proto::methods::AgentList;
+    use grove_proto::types::AgentRecord;
+
+    fn record(id: usize, argv_len: usize) -> AgentRecord {
+        let mut record: AgentRecord = serde_json::from_value(serde_json::json!({
+            "id": format!("{id:08x}"), "name": null, "session": "s", "repo": "/r",
+            "base_ref": "main", "base_commit": "c", "branch": "grove/x", "worktree": "/w",
+            "log_path": "/l", "argv": [], "env_names": [], "limits": {}, "timeout_ms": null,
+            "keep": false, "status": "collected", "outcome": "succeeded", "pid": null,
+            "created_at_ms": 1_000 + id, "started_at_ms": null, "ended_at_ms": null,
+            "collected_at_ms": null, "exit_code": 0, "exit_signal": null,
+            "head_commit": null, "files_changed": null, "insertions": null,
+            "deletions": null, "branch_exists": false, "salvaged": false, "error": null
+        }))
+        .expect("a record");
+        record.argv = vec!["é\"\n".repeat(argv_len)];
+        record
+    }
+
+    fn joined(agents: &[&AgentRecord], limit: usize, max_bytes: usize) -> AgentList {
+        let answer = page(agents, limit, max_bytes, b"<".to_vec()).expect("page");
+        assert_eq!(
+            answer.first(),
+            Some(&b'<'),
+            "what was in the buffer stays first"
+        );
+        serde_json::from_slice(&answer[1..]).expect("a valid agent.list result")
+    }
+
+    #[test]
+    fn pages_hold_whole_records_within_the_byte_cap_and_name_the_next_start() {
+        let records: Vec<AgentRecord> = (0..50).map(|i| record(i, 100)).collect();
+        let refs: Vec<&AgentRecord> = records.iter().collect();
+        let one = serde_json::to_vec(&records[0]).expect("encode").len();
+        let cap = one * 10 + 9;
+        let mut seen = Vec::new();
+        let mut start = 0;
+        loop {
+            let list = joined(&refs[start..], 1_000, cap);
+            let bytes: usize = list
+                .agents
+                .iter()
+                .map(|a| serde_json::to_vec(a).expect("encode").len() + 1)
+                .sum();
+            assert!(bytes - 1 <= cap, "{bytes} bytes over the cap of {cap}");
+            assert_eq!(list.agents.len(), 10.min(records.len() - start));
+            start += list.agents.len();
+            seen.extend(list.agents);
+            match list.next {
+                Some(next) => assert_eq!(next, seen[seen.len() - 1].id),
+                None => break,
+            }
+        }
+        assert_eq!(seen, records);
+    }
+
+    #[test]
+    fn a_record_longer_than_the_cap_comes_alone_and_limit_counts() {
+        let records: Vec<AgentRecord> = (0..3).map(|i| record(i, 1_000)).collect();
+        let records: Vec<&AgentRecord> = records.iter().collect();
+        let list = joined(&records, 1_000, 100);
+        assert_eq!(list.agents, [records[0].clone()]);
+        assert_eq!(list.next.as_deref(), Some(records[0].id.as_str()));
+        let list = joined(&records, 2, 1 << 20);
+        assert_eq!(list.agents, [records[0].clone(), records[1].clone()]);
+        assert_eq!(list.next.as_deref(), Some(records[1].id.as_str()));
+        let list = joined(&records, 3, 1 << 20);
+        assert_eq!((list.agents.len(), list.next), (3, None));
+        let list = joined(&[], 3, 1 << 20);
+        assert_eq!((list.agents.len(), list.next), (0, None));
+    }
 }

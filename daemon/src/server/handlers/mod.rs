@@ -37,15 +37,34 @@ use grove_proto::{codes, RpcError};
 use serde::Serialize;
 use serde_json::Value;
 
+/// A result already serialized as JSON: handlers serialize their typed result straight
+/// to bytes, since a `Value` tree in between cost more than the serialization itself
+/// for long answers.
+pub struct Json(Vec<u8>);
+
+impl Json {
+    pub fn of<T: Serialize>(value: &T) -> Result<Json, RpcError> {
+        serde_json::to_vec(value)
+            .map(Json)
+            .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("cannot encode result: {e}")))
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+pub type Answer = Result<Json, RpcError>;
+
 /// Runs one method. `None` means the handler answered by itself (subscriptions answer
-/// first, then stream notifications).
+/// first, then stream notifications; agent.list answers, then cleans up).
 pub async fn dispatch(
     ctx: &Ctx,
     conn: &Conn,
     id: Option<Value>,
     method: &str,
     params: Option<Value>,
-) -> Option<Result<Value, RpcError>> {
+) -> Option<Answer> {
     match method {
         m::StateWatch::NAME => match parse::<m::StateWatch>(params) {
             Ok(params) => state_watch::handle(ctx, conn, id, params).await,
@@ -55,19 +74,20 @@ pub async fn dispatch(
             Ok(params) => events_subscribe::handle(ctx, conn, id, params).await,
             Err(e) => Some(Err(e)),
         },
+        m::List::NAME => match parse::<m::List>(params) {
+            Ok(params) => {
+                list::handle(ctx, conn, id, params).await;
+                None
+            }
+            Err(e) => Some(Err(e)),
+        },
         _ => Some(call(ctx, conn, method, params).await),
     }
 }
 
-async fn call(
-    ctx: &Ctx,
-    conn: &Conn,
-    method: &str,
-    params: Option<Value>,
-) -> Result<Value, RpcError> {
+async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> Answer {
     match method {
         m::Spawn::NAME => reply(spawn::handle(ctx, conn, parse::<m::Spawn>(params)?).await),
-        m::List::NAME => reply(list::handle(ctx, conn, parse::<m::List>(params)?).await),
         m::Get::NAME => reply(get::handle(ctx, conn, parse::<m::Get>(params)?).await),
         m::Wait::NAME => reply(wait::handle(ctx, conn, parse::<m::Wait>(params)?).await),
         m::Kill::NAME => reply(kill::handle(ctx, conn, parse::<m::Kill>(params)?).await),
@@ -178,8 +198,6 @@ pub async fn caller(
     }
 }
 
-fn reply<T: Serialize>(result: Result<T, crate::Error>) -> Result<Value, RpcError> {
-    let value = result.map_err(RpcError::from)?;
-    serde_json::to_value(value)
-        .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("cannot encode result: {e}")))
+fn reply<T: Serialize>(result: Result<T, crate::Error>) -> Answer {
+    Json::of(&result.map_err(RpcError::from)?)
 }
