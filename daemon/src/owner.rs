@@ -2,6 +2,7 @@
 //! sends it closures. This keeps blocking work off the async runtime and gives each
 //! resource exactly one owner, with no lock to hold across an `.await`.
 
+use std::future::Future;
 use std::sync::mpsc;
 use std::thread;
 use tokio::sync::oneshot;
@@ -65,13 +66,27 @@ impl<T: 'static> Owner<T> {
         &self,
         f: impl FnOnce(&mut T) -> R + Send + 'static,
     ) -> Result<R, OwnerGone> {
+        self.submit(f).await
+    }
+
+    /// Queues `f` on the owning thread at once, before the returned future is first
+    /// polled, so that the thread can start on it while the caller does other work;
+    /// the future gives its result.
+    pub fn submit<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut T) -> R + Send + 'static,
+    ) -> impl Future<Output = Result<R, OwnerGone>> + Send + 'static {
         let name = self.name;
         let (tx, rx) = oneshot::channel();
-        self.jobs
+        let queued = self
+            .jobs
             .send(Box::new(move |resource| {
                 let _ = tx.send(f(resource));
             }))
-            .map_err(|_| OwnerGone(name))?;
-        rx.await.map_err(|_| OwnerGone(name))
+            .map_err(|_| OwnerGone(name));
+        async move {
+            queued?;
+            rx.await.map_err(|_| OwnerGone(name))
+        }
     }
 }

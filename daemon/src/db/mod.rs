@@ -46,6 +46,16 @@ impl Db {
     ) -> Result<R, DbError> {
         Ok(self.owner.call(f).await??)
     }
+
+    /// Queues `f` on the database thread at once (see [`Owner::submit`]); the future
+    /// gives its result.
+    pub fn submit<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<R, DbError>> + Send + 'static {
+        let queued = self.owner.submit(f);
+        async move { Ok(queued.await??) }
+    }
 }
 
 fn open_connection(path: &Path) -> Result<Connection, DbError> {

@@ -178,10 +178,12 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
         };
         let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
     }
-    // The client is gone (or we are stopping): nothing more to answer.
+    // The client is gone (or we are stopping): nothing more to answer. A request the
+    // drain saw finish is not awaited again (a finished JoinHandle panics when polled).
     if let Some(lookup) = lookup {
         lookup.abort();
     }
+    requests.retain(|task| !task.is_finished());
     for task in &requests {
         task.abort();
     }

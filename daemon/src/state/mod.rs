@@ -1,7 +1,9 @@
 //! Sessions and their shared state. One task owns every session's head state; updates
-//! that arrive together are applied one by one in arrival order and stored in one
-//! transaction (group commit), then acknowledged: throughput without giving up "an
-//! acknowledged batch is durable".
+//! are applied one by one in arrival order, and those applied while the database
+//! stores the group before them are stored together in one transaction (group commit),
+//! then acknowledged: throughput without giving up "an acknowledged batch is durable".
+//! The task never waits for the disk while updates arrive: it applies the next group
+//! while the database thread stores (and fsyncs) the one before.
 
 mod session;
 mod store;
@@ -15,13 +17,17 @@ use grove_state::{apply_batch, channels_written, BatchError, Schema, State, Writ
 use serde::Serialize;
 use session::Session;
 use std::collections::HashMap;
-use store::{CheckpointRow, SNAPSHOT_EVERY};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use store::{CheckpointRow, SessionHead, SNAPSHOT_EVERY};
 use tokio::sync::{mpsc, oneshot, watch};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
-/// Most updates stored in one transaction.
-const MAX_GROUP: usize = 512;
+/// Most updates applied and not yet stored (and so most in one transaction).
+const MAX_PENDING: usize = 512;
 
 /// One applied batch, as `state.watch` subscribers see it.
 #[derive(Debug, Clone, Serialize)]
@@ -192,20 +198,59 @@ impl StateHandle {
     }
 }
 
-/// Updates applied in memory but not yet stored.
+/// Updates applied in memory and not yet stored, shared with the database thread: a
+/// store job takes everything in it when it starts. The state task keeps applying
+/// updates and putting them here while the database thread stores (and fsyncs) the
+/// group before; the first of them queues the next store job at once, so that the
+/// database thread goes from one commit to the next without waiting for this task.
 #[derive(Default)]
-struct Group {
+struct Outbox {
     checkpoints: Vec<CheckpointRow>,
-    /// Each touched session as it was before the group, to undo a failed commit.
-    undo: HashMap<String, Session>,
-    acks: Vec<(Reply<u64>, u64)>,
-    events: Vec<StateEvent>,
+    /// Where each session with checkpoints here stands after them.
+    heads: HashMap<String, SessionHead>,
+    /// Sequence number of the last checkpoint put here.
+    last: u64,
+    /// A store job is queued and has not taken its group yet.
+    job_queued: bool,
+    /// A group could not be stored: nothing more is, until the state task has put the
+    /// sessions back as they are stored.
+    failed: bool,
+}
+
+/// What one store job did.
+enum Stored {
+    /// Stored everything put in the outbox up to this sequence number.
+    Through(u64),
+    /// Found nothing to store (or stored nothing, after a failure).
+    Nothing,
+    Failed(String),
+}
+
+type StoreJob = Pin<Box<dyn Future<Output = Stored> + Send>>;
+
+/// An update applied in memory, waiting for its store job.
+struct Pending {
+    seq: u64,
+    reply: Reply<u64>,
+    checkpoint: u64,
+    event: StateEvent,
 }
 
 struct StateService {
     sessions: HashMap<String, Session>,
     db: Db,
     events: EventBus,
+    outbox: Arc<Mutex<Outbox>>,
+    /// Applied, in order, not yet acknowledged.
+    pending: VecDeque<Pending>,
+    /// Store jobs queued or running, in the order the database thread runs them.
+    jobs: VecDeque<StoreJob>,
+}
+
+enum Next {
+    Request(Req),
+    Stored(Stored),
+    Stop,
 }
 
 /// Loads every session and starts the state task.
@@ -217,13 +262,7 @@ pub async fn start(
     let rows = db.call(|conn| store::load_sessions(conn)).await?;
     let mut sessions = HashMap::new();
     for row in rows {
-        let mut session = Session::from_row(row);
-        if session.unreadable.is_none() && session.head > 0 {
-            let (name, schema, head) = (session.name.clone(), session.schema.clone(), session.head);
-            session.current = db
-                .call(move |conn| store::state_at(conn, &name, &schema, head))
-                .await?;
-        }
+        let session = load(&db, row).await?;
         sessions.insert(session.name.clone(), session);
     }
     let (tx, mut rx) = mpsc::channel::<Req>(4096);
@@ -231,6 +270,9 @@ pub async fn start(
         sessions,
         db,
         events,
+        outbox: Arc::default(),
+        pending: VecDeque::new(),
+        jobs: VecDeque::new(),
     };
     tokio::spawn(async move {
         let stopped = async move {
@@ -238,42 +280,196 @@ pub async fn start(
         };
         tokio::pin!(stopped);
         loop {
-            let first = tokio::select! {
-                req = rx.recv() => match req { Some(req) => req, None => break },
-                () = &mut stopped => break,
+            let next = tokio::select! {
+                biased;
+                stored = next_stored(&mut service.jobs) => Next::Stored(stored),
+                // Too many waiting: new requests wait for store jobs to catch up.
+                req = rx.recv(), if service.pending.len() < MAX_PENDING => {
+                    req.map_or(Next::Stop, Next::Request)
+                }
+                () = &mut stopped => Next::Stop,
             };
-            let mut pending = vec![first];
-            while pending.len() < MAX_GROUP {
-                match rx.try_recv() {
-                    Ok(req) => pending.push(req),
-                    Err(_) => break,
+            match next {
+                Next::Stored(stored) => service.stored(stored).await,
+                Next::Request(req) => service.take(req).await,
+                Next::Stop => {
+                    // What was applied is stored and acknowledged before the task ends.
+                    service.drain().await;
+                    break;
                 }
             }
-            service.serve(pending).await;
         }
     });
     Ok(StateHandle { tx })
 }
 
+/// A session as stored, with its head state.
+async fn load(db: &Db, row: store::SessionRow) -> Result<Session, Error> {
+    let mut session = Session::from_row(row);
+    if session.unreadable.is_none() && session.head > 0 {
+        let (name, schema, head) = (session.name.clone(), session.schema.clone(), session.head);
+        session.current = db
+            .call(move |conn| store::state_at(conn, &name, &schema, head))
+            .await?;
+    }
+    Ok(session)
+}
+
+/// The result of the oldest store job; never, when there is none.
+async fn next_stored(jobs: &mut VecDeque<StoreJob>) -> Stored {
+    match jobs.front_mut() {
+        Some(job) => {
+            let stored = job.as_mut().await;
+            jobs.pop_front();
+            stored
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs on the database thread: stores everything in the outbox in one transaction.
+fn store_job(conn: &mut rusqlite::Connection, outbox: &Mutex<Outbox>) -> Stored {
+    let (checkpoints, heads, through) = {
+        let Ok(mut outbox) = outbox.lock() else {
+            return Stored::Failed("the state outbox is poisoned".into());
+        };
+        outbox.job_queued = false;
+        if outbox.failed || outbox.checkpoints.is_empty() {
+            return Stored::Nothing;
+        }
+        let heads: Vec<SessionHead> = outbox.heads.drain().map(|(_, head)| head).collect();
+        (std::mem::take(&mut outbox.checkpoints), heads, outbox.last)
+    };
+    match store::commit_group(conn, &checkpoints, &heads) {
+        Ok(()) => Stored::Through(through),
+        Err(e) => {
+            if let Ok(mut outbox) = outbox.lock() {
+                outbox.failed = true;
+            }
+            Stored::Failed(e.to_string())
+        }
+    }
+}
+
 impl StateService {
-    async fn serve(&mut self, pending: Vec<Req>) {
-        let mut group = Group::default();
-        for req in pending {
-            match req {
-                Req::Update {
-                    session,
-                    writer,
-                    writes,
-                    reply,
-                } => self.stage(&mut group, &session, &writer, &writes, reply),
-                other => {
-                    // Everything else sees the updates before it, stored.
-                    self.flush(std::mem::take(&mut group)).await;
-                    self.handle(other).await;
+    /// An update is applied and put in the outbox at once; anything else waits until
+    /// every update before it is stored, so that it sees them (and only stored state).
+    async fn take(&mut self, req: Req) {
+        match req {
+            Req::Update {
+                session,
+                writer,
+                writes,
+                reply,
+            } => self.stage(&session, &writer, &writes, reply),
+            other => {
+                self.drain().await;
+                self.handle(other).await;
+            }
+        }
+    }
+
+    /// Queues a store job on the database thread unless one is queued already.
+    fn queue_store_job(&mut self, outbox: &mut Outbox) {
+        if outbox.job_queued {
+            return;
+        }
+        outbox.job_queued = true;
+        let shared = self.outbox.clone();
+        // Queued now, not when polled: it runs right after the job before it.
+        let job = self.db.submit(move |conn| Ok(store_job(conn, &shared)));
+        self.jobs.push_back(Box::pin(async move {
+            job.await.unwrap_or_else(|e| Stored::Failed(e.to_string()))
+        }));
+    }
+
+    /// Acknowledges what a store job stored; after a failure, fails everything applied
+    /// and not stored, and puts the sessions back as they are stored.
+    async fn stored(&mut self, stored: Stored) {
+        match stored {
+            Stored::Nothing => {}
+            Stored::Through(through) => {
+                while self.pending.front().is_some_and(|p| p.seq <= through) {
+                    let Some(done) = self.pending.pop_front() else {
+                        break;
+                    };
+                    let _ = done.reply.send(Ok(done.checkpoint));
+                    let event = done.event;
+                    self.events.publish(
+                        "state.updated",
+                        &event,
+                        Some(&event.session),
+                        Some(&event.writer),
+                    );
+                }
+            }
+            Stored::Failed(e) => self.recover(&e).await,
+        }
+    }
+
+    async fn recover(&mut self, error: &str) {
+        tracing::error!(%error, "cannot store state updates; nothing applied");
+        let mut touched: Vec<String> = Vec::new();
+        for failed in self.pending.drain(..) {
+            if !touched.contains(&failed.event.session) {
+                touched.push(failed.event.session.clone());
+            }
+            let _ = failed.reply.send(Err(Error::Internal(format!(
+                "could not store the batch ({error}); nothing was applied"
+            ))));
+        }
+        if let Ok(mut outbox) = self.outbox.lock() {
+            outbox.checkpoints.clear();
+            outbox.heads.clear();
+        }
+        // Jobs still queued find `failed` set and store nothing.
+        while let Some(job) = self.jobs.pop_front() {
+            job.await;
+        }
+        for name in touched {
+            if let Err(e) = self.reload(&name).await {
+                tracing::error!(session = %name, error = %e, "cannot reload a session");
+                // What it holds in memory is not what is stored: refuse it until a
+                // restart reads it again.
+                if let Some(session) = self.sessions.get_mut(&name) {
+                    session.unreadable = Some(format!(
+                        "session `{name}` could not be read back after a failed write ({e}); \
+                         restart the daemon (`grove daemon restart`)"
+                    ));
                 }
             }
         }
-        self.flush(group).await;
+        if let Ok(mut outbox) = self.outbox.lock() {
+            outbox.failed = false;
+        }
+    }
+
+    /// Puts a session back as it is stored.
+    async fn reload(&mut self, name: &str) -> Result<(), Error> {
+        let owned = name.to_string();
+        let row = self
+            .db
+            .call(move |conn| store::load_session(conn, &owned))
+            .await?;
+        match row {
+            Some(row) => {
+                let session = load(&self.db, row).await?;
+                self.sessions.insert(name.to_string(), session);
+            }
+            None => {
+                self.sessions.remove(name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores everything applied so far and acknowledges it.
+    async fn drain(&mut self) {
+        while let Some(job) = self.jobs.front_mut() {
+            let stored = job.as_mut().await;
+            self.jobs.pop_front();
+            self.stored(stored).await;
+        }
     }
 
     fn session(&self, name: &str) -> Result<&Session, Error> {
@@ -287,15 +483,8 @@ impl StateService {
         Ok(session)
     }
 
-    /// Applies one batch in memory and stages it for the next commit.
-    fn stage(
-        &mut self,
-        group: &mut Group,
-        name: &str,
-        writer: &str,
-        writes: &[Write],
-        reply: Reply<u64>,
-    ) {
+    /// Applies one batch in memory and puts it in the outbox for the next store job.
+    fn stage(&mut self, name: &str, writer: &str, writes: &[Write], reply: Reply<u64>) {
         if let Err(e) = self.session(name) {
             let _ = reply.send(Err(e));
             return;
@@ -317,86 +506,64 @@ impl StateService {
                 return;
             }
         };
-        group
-            .undo
-            .entry(name.to_string())
-            .or_insert_with(|| session.clone());
         let id = session.head + 1;
         let at_ms = now_ms();
         let channels = channels_written(writes);
+        let mut last_changes = session.last_changes.clone();
         for channel in &channels {
-            let change =
-                grove_state::LastChange::after(session.last_changes.get(channel), id, writer);
-            session.last_changes.insert(channel.clone(), change);
+            let change = grove_state::LastChange::after(last_changes.get(channel), id, writer);
+            last_changes.insert(channel.clone(), change);
         }
+        let oldest = session.oldest.max(1);
+        let info = CheckpointInfo {
+            id,
+            parent: (id > 1).then_some(id - 1),
+            parent_session: None,
+            at_ms,
+            writer: writer.to_string(),
+            source: "update".into(),
+            channels: channels.clone(),
+            schema_version: session.schema_version,
+        };
+        let snapshot = (id % SNAPSHOT_EVERY == 0).then_some(&state);
+        let rows = CheckpointRow::new(name, info, writes, snapshot).and_then(|row| {
+            SessionHead::new(name, id, oldest, Some(at_ms), &last_changes).map(|head| (row, head))
+        });
+        let (row, head) = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                let _ = reply.send(Err(Error::Internal(format!(
+                    "cannot encode the batch: {e}"
+                ))));
+                return;
+            }
+        };
+        session.last_changes = last_changes;
         session.current = state;
         session.head = id;
-        session.oldest = session.oldest.max(1);
+        session.oldest = oldest;
         session.last_at_ms = Some(at_ms);
-        group.checkpoints.push(CheckpointRow {
-            session: name.to_string(),
-            info: CheckpointInfo {
-                id,
-                parent: (id > 1).then_some(id - 1),
-                parent_session: None,
-                at_ms,
-                writer: writer.to_string(),
-                source: "update".into(),
-                channels: channels.clone(),
-                schema_version: session.schema_version,
-            },
-            writes: writes.to_vec(),
-            snapshot: (id % SNAPSHOT_EVERY == 0).then(|| session.current.clone()),
-        });
-        group.acks.push((reply, id));
-        group.events.push(StateEvent {
-            session: name.to_string(),
-            checkpoint: id,
-            writer: writer.to_string(),
-            channels,
-            at_ms,
-        });
-    }
-
-    /// Stores a group in one transaction; acknowledges it, or undoes it in memory.
-    async fn flush(&mut self, group: Group) {
-        if group.acks.is_empty() {
+        let outbox = self.outbox.clone();
+        let Ok(mut outbox) = outbox.lock() else {
+            let _ = reply.send(Err(Error::Internal("the state outbox is poisoned".into())));
             return;
-        }
-        let rows: Vec<store::SessionRow> = group
-            .undo
-            .keys()
-            .filter_map(|name| self.sessions.get(name).map(Session::row))
-            .collect();
-        let checkpoints = group.checkpoints;
-        let stored = self
-            .db
-            .call(move |conn| store::commit_group(conn, &checkpoints, &rows))
-            .await;
-        match stored {
-            Ok(()) => {
-                for (reply, id) in group.acks {
-                    let _ = reply.send(Ok(id));
-                }
-                for event in group.events {
-                    self.events.publish(
-                        "state.updated",
-                        &event,
-                        Some(&event.session),
-                        Some(&event.writer),
-                    );
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot store state updates; nothing applied");
-                self.sessions.extend(group.undo);
-                for (reply, _) in group.acks {
-                    let _ = reply.send(Err(Error::Internal(format!(
-                        "could not store the batch ({e}); nothing was applied"
-                    ))));
-                }
-            }
-        }
+        };
+        outbox.last += 1;
+        outbox.checkpoints.push(row);
+        outbox.heads.insert(name.to_string(), head);
+        self.pending.push_back(Pending {
+            seq: outbox.last,
+            reply,
+            checkpoint: id,
+            event: StateEvent {
+                session: name.to_string(),
+                checkpoint: id,
+                writer: writer.to_string(),
+                channels,
+                at_ms,
+            },
+        });
+        self.queue_store_job(&mut outbox);
     }
 
     async fn handle(&mut self, req: Req) {
@@ -564,24 +731,21 @@ impl StateService {
         fork.last_at_ms = Some(at_ms);
         fork.forked_from = Some(name.to_string());
         fork.forked_at = Some(at);
-        let first = CheckpointRow {
-            session: new_name.to_string(),
-            info: CheckpointInfo {
-                id: 1,
-                parent: Some(at),
-                parent_session: Some(name.to_string()),
-                at_ms,
-                writer: writer.to_string(),
-                source: "fork".into(),
-                channels: Vec::new(),
-                schema_version: fork.schema_version,
-            },
-            writes: Vec::new(),
-            snapshot: Some(state),
+        let info = CheckpointInfo {
+            id: 1,
+            parent: Some(at),
+            parent_session: Some(name.to_string()),
+            at_ms,
+            writer: writer.to_string(),
+            source: "fork".into(),
+            channels: Vec::new(),
+            schema_version: fork.schema_version,
         };
+        let first = CheckpointRow::new(new_name, info, &[], Some(&state))
+            .map_err(|e| Error::Internal(format!("cannot encode the state: {e}")))?;
         let row = fork.row();
         self.db
-            .call(move |conn| store::commit_group(conn, &[first], &[row]))
+            .call(move |conn| store::commit_fork(conn, &first, &row))
             .await?;
         let info = fork.info();
         self.sessions.insert(new_name.to_string(), fork);
@@ -630,5 +794,107 @@ pub fn validate_session_name(name: &str) -> Result<(), Error> {
         Err(Error::BadInput(format!(
             "session name `{name}` is not valid: use 1 to 64 letters, digits, `-`, `_` or `.`"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn add_one() -> Vec<Write> {
+        vec![Write {
+            channel: "n".into(),
+            value: json!(1),
+            base: None,
+        }]
+    }
+
+    async fn started() -> (tempfile::TempDir, Db, StateHandle, watch::Sender<bool>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(&dir.path().join("grove.db")).expect("db");
+        let (stop, stopped) = watch::channel(false);
+        let state = start(db.clone(), EventBus::default(), stopped)
+            .await
+            .expect("start");
+        let schema = Schema::from_json(&json!({
+            "version": 1,
+            "channels": { "n": { "reducer": "add" } }
+        }))
+        .expect("schema");
+        state.ensure("s", Some(schema), true).await.expect("ensure");
+        (dir, db, state, stop)
+    }
+
+    /// `updates` updates sent together; their answers.
+    async fn together(state: &StateHandle, updates: usize) -> Vec<Result<u64, Error>> {
+        let tasks: Vec<_> = (0..updates)
+            .map(|_| {
+                let state = state.clone();
+                tokio::spawn(async move { state.update("s", "user", add_one()).await })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for task in tasks {
+            answers.push(task.await.expect("task"));
+        }
+        answers
+    }
+
+    async fn stored_checkpoints(db: &Db) -> u64 {
+        db.call(|conn| {
+            conn.query_row(
+                "SELECT count(*) FROM checkpoints WHERE session = 's'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+        .await
+        .expect("count") as u64
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn updates_sent_together_get_every_checkpoint_once() {
+        let (_dir, db, state, _stop) = started().await;
+        let mut ids: Vec<u64> = together(&state, 200)
+            .await
+            .into_iter()
+            .map(|answer| answer.expect("stored"))
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=200).collect::<Vec<u64>>());
+        let (head, current) = state.get("s", None).await.expect("get");
+        assert_eq!((head, &current["n"]), (200, &json!(200)));
+        assert_eq!(
+            state.get("s", Some(77)).await.expect("get").1["n"],
+            json!(77)
+        );
+        assert_eq!(stored_checkpoints(&db).await, 200);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_commit_fails_every_update_applied_after_it_and_nothing_stays_applied() {
+        let (_dir, db, state, _stop) = started().await;
+        assert_eq!(
+            state.update("s", "user", add_one()).await.expect("first"),
+            1
+        );
+        // From here every write fails, while more updates keep coming.
+        db.call(|conn| conn.pragma_update(None, "query_only", true))
+            .await
+            .expect("read only");
+        let answers = together(&state, 50).await;
+        assert!(answers.iter().all(Result::is_err), "{answers:?}");
+        db.call(|conn| conn.pragma_update(None, "query_only", false))
+            .await
+            .expect("writable");
+        assert_eq!(state.get("s", None).await.expect("get").1["n"], json!(1));
+        assert_eq!(
+            state.update("s", "user", add_one()).await.expect("after"),
+            2
+        );
+        let (head, current) = state.get("s", None).await.expect("get");
+        assert_eq!((head, &current["n"]), (2, &json!(2)));
+        assert_eq!(stored_checkpoints(&db).await, 2);
     }
 }

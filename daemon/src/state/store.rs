@@ -33,14 +33,63 @@ pub struct SessionRow {
     pub last_changes: HashMap<String, LastChange>,
 }
 
-/// One checkpoint to store.
+/// One checkpoint to store, its JSON already written: the state task writes it while
+/// the database thread stores the group before, so that the database thread only runs
+/// statements.
 #[derive(Debug, Clone)]
 pub struct CheckpointRow {
     pub session: String,
     pub info: CheckpointInfo,
-    pub writes: Vec<Write>,
+    channels: String,
+    writes: String,
     /// The state right after this checkpoint, when a snapshot is due.
-    pub snapshot: Option<State>,
+    snapshot: Option<String>,
+}
+
+impl CheckpointRow {
+    pub fn new(
+        session: &str,
+        info: CheckpointInfo,
+        writes: &[Write],
+        snapshot: Option<&State>,
+    ) -> serde_json::Result<CheckpointRow> {
+        Ok(CheckpointRow {
+            session: session.to_string(),
+            channels: serde_json::to_string(&info.channels)?,
+            writes: serde_json::to_string(writes)?,
+            snapshot: snapshot.map(serde_json::to_string).transpose()?,
+            info,
+        })
+    }
+}
+
+/// Where a session stands after a group of updates: what storing the group changes in
+/// its row.
+#[derive(Debug, Clone)]
+pub struct SessionHead {
+    pub name: String,
+    pub head: u64,
+    pub oldest: u64,
+    pub last_at_ms: Option<u64>,
+    last_changes: String,
+}
+
+impl SessionHead {
+    pub fn new(
+        name: &str,
+        head: u64,
+        oldest: u64,
+        last_at_ms: Option<u64>,
+        last_changes: &HashMap<String, LastChange>,
+    ) -> serde_json::Result<SessionHead> {
+        Ok(SessionHead {
+            name: name.to_string(),
+            head,
+            oldest,
+            last_at_ms,
+            last_changes: serde_json::to_string(last_changes)?,
+        })
+    }
 }
 
 pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
@@ -66,76 +115,119 @@ pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
     Ok(())
 }
 
-pub fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result<()> {
+// Statements run for every update are prepared once per connection (prepare_cached).
+fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result<()> {
     let info = &row.info;
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO checkpoints (session, id, parent, parent_session, at_ms, writer, source,
                                   channels, writes, schema_version)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        params![
-            row.session,
-            info.id as i64,
-            info.parent.map(|v| v as i64),
-            info.parent_session,
-            info.at_ms as i64,
-            info.writer,
-            info.source,
-            serde_json::to_string(&info.channels).map_err(json_err)?,
-            serde_json::to_string(&row.writes).map_err(json_err)?,
-            info.schema_version,
-        ],
-    )?;
+    )?
+    .execute(params![
+        row.session,
+        info.id as i64,
+        info.parent.map(|v| v as i64),
+        info.parent_session,
+        info.at_ms as i64,
+        info.writer,
+        info.source,
+        row.channels,
+        row.writes,
+        info.schema_version,
+    ])?;
     if let Some(state) = &row.snapshot {
-        conn.execute(
+        conn.prepare_cached(
             "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
-            params![
-                row.session,
-                info.id as i64,
-                serde_json::to_string(state).map_err(json_err)?
-            ],
-        )?;
+        )?
+        .execute(params![row.session, info.id as i64, state])?;
     }
     Ok(())
 }
 
-/// Stores a group of checkpoints and the sessions they advanced, in one transaction:
-/// one fsync acknowledges them all.
+fn advance_session(conn: &Connection, head: &SessionHead) -> rusqlite::Result<()> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE sessions SET head = ?2, oldest = ?3, last_at_ms = ?4, last_changes = ?5
+             WHERE name = ?1",
+        )?
+        .execute(params![
+            head.name,
+            head.head as i64,
+            head.oldest as i64,
+            head.last_at_ms.map(|v| v as i64),
+            head.last_changes,
+        ])?;
+    // Every session is stored when it is created; one that is not must not take
+    // checkpoints (the group fails and is undone).
+    match changed {
+        1 => Ok(()),
+        _ => Err(rusqlite::Error::QueryReturnedNoRows),
+    }
+}
+
+/// Stores a group of checkpoints and where they left their sessions, in one
+/// transaction: one fsync acknowledges them all.
 pub fn commit_group(
     conn: &mut Connection,
     checkpoints: &[CheckpointRow],
-    sessions: &[SessionRow],
+    heads: &[SessionHead],
 ) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     for row in checkpoints {
         insert_checkpoint(&tx, row)?;
     }
-    for row in sessions {
-        upsert_session(&tx, row)?;
+    for head in heads {
+        advance_session(&tx, head)?;
     }
     crate::faults::point("mid_state_commit");
     tx.commit()
 }
 
+/// Stores a new session forked from another, with its first checkpoint.
+pub fn commit_fork(
+    conn: &mut Connection,
+    first: &CheckpointRow,
+    session: &SessionRow,
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    upsert_session(&tx, session)?;
+    insert_checkpoint(&tx, first)?;
+    tx.commit()
+}
+
+const SESSION_COLUMNS: &str = "name, schema, schema_version, created_at_ms, forked_from,
+    forked_at, head, oldest, last_at_ms, last_changes";
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        name: r.get(0)?,
+        schema: from_json(&r.get::<_, String>(1)?, 1)?,
+        schema_version: r.get(2)?,
+        created_at_ms: r.get::<_, i64>(3)? as u64,
+        forked_from: r.get(4)?,
+        forked_at: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
+        head: r.get::<_, i64>(6)? as u64,
+        oldest: r.get::<_, i64>(7)? as u64,
+        last_at_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
+        last_changes: from_json(&r.get::<_, String>(9)?, 9)?,
+    })
+}
+
 pub fn load_sessions(conn: &Connection) -> rusqlite::Result<Vec<SessionRow>> {
-    let mut stmt = conn.prepare(
-        "SELECT name, schema, schema_version, created_at_ms, forked_from, forked_at, head,
-                oldest, last_at_ms, last_changes FROM sessions ORDER BY created_at_ms, name",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok(SessionRow {
-            name: r.get(0)?,
-            schema: from_json(&r.get::<_, String>(1)?, 1)?,
-            schema_version: r.get(2)?,
-            created_at_ms: r.get::<_, i64>(3)? as u64,
-            forked_from: r.get(4)?,
-            forked_at: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
-            head: r.get::<_, i64>(6)? as u64,
-            oldest: r.get::<_, i64>(7)? as u64,
-            last_at_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
-            last_changes: from_json(&r.get::<_, String>(9)?, 9)?,
-        })
-    })?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at_ms, name"
+    ))?;
+    let rows = stmt.query_map([], session_row)?;
     rows.collect()
+}
+
+pub fn load_session(conn: &Connection, name: &str) -> rusqlite::Result<Option<SessionRow>> {
+    conn.query_row(
+        &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE name = ?1"),
+        [name],
+        session_row,
+    )
+    .optional()
 }
 
 /// The state right after checkpoint `at` (0: the initial state): the newest snapshot at
