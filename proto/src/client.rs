@@ -75,12 +75,14 @@ pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     next_id: u64,
-    pub hello: HelloResult,
+    /// `None` while the answer to `hello` is still on its way (see [`Client::connect_pipelined`]).
+    hello: Option<HelloResult>,
 }
 
 impl Client {
     /// Blocks until the daemon pushes the next notification (after a subscription).
     pub fn next_notification(&mut self) -> Result<crate::Notification, ClientError> {
+        self.hello()?;
         loop {
             match read_frame(&mut self.reader, MAX_LINE_BYTES)? {
                 Frame::Line(line) => {
@@ -99,25 +101,55 @@ impl Client {
         }
     }
 
+    /// Connects and waits for the daemon's answer to `hello`.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
+        let mut client = Client::connect_pipelined(path)?;
+        client.hello()?;
+        Ok(client)
+    }
+
+    /// Connects and says `hello` without waiting for the answer: the first call goes
+    /// out right behind it, and both answers come back together, one round trip
+    /// instead of two. A refused hello (another protocol version) is that call's error.
+    /// The daemon reads `hello` before anything after it, so the order is safe.
+    pub fn connect_pipelined(path: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(path).map_err(|source| ClientError::Unreachable {
             path: path.display().to_string(),
             source,
         })?;
         let writer = stream.try_clone()?;
         let mut client = Client {
-            // Long answers (agent.list pages) arrive in fewer reads.
+            // A whole line fits: a long answer (a page of `agent.list`) comes in one or
+            // two reads instead of a dozen, and each read the daemon's end woke up
+            // for. Only the pages a read touches are ever mapped.
             reader: BufReader::with_capacity(64 * 1024, stream),
             writer,
-            next_id: 1,
-            hello: HelloResult {
-                protocol: 0,
-                daemon_version: String::new(),
-                pid: 0,
-            },
+            next_id: 2,
+            hello: None,
         };
-        client.hello = client.call::<Hello>(&hello_params())?;
+        let params = serde_json::to_value(hello_params())
+            .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
+        client
+            .writer
+            .write_all(&encode_line(&Request::new(1, Hello::NAME, params)))?;
         Ok(client)
+    }
+
+    /// What the daemon said to `hello`, read now if it has not been yet.
+    pub fn hello(&mut self) -> Result<&HelloResult, ClientError> {
+        let hello = match self.hello.take() {
+            Some(hello) => hello,
+            None => decode::<Hello>(self.next_response()?)?,
+        };
+        Ok(self.hello.insert(hello))
+    }
+
+    fn next_response(&mut self) -> Result<Response, ClientError> {
+        loop {
+            if let Some(response) = parse_response(read_frame(&mut self.reader, MAX_LINE_BYTES)?)? {
+                return Ok(response);
+            }
+        }
     }
 
     pub fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
@@ -131,11 +163,8 @@ impl Client {
         self.next_id += 1;
         self.writer
             .write_all(&encode_line(&Request::new(id, method, params)))?;
-        loop {
-            if let Some(response) = parse_response(read_frame(&mut self.reader, MAX_LINE_BYTES)?)? {
-                return Ok(response);
-            }
-        }
+        self.hello()?;
+        self.next_response()
     }
 
     /// Sends a request and hands each line that arrives to `parse` until it returns a
@@ -151,6 +180,7 @@ impl Client {
         self.next_id += 1;
         self.writer
             .write_all(&encode_line(&Request::new(id, method, params)))?;
+        self.hello()?;
         loop {
             match read_frame(&mut self.reader, MAX_LINE_BYTES)? {
                 Frame::Line(line) => {

@@ -69,6 +69,46 @@ fn hello_comes_first() {
     assert!(response["result"]["agents"].is_array(), "{response}");
 }
 
+/// `grove` sends `hello` and its request in one write, without waiting in between:
+/// the daemon answers them in order, and a refused hello refuses what follows it.
+#[test]
+fn a_request_right_behind_hello_is_answered_after_it() {
+    let g = Grove::new();
+    let mut raw = Raw::connect(&g);
+    let lines = |protocol: u32| {
+        format!(
+            "{}\n{}",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "hello",
+                   "params": {"protocol": protocol, "client": "pipelined"}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "agent.list", "params": {"all": true}})
+        )
+    };
+    let hello = raw.send(lines(1).as_bytes());
+    assert_eq!(hello["id"], 1, "{hello}");
+    assert_eq!(hello["result"]["protocol"], 1, "{hello}");
+    let list = raw.read();
+    assert_eq!(list["id"], 2, "{list}");
+    assert!(list["result"]["agents"].is_array(), "{list}");
+
+    let mut raw = Raw::connect(&g);
+    let hello = raw.send(lines(7).as_bytes());
+    assert_eq!(error_code(&hello), -32004, "{hello}");
+    let list = raw.read();
+    assert_eq!((list["id"].clone(), error_code(&list)), (json!(2), -32005));
+
+    let mut client =
+        grove_proto::Client::connect_pipelined(&g.home.join("grove.sock")).expect("connect");
+    let listed = client
+        .call::<grove_proto::methods::List>(&grove_proto::methods::ListParams {
+            all: true,
+            after: None,
+            limit: None,
+        })
+        .expect("agent.list behind hello");
+    assert!(listed.agents.is_empty());
+    assert!(client.hello().expect("hello").pid > 0);
+}
+
 #[test]
 fn malformed_requests_get_errors_and_the_daemon_keeps_serving() {
     let g = Grove::new();

@@ -73,7 +73,7 @@ fn stop_daemon(dirs: &grove_proto::paths::Dirs) -> Result<Option<u32>> {
     let pid = match connect_existing(dirs) {
         Ok(mut client) => {
             client.call::<DaemonStop>(&Empty {})?;
-            client.hello.pid
+            client.hello()?.pid
         }
         Err(ClientError::Unreachable { .. }) => return Ok(None),
         // A daemon of another version cannot be asked; SIGTERM stops it just as well.
@@ -106,7 +106,9 @@ fn stop(json: bool) -> Result<ExitCode> {
 /// agents that kept running.
 fn restart(json: bool) -> Result<ExitCode> {
     let dirs = dirs()?;
-    let running = connect_existing(&dirs).ok().map(|c| c.hello.pid);
+    let running = connect_existing(&dirs)
+        .ok()
+        .and_then(|mut c| c.hello().ok().map(|h| h.pid));
     let old = match running {
         // systemd keeps it: let systemd restart it, or it would not supervise the new one.
         Some(pid) if under_systemd(pid) => {
@@ -115,8 +117,8 @@ fn restart(json: bool) -> Result<ExitCode> {
         }
         _ => stop_daemon(&dirs)?,
     };
-    let client = connect(&dirs)?;
-    let new = client.hello.pid;
+    let mut client = connect(&dirs)?;
+    let new = client.hello()?.pid;
     if json {
         print_json(&serde_json::json!({ "stopped": old, "pid": new, "running": true }))?;
     } else {
@@ -241,7 +243,10 @@ fn install(enable: bool, json: bool) -> Result<ExitCode> {
             steps.push("systemctl --user daemon-reload".to_string());
             // A daemon started on demand holds the lock: systemd's could not start.
             let dirs = dirs()?;
-            if let Some(pid) = connect_existing(&dirs).ok().map(|c| c.hello.pid) {
+            if let Some(pid) = connect_existing(&dirs)
+                .ok()
+                .and_then(|mut c| c.hello().ok().map(|h| h.pid))
+            {
                 if !under_systemd(pid) {
                     stop_daemon(&dirs)?;
                     steps.push(format!("grove daemon stop (pid {pid}, started on demand)"));

@@ -527,20 +527,29 @@ fn database(path: &Path) -> Check {
 fn daemon(dirs: &Dirs) -> Check {
     let ours = env!("CARGO_PKG_VERSION");
     match connect_existing(dirs) {
-        Ok(client) => {
-            let theirs = &client.hello.daemon_version;
+        Ok(mut client) => {
+            let Ok(hello) = client.hello().cloned() else {
+                return check(
+                    "daemon",
+                    Level::Fail,
+                    "the daemon accepted a connection but did not answer `hello`; see its log"
+                        .to_string(),
+                    json!({ "running": true }),
+                );
+            };
+            let theirs = &hello.daemon_version;
             let data = json!({
                 "running": true,
-                "pid": client.hello.pid,
+                "pid": hello.pid,
                 "daemon_version": theirs,
                 "client_version": ours,
-                "protocol": client.hello.protocol,
+                "protocol": hello.protocol,
             });
             if theirs == ours {
                 check(
                     "daemon",
                     Level::Ok,
-                    format!("running (pid {}), version {ours}", client.hello.pid),
+                    format!("running (pid {}), version {ours}", hello.pid),
                     data,
                 )
             } else {
@@ -550,7 +559,7 @@ fn daemon(dirs: &Dirs) -> Check {
                     format!(
                         "running (pid {}) version {theirs}, this grove is {ours} (same protocol); \
                          `grove daemon restart` runs this version",
-                        client.hello.pid
+                        hello.pid
                     ),
                     data,
                 )

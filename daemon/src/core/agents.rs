@@ -1,12 +1,14 @@
 //! Looking agents up, waiting for them and stopping them.
 
-use super::Core;
+use super::{Core, Listed};
 use crate::db::agents::AgentRow;
 use crate::error::Error;
 use crate::supervisor::procfs;
 use grove_proto::types::{AgentRecord, AgentStatus};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::collections::HashSet;
+use std::sync::Arc;
 use tokio::sync::oneshot;
 
 impl Core {
@@ -42,15 +44,44 @@ impl Core {
         }
     }
 
-    pub(super) fn list(&self, all: bool) -> Vec<AgentRecord> {
-        let mut records: Vec<AgentRecord> = self
-            .agents
-            .values()
-            .filter(|row| all || !row.record.status.is_final())
-            .map(|row| row.record.clone())
-            .collect();
-        records.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
-        records
+    /// Sorted here by reference: sorting 1,000 records by value moved them around and
+    /// cost more than the rest of the answer.
+    pub(super) fn list(&mut self, all: bool, within: Option<&str>) -> Vec<Arc<Listed>> {
+        let mut listed: Vec<Arc<Listed>> = match within {
+            None => self
+                .agents
+                .listed()
+                .filter(|l| all || !l.is_final)
+                .cloned()
+                .collect(),
+            Some(ancestor) => {
+                let descendants = self.descendants(ancestor);
+                self.agents
+                    .listed()
+                    .filter(|l| all || !l.is_final)
+                    .filter(|l| descendants.contains(l.id.as_str()))
+                    .cloned()
+                    .collect()
+            }
+        };
+        listed.sort_unstable_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        listed
+    }
+
+    /// The agents `ancestor` spawned, directly or not (not itself).
+    fn descendants(&self, ancestor: &str) -> HashSet<String> {
+        let mut found = HashSet::new();
+        let mut parents = vec![ancestor.to_string()];
+        while let Some(parent) = parents.pop() {
+            for row in self.agents.values() {
+                if row.record.parent.as_deref() == Some(parent.as_str())
+                    && found.insert(row.record.id.clone())
+                {
+                    parents.push(row.record.id.clone());
+                }
+            }
+        }
+        found
     }
 
     pub(super) fn wait(&mut self, prefix: &str) -> Result<oneshot::Receiver<AgentRecord>, Error> {

@@ -1,6 +1,7 @@
-use super::{Identity, Msg, NewAgent};
+use super::{Identity, Listed, Msg, NewAgent};
 use crate::error::Error;
 use grove_proto::types::AgentRecord;
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 /// The way into the core, cheap to clone.
@@ -47,8 +48,15 @@ impl CoreHandle {
         self.ask(|reply| Msg::Get(prefix.to_string(), reply)).await
     }
 
-    pub async fn list(&self, all: bool) -> Result<Vec<AgentRecord>, Error> {
-        self.ask(|reply| Msg::List(all, reply)).await
+    /// Records ready to list, oldest first; `within`: only the agents this one spawned.
+    pub async fn list(&self, all: bool, within: Option<&str>) -> Result<Vec<Arc<Listed>>, Error> {
+        let (reply, answer) = oneshot::channel();
+        let within = within.map(str::to_string);
+        self.tx
+            .send(Msg::List { all, within, reply })
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)
     }
 
     pub async fn queue(&self) -> Result<Vec<AgentRecord>, Error> {

@@ -158,14 +158,11 @@ impl Core {
             name: params.name,
             id: id.clone(),
         };
-        self.agents.insert(
-            id,
-            AgentRow {
-                record: record.clone(),
-                token,
-                pid_start: None,
-            },
-        );
+        self.agents.insert(AgentRow {
+            record: record.clone(),
+            token,
+            pid_start: None,
+        });
         Ok(record)
     }
 

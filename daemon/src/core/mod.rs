@@ -8,13 +8,14 @@ mod lifecycle;
 mod pool;
 mod prepare;
 mod queue;
+mod table;
 
 pub use handle::{Accepted, CoreHandle};
 
 pub use lifecycle::NewAgent;
+pub use table::Listed;
 
 use crate::config::Config;
-use crate::db::agents::AgentRow;
 use crate::db::Db;
 use crate::error::Error;
 use crate::events::EventBus;
@@ -35,7 +36,13 @@ pub enum Msg {
     ShimExited(String),
     Collected(String, Result<Collected, Error>),
     Get(String, Reply<AgentRecord>),
-    List(bool, Reply<Vec<AgentRecord>>),
+    /// Records ready to list, oldest first: every one or only live ones, and only those
+    /// spawned (directly or not) by the agent named, when one is.
+    List {
+        all: bool,
+        within: Option<String>,
+        reply: oneshot::Sender<Vec<Arc<Listed>>>,
+    },
     Queue(Reply<Vec<AgentRecord>>),
     Wait(String, Reply<oneshot::Receiver<AgentRecord>>),
     Kill(String, Reply<AgentRecord>),
@@ -71,7 +78,7 @@ pub struct Identity {
 }
 
 pub struct Core {
-    agents: HashMap<String, AgentRow>,
+    agents: table::AgentTable,
     waiters: HashMap<String, Vec<oneshot::Sender<AgentRecord>>>,
     /// Agents waiting for a slot, first in first out.
     queue: VecDeque<String>,
@@ -112,10 +119,7 @@ impl Core {
         let rows = db.call(|conn| crate::db::agents::load_all(conn)).await?;
         let (tx, rx) = mpsc::channel(1024);
         let mut core = Core {
-            agents: rows
-                .into_iter()
-                .map(|row| (row.record.id.clone(), row))
-                .collect(),
+            agents: rows.into_iter().collect(),
             waiters: HashMap::new(),
             queue: VecDeque::new(),
             pending_env: HashMap::new(),
@@ -175,8 +179,8 @@ impl Core {
             Msg::Get(prefix, reply) => {
                 let _ = reply.send(self.resolve(&prefix).map(|row| row.record.clone()));
             }
-            Msg::List(all, reply) => {
-                let _ = reply.send(Ok(self.list(all)));
+            Msg::List { all, within, reply } => {
+                let _ = reply.send(self.list(all, within.as_deref()));
             }
             Msg::Queue(reply) => {
                 let _ = reply.send(Ok(self.queued_records()));

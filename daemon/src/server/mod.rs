@@ -42,6 +42,7 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((mut stream, _)) => {
+                    room_for_a_whole_line(&stream);
                     let ctx = ctx.clone();
                     connections.spawn(async move {
                         if admit(&mut stream).await {
@@ -62,6 +63,18 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
         .is_err()
     {
         tracing::warn!("some connections did not close in time");
+    }
+}
+
+/// Lets one answer of up to a full line (a page of `agent.list`) go into the socket in
+/// one write. With the default buffer (~200 KiB) a 1 MiB answer went out in many
+/// rounds, each waiting for the client to wake up and read; that waiting was most of
+/// what a long `grove --json list` took. The kernel caps the size at
+/// `net.core.wmem_max`, and the memory is used only while an answer is in flight.
+fn room_for_a_whole_line(stream: &UnixStream) {
+    use nix::sys::socket::{setsockopt, sockopt::SndBuf};
+    if let Err(e) = setsockopt(stream, SndBuf, &(grove_proto::MAX_LINE_BYTES + 64 * 1024)) {
+        tracing::debug!(error = %e, "cannot grow the send buffer; answers go out in rounds");
     }
 }
 

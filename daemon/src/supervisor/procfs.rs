@@ -1,12 +1,25 @@
 //! Facts about processes from /proc.
 
-use std::fs;
+use std::fs::File;
+use std::io::Read;
+
+/// /proc/<pid>/stat, read in one go: the file has no size to go by, so reading it
+/// into an empty string took six reads (a connection's ancestry is read on every
+/// connect).
+fn stat(pid: u32) -> Option<String> {
+    let mut stat = String::with_capacity(1024);
+    File::open(format!("/proc/{pid}/stat"))
+        .ok()?
+        .read_to_string(&mut stat)
+        .ok()?;
+    Some(stat)
+}
 
 /// Start time of `pid` in clock ticks since boot (field 22 of /proc/<pid>/stat).
 /// Together with the pid it names one process for good: pids are reused, start times
 /// of one pid are not.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = stat(pid)?;
     let after_name = &stat[stat.rfind(')')? + 1..];
     // After the name: field 3 (state) is index 0, so field 22 is index 19.
     after_name.split_whitespace().nth(19)?.parse().ok()
@@ -14,7 +27,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 
 /// Parent pid of `pid` (field 4 of /proc/<pid>/stat).
 pub fn parent(pid: u32) -> Option<u32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = stat(pid)?;
     let after_name = &stat[stat.rfind(')')? + 1..];
     after_name.split_whitespace().nth(1)?.parse().ok()
 }
@@ -25,8 +38,7 @@ pub fn is_same_process(pid: u32, started: u64) -> bool {
 }
 
 fn is_zombie(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
+    stat(pid)
         .and_then(|stat| {
             let after = &stat[stat.rfind(')')? + 1..];
             after.split_whitespace().next().map(|state| state == "Z")

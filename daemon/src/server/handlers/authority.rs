@@ -74,17 +74,3 @@ pub async fn may_touch(
         _ => Ok(()),
     }
 }
-
-/// Keeps what an agent may see: itself and the agents it spawned.
-pub async fn visible(ctx: &Ctx, conn: &Conn, records: Vec<AgentRecord>) -> Vec<AgentRecord> {
-    let Some(me) = conn.agent() else {
-        return records;
-    };
-    let mut kept = Vec::new();
-    for record in records {
-        if record.id != me.id && is_mine(ctx, me, &record).await {
-            kept.push(record);
-        }
-    }
-    kept
-}

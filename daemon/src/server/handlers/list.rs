@@ -1,11 +1,11 @@
 use super::super::connection::{ok_head, Conn, OK_TAIL};
 use super::super::Ctx;
-use super::authority::visible;
+use crate::core::Listed;
 use crate::Error;
 use grove_proto::methods::ListParams;
-use grove_proto::types::AgentRecord;
 use grove_proto::MAX_LINE_BYTES;
 use serde_json::Value;
+use std::sync::Arc;
 
 const MAX_PAGE: usize = 1_000;
 /// Serialized records per answer stay under this, inside the 1 MiB line cap with room
@@ -13,16 +13,14 @@ const MAX_PAGE: usize = 1_000;
 const MAX_PAGE_BYTES: usize = MAX_LINE_BYTES - 64 * 1024;
 
 /// Inside an agent, only the agents it spawned. Long lists come in pages: `next` says
-/// where the following page starts. Answers by itself, with the page serialized straight
-/// into its line, and only then frees the records: freeing 1,000 of them takes a good
-/// part of what serializing them does, and the client need not wait for it.
+/// where the following page starts. The core keeps every record's JSON ready, so the
+/// page is those texts joined into the answer's line.
 pub async fn handle(ctx: &Ctx, conn: &Conn, id: Option<Value>, params: ListParams) {
-    let records = match listed(ctx, conn, params.all).await {
-        Ok(records) => records,
+    let within = conn.agent().map(|me| me.id.as_str());
+    let agents = match ctx.core.list(params.all, within).await {
+        Ok(agents) => agents,
         Err(e) => return conn.respond(id, Err(e.into())).await,
     };
-    let mut agents: Vec<&AgentRecord> = records.iter().collect();
-    agents.sort_unstable_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
     let start = match &params.after {
         Some(after) => match agents.iter().position(|a| &a.id == after) {
             Some(at) => at + 1,
@@ -42,80 +40,49 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, id: Option<Value>, params: ListParam
     let Some(id) = id else {
         return;
     };
-    let head = ok_head(&id, 0);
-    match page(&agents[start..], limit, MAX_PAGE_BYTES, head) {
-        Ok(mut line) => {
-            line.extend_from_slice(OK_TAIL);
-            conn.send_line(line).await;
-        }
-        Err(e) => conn.respond(Some(id), Err(e.into())).await,
-    }
-    drop(agents);
-    drop(records);
-}
-
-/// The records the caller may see. Every record comes from the snapshot, unsorted: the
-/// answer orders them by reference, as `core.list` orders them, since sorting 1,000
-/// records by value in the core moved them around and cost more than all the rest of
-/// the answer. Live agents are few: the core lists those itself.
-async fn listed(ctx: &Ctx, conn: &Conn, all: bool) -> Result<Vec<AgentRecord>, Error> {
-    let records = if all {
-        ctx.core.snapshot().await?
-    } else {
-        ctx.core.list(false).await?
-    };
-    Ok(visible(ctx, conn, records).await)
+    let mut line = page(&agents[start..], limit, MAX_PAGE_BYTES, ok_head(&id, 0));
+    line.extend_from_slice(OK_TAIL);
+    conn.send_line(line).await;
 }
 
 /// Appends the result `{"agents": [...], "next": ...}` to `out`, holding the first of
 /// `agents`: at most `limit`, and no more than `max_bytes` of records unless one alone
-/// is longer. Each record is serialized once, straight into the answer; the one that
-/// overflows the page is cut off again.
-fn page(
-    agents: &[&AgentRecord],
-    limit: usize,
-    max_bytes: usize,
-    mut out: Vec<u8>,
-) -> Result<Vec<u8>, Error> {
-    out.extend_from_slice(br#"{"agents":["#);
-    let records_start = out.len();
-    let mut count: usize = 0;
+/// is longer.
+fn page(agents: &[Arc<Listed>], limit: usize, max_bytes: usize, mut out: Vec<u8>) -> Vec<u8> {
+    let (mut count, mut bytes) = (0, 0);
     for agent in agents.iter().take(limit) {
-        let mark = out.len();
-        if count > 0 {
-            out.push(b',');
-        }
-        serde_json::to_writer(&mut out, agent)
-            .map_err(|e| Error::Internal(format!("cannot encode a record: {e}")))?;
-        if count > 0 && out.len() - records_start > max_bytes {
-            out.truncate(mark);
+        let more = agent.json.len() + usize::from(count > 0);
+        if count > 0 && bytes + more > max_bytes {
             break;
         }
-        if count == 0 {
-            // Records of one list are alike in size: one allocation for the page.
-            let guess = (out.len() - records_start + 1) * agents.len().min(limit);
-            out.reserve(guess.min(max_bytes + 1024));
+        (count, bytes) = (count + 1, bytes + more);
+    }
+    let next = agents[..count].last().filter(|_| count < agents.len());
+    out.reserve(bytes + next.map_or(0, |last| last.id.len() * 2 + 16) + 64);
+    out.extend_from_slice(br#"{"agents":["#);
+    for (n, agent) in agents[..count].iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
         }
-        count += 1;
+        out.extend_from_slice(agent.json.as_bytes());
     }
     out.push(b']');
-    if let Some(last) = agents
-        .get(count.wrapping_sub(1))
-        .filter(|_| count < agents.len())
-    {
+    if let Some(last) = next {
         out.extend_from_slice(br#","next":"#);
         // A string always serializes.
         let _ = serde_json::to_writer(&mut out, &last.id);
     }
     out.push(b'}');
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::page;
+    use crate::core::Listed;
     use grove_proto::methods::AgentList;
     use grove_proto::types::AgentRecord;
+    use std::sync::Arc;
 
     fn record(id: usize, argv_len: usize) -> AgentRecord {
         let mut record: AgentRecord = serde_json::from_value(serde_json::json!({
@@ -133,8 +100,12 @@ mod tests {
         record
     }
 
-    fn joined(agents: &[&AgentRecord], limit: usize, max_bytes: usize) -> AgentList {
-        let answer = page(agents, limit, max_bytes, b"<".to_vec()).expect("page");
+    fn listed(records: &[AgentRecord]) -> Vec<Arc<Listed>> {
+        records.iter().map(|r| Arc::new(Listed::of(r))).collect()
+    }
+
+    fn joined(agents: &[Arc<Listed>], limit: usize, max_bytes: usize) -> AgentList {
+        let answer = page(agents, limit, max_bytes, b"<".to_vec());
         assert_eq!(
             answer.first(),
             Some(&b'<'),
@@ -146,7 +117,7 @@ mod tests {
     #[test]
     fn pages_hold_whole_records_within_the_byte_cap_and_name_the_next_start() {
         let records: Vec<AgentRecord> = (0..50).map(|i| record(i, 100)).collect();
-        let refs: Vec<&AgentRecord> = records.iter().collect();
+        let refs = listed(&records);
         let one = serde_json::to_vec(&records[0]).expect("encode").len();
         let cap = one * 10 + 9;
         let mut seen = Vec::new();
@@ -173,14 +144,14 @@ mod tests {
     #[test]
     fn a_record_longer_than_the_cap_comes_alone_and_limit_counts() {
         let records: Vec<AgentRecord> = (0..3).map(|i| record(i, 1_000)).collect();
-        let records: Vec<&AgentRecord> = records.iter().collect();
-        let list = joined(&records, 1_000, 100);
+        let refs = listed(&records);
+        let list = joined(&refs, 1_000, 100);
         assert_eq!(list.agents, [records[0].clone()]);
         assert_eq!(list.next.as_deref(), Some(records[0].id.as_str()));
-        let list = joined(&records, 2, 1 << 20);
+        let list = joined(&refs, 2, 1 << 20);
         assert_eq!(list.agents, [records[0].clone(), records[1].clone()]);
         assert_eq!(list.next.as_deref(), Some(records[1].id.as_str()));
-        let list = joined(&records, 3, 1 << 20);
+        let list = joined(&refs, 3, 1 << 20);
         assert_eq!((list.agents.len(), list.next), (3, None));
         let list = joined(&[], 3, 1 << 20);
         assert_eq!((list.agents.len(), list.next), (0, None));
