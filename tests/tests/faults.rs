@@ -10,27 +10,6 @@ use std::process::Command;
 use std::time::Duration;
 use support::*;
 
-/// Runs `args` with the daemon set to crash at `point`; the command must fail.
-fn crash_during(g: &Grove, point: &str, args: &[&str]) {
-    let out = g.run_env(args, &[("GROVE_TEST_CRASH_AT", point)]);
-    assert_ne!(
-        out.code, 0,
-        "{point}: {args:?} should have lost its daemon: {}",
-        out.stdout
-    );
-    let lock = g.home.join("daemon.lock");
-    eventually(
-        "the crashed daemon is gone",
-        Duration::from_secs(10),
-        || {
-            let pid = fs::read_to_string(&lock)
-                .ok()
-                .and_then(|p| p.trim().parse::<i32>().ok());
-            pid.is_none_or(|pid| !process_exists(pid))
-        },
-    );
-}
-
 fn assert_git_is_clean(g: &Grove) {
     assert!(g.worktree_dirs().is_empty(), "{:?}", g.worktree_dirs());
     assert_eq!(
@@ -46,8 +25,7 @@ fn assert_git_is_clean(g: &Grove) {
 fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
     for point in ["after_branch_create", "after_worktree_add"] {
         let g = Grove::new();
-        crash_during(
-            &g,
+        g.crash_during(
             point,
             &[
                 "spawn",
@@ -129,8 +107,7 @@ fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
     g.wait(&id);
     g.ok(&["state", "update", "--session", "s", "n", "1"]);
     g.ok(&["daemon", "stop"]);
-    crash_during(
-        &g,
+    g.crash_during(
         "mid_state_commit",
         &[
             "state",

@@ -288,8 +288,8 @@ fn a_crash_while_a_spawn_takes_a_pool_worktree_loses_nothing() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     g.wait(out.stdout.trim());
     wait_for_ready_pool(&g, 1);
-    let pid = g.json(&["daemon", "status"])["pid"].as_i64().expect("pid") as i32;
-    let out = g.run_env(
+    g.crash_during(
+        "mid_pool_adopt",
         &[
             "spawn",
             "--env",
@@ -299,14 +299,7 @@ fn a_crash_while_a_spawn_takes_a_pool_worktree_loses_nothing() {
             "-c",
             "echo $X > x.txt",
         ],
-        &crash,
     );
-    assert_ne!(
-        out.code, 0,
-        "the daemon should have crashed: {}",
-        out.stdout
-    );
-    eventually("the daemon crashed", LONG, || !process_exists(pid));
 
     // The next daemon rolls the half-taken worktree back and runs the agent afresh.
     let agents = g.json(&["list", "--all"])["agents"].clone();

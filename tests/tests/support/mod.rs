@@ -197,6 +197,28 @@ impl Grove {
     }
 
     /// Kills the daemon with SIGKILL and waits until it is gone.
+    /// Runs `args` with the daemon set to crash at `point` (daemon/src/faults.rs); the
+    /// command must fail, and this returns once that daemon is gone.
+    pub fn crash_during(&self, point: &str, args: &[&str]) {
+        let out = self.run_env(args, &[("GROVE_TEST_CRASH_AT", point)]);
+        assert_ne!(
+            out.code, 0,
+            "{point}: {args:?} should have lost its daemon: {}",
+            out.stdout
+        );
+        let lock = self.home.join("daemon.lock");
+        eventually(
+            "the crashed daemon is gone",
+            Duration::from_secs(10),
+            || {
+                let pid = fs::read_to_string(&lock)
+                    .ok()
+                    .and_then(|p| p.trim().parse::<i32>().ok());
+                pid.is_none_or(|pid| !process_exists(pid))
+            },
+        );
+    }
+
     pub fn crash_daemon(&self) {
         let pid = self.daemon_pid();
         nix::sys::signal::kill(
