@@ -1,4 +1,4 @@
-use super::{Identity, Listed, Msg, NewAgent};
+use super::{Identity, Listed, Msg, NewAgent, WorktreeUse};
 use crate::error::Error;
 use grove_proto::types::AgentRecord;
 use std::sync::Arc;
@@ -88,6 +88,16 @@ impl CoreHandle {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Msg::Snapshot(reply))
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)
+    }
+
+    /// Every agent's repository and worktree, and whether it is live.
+    pub async fn worktrees(&self) -> Result<Vec<WorktreeUse>, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Msg::Worktrees(reply))
             .await
             .map_err(|_| Error::ShuttingDown)?;
         answer.await.map_err(|_| Error::ShuttingDown)

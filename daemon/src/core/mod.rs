@@ -51,6 +51,8 @@ pub enum Msg {
     /// Forget finished agents (records and logs) past retention.
     Forget(Vec<String>, Reply<Vec<String>>),
     Snapshot(oneshot::Sender<Vec<AgentRecord>>),
+    /// Every agent's repository and worktree, and whether it is still live.
+    Worktrees(oneshot::Sender<Vec<WorktreeUse>>),
     /// The janitor's verdict on disk usage: `Some(why)` holds the queue and refuses spawns.
     DiskHold(Option<String>),
     /// Who holds this token.
@@ -67,6 +69,15 @@ pub enum Msg {
     PoolDrain(oneshot::Sender<()>, bool),
     /// Live agents and the warm pool, for `daemon.status`.
     Status(oneshot::Sender<(u64, Vec<grove_proto::methods::PoolWorktree>)>),
+}
+
+/// Where an agent's worktree is (or was), for the janitor's start-up scan: a slice of
+/// the record, since cloning 10,000 whole records showed in start-up time.
+#[derive(Debug, Clone)]
+pub struct WorktreeUse {
+    pub repo: PathBuf,
+    pub worktree: PathBuf,
+    pub live: bool,
 }
 
 /// An agent acting as a client: itself, its session, its nesting depth.
@@ -116,10 +127,16 @@ impl Core {
         events: EventBus,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) -> Result<CoreHandle, Error> {
-        let rows = db.call(|conn| crate::db::agents::load_all(conn)).await?;
+        let agents = db
+            .call(|conn| {
+                let mut table = table::AgentTable::with_capacity(crate::db::agents::count(conn)?);
+                crate::db::agents::load_all(conn, |row| table.insert(row))?;
+                Ok(table)
+            })
+            .await?;
         let (tx, rx) = mpsc::channel(1024);
         let mut core = Core {
-            agents: rows.into_iter().collect(),
+            agents,
             waiters: HashMap::new(),
             queue: VecDeque::new(),
             pending_env: HashMap::new(),
@@ -198,6 +215,14 @@ impl Core {
             }
             Msg::Snapshot(reply) => {
                 let _ = reply.send(self.agents.values().map(|r| r.record.clone()).collect());
+            }
+            Msg::Worktrees(reply) => {
+                let uses = self.agents.values().map(|row| WorktreeUse {
+                    repo: row.record.repo.clone(),
+                    worktree: row.record.worktree.clone(),
+                    live: !row.record.status.is_final(),
+                });
+                let _ = reply.send(uses.collect());
             }
             Msg::DiskHold(hold) => {
                 let released = self.disk_hold.is_some() && hold.is_none();

@@ -45,6 +45,12 @@ pub struct AgentTable {
 }
 
 impl AgentTable {
+    pub fn with_capacity(rows: usize) -> AgentTable {
+        AgentTable {
+            entries: HashMap::with_capacity(rows),
+        }
+    }
+
     pub fn get(&self, id: &str) -> Option<&AgentRow> {
         self.entries.get(id).map(|entry| &entry.row)
     }
@@ -87,16 +93,6 @@ impl AgentTable {
     }
 }
 
-impl FromIterator<AgentRow> for AgentTable {
-    fn from_iter<I: IntoIterator<Item = AgentRow>>(rows: I) -> Self {
-        let mut table = AgentTable::default();
-        for row in rows {
-            table.insert(row);
-        }
-        table
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +117,14 @@ mod tests {
         }
     }
 
+    fn table_of<const N: usize>(ids: [&str; N]) -> AgentTable {
+        let mut table = AgentTable::with_capacity(N);
+        for id in ids {
+            table.insert(row(id));
+        }
+        table
+    }
+
     fn listed_json(table: &mut AgentTable, id: &str) -> String {
         let listed = table.listed().find(|l| l.id == id).expect("listed");
         listed.json.to_string()
@@ -128,7 +132,7 @@ mod tests {
 
     #[test]
     fn the_listed_text_follows_every_change_made_through_a_row() {
-        let mut table: AgentTable = [row("a"), row("b")].into_iter().collect();
+        let mut table = table_of(["a", "b"]);
         let before = listed_json(&mut table, "a");
         assert_eq!(
             before,
@@ -144,7 +148,7 @@ mod tests {
 
     #[test]
     fn reading_a_row_keeps_its_text() {
-        let mut table: AgentTable = [row("a")].into_iter().collect();
+        let mut table = table_of(["a"]);
         let first = Arc::clone(table.listed().next().expect("one"));
         let pid = table.get("a").expect("a").record.pid;
         assert_eq!(pid, Some(7));

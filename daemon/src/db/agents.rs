@@ -40,23 +40,27 @@ pub fn delete(conn: &Connection, id: &str) -> rusqlite::Result<()> {
     Ok(())
 }
 
-pub fn load_all(conn: &Connection) -> rusqlite::Result<Vec<AgentRow>> {
-    let mut stmt =
-        conn.prepare("SELECT token, pid_start, record FROM agents ORDER BY created_at_ms, id")?;
-    let rows = stmt.query_map([], |r| {
-        let token: String = r.get(0)?;
-        let pid_start: Option<i64> = r.get(1)?;
-        let json: String = r.get(2)?;
-        let record: AgentRecord = serde_json::from_str(&json).map_err(|e| {
+pub fn count(conn: &Connection) -> rusqlite::Result<usize> {
+    conn.query_row("SELECT count(*) FROM agents", [], |r| r.get(0))
+}
+
+/// Hands every agent row to `keep`, in no order. The caller builds its table as rows
+/// come: with 10,000 large rows, a list collected first and then moved into the table
+/// showed in start-up time.
+pub fn load_all(conn: &Connection, mut keep: impl FnMut(AgentRow)) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare("SELECT token, pid_start, record FROM agents")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let record: AgentRecord = serde_json::from_str(r.get_ref(2)?.as_str()?).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, e.into())
         })?;
-        Ok(AgentRow {
+        keep(AgentRow {
             record,
-            token,
-            pid_start: pid_start.map(|v| v as u64),
-        })
-    })?;
-    rows.collect()
+            token: r.get(0)?,
+            pid_start: r.get::<_, Option<i64>>(1)?.map(|v| v as u64),
+        });
+    }
+    Ok(())
 }
 
 /// The environment of a queued agent, kept until it starts (values are secrets the user

@@ -18,10 +18,10 @@ impl Janitor {
             tracing::info!(path = %trash.display(), "start-up scan: finished deleting a removed worktree");
         }
         let dirs = worktree_dirs(&self.config.dirs.worktree_root);
-        let Ok(records) = self.core.snapshot().await else {
+        let Ok(uses) = self.core.worktrees().await else {
             return;
         };
-        let owned: HashSet<&PathBuf> = records.iter().map(|r| &r.worktree).collect();
+        let owned: HashSet<&PathBuf> = uses.iter().map(|u| &u.worktree).collect();
         // Warm-pool worktrees belong to the core, which removes an earlier daemon's.
         let unknown = dirs
             .into_iter()
@@ -39,12 +39,12 @@ impl Janitor {
                 }
             }
         }
-        let live: HashSet<PathBuf> = records
+        let live: HashSet<PathBuf> = uses
             .iter()
-            .filter(|r| !r.status.is_final())
-            .map(|r| r.worktree.clone())
+            .filter(|u| u.live)
+            .map(|u| u.worktree.clone())
             .collect();
-        let repos: BTreeSet<PathBuf> = records.iter().map(|r| r.repo.clone()).collect();
+        let repos: BTreeSet<PathBuf> = uses.iter().map(|u| u.repo.clone()).collect();
         for repo in repos {
             self.tidy_repo(repo, &live).await;
         }
