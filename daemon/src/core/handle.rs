@@ -26,12 +26,17 @@ impl CoreHandle {
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Msg,
     ) -> Result<T, Error> {
+        self.request(make).await?
+    }
+
+    /// Sends what `make` builds around a reply channel and waits for the answer.
+    async fn request<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Msg) -> Result<T, Error> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(make(reply))
             .await
             .map_err(|_| Error::ShuttingDown)?;
-        answer.await.map_err(|_| Error::ShuttingDown)?
+        answer.await.map_err(|_| Error::ShuttingDown)
     }
 
     /// Registers the agent and starts it, or queues it when no slot is free. Returns
@@ -50,13 +55,8 @@ impl CoreHandle {
 
     /// Records ready to list, oldest first; `within`: only the agents this one spawned.
     pub async fn list(&self, all: bool, within: Option<&str>) -> Result<Vec<Arc<Listed>>, Error> {
-        let (reply, answer) = oneshot::channel();
         let within = within.map(str::to_string);
-        self.tx
-            .send(Msg::List { all, within, reply })
-            .await
-            .map_err(|_| Error::ShuttingDown)?;
-        answer.await.map_err(|_| Error::ShuttingDown)
+        self.request(|reply| Msg::List { all, within, reply }).await
     }
 
     pub async fn queue(&self) -> Result<Vec<AgentRecord>, Error> {
@@ -85,22 +85,12 @@ impl CoreHandle {
     }
 
     pub async fn snapshot(&self) -> Result<Vec<AgentRecord>, Error> {
-        let (reply, answer) = oneshot::channel();
-        self.tx
-            .send(Msg::Snapshot(reply))
-            .await
-            .map_err(|_| Error::ShuttingDown)?;
-        answer.await.map_err(|_| Error::ShuttingDown)
+        self.request(Msg::Snapshot).await
     }
 
     /// Every agent's repository and worktree, and whether it is live.
     pub async fn worktrees(&self) -> Result<Vec<WorktreeUse>, Error> {
-        let (reply, answer) = oneshot::channel();
-        self.tx
-            .send(Msg::Worktrees(reply))
-            .await
-            .map_err(|_| Error::ShuttingDown)?;
-        answer.await.map_err(|_| Error::ShuttingDown)
+        self.request(Msg::Worktrees).await
     }
 
     pub async fn disk_hold(&self, hold: Option<String>) {
