@@ -47,23 +47,18 @@ impl Core {
     /// Sorted here by reference: sorting 1,000 records by value moved them around and
     /// cost more than the rest of the answer.
     pub(super) fn list(&mut self, all: bool, within: Option<&str>) -> Vec<Arc<Listed>> {
-        let mut listed: Vec<Arc<Listed>> = match within {
-            None => self
-                .agents
-                .listed()
-                .filter(|l| all || !l.is_final)
-                .cloned()
-                .collect(),
-            Some(ancestor) => {
-                let descendants = self.descendants(ancestor);
-                self.agents
-                    .listed()
-                    .filter(|l| all || !l.is_final)
-                    .filter(|l| descendants.contains(l.id.as_str()))
-                    .cloned()
-                    .collect()
-            }
-        };
+        let descendants = within.map(|ancestor| self.descendants(ancestor));
+        let mut listed: Vec<Arc<Listed>> = self
+            .agents
+            .listed()
+            .filter(|l| all || !l.is_final)
+            .filter(|l| {
+                descendants
+                    .as_ref()
+                    .is_none_or(|d| d.contains(l.id.as_str()))
+            })
+            .cloned()
+            .collect();
         listed.sort_unstable_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
         listed
     }
