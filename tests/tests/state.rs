@@ -243,6 +243,45 @@ fn b22_a_newer_stored_schema_version_is_refused_not_misread() {
 }
 
 #[test]
+fn a_stored_schema_that_cannot_be_read_is_refused_and_the_rest_still_serves() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "s");
+    create(&mut c, "t");
+    update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
+    update(&mut c, "t", json!([{"channel": "count", "value": 2}]));
+    drop(c);
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    db.execute(
+        "UPDATE sessions SET schema = '{\"channels\": 7}' WHERE name = 's'",
+        [],
+    )
+    .expect("break the schema");
+    drop(db);
+    let out = g.run(&["state", "get", "--session", "s"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("stored schema this grove cannot read"),
+        "{}",
+        out.stderr
+    );
+    let out = g.run(&["state", "update", "--session", "s", "count", "1"]);
+    assert!(out.stderr.contains("cannot read"), "{}", out.stderr);
+    let t = g.json(&["state", "get", "--session", "t"]);
+    assert_eq!(t["state"]["count"], 2, "{t}");
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let checkpoints: i64 = db
+        .query_row(
+            "SELECT count(*) FROM checkpoints WHERE session = 's'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(checkpoints, 1, "the unreadable session's data is kept");
+}
+
+#[test]
 fn b23_a_crash_loses_no_acknowledged_batch() {
     let g = Grove::new();
     let mut c = client(&g);

@@ -45,20 +45,30 @@ impl Session {
 
     /// Rebuilds a session from its row; `current` is filled in by the caller.
     pub fn from_row(row: SessionRow) -> Session {
-        let unreadable = (row.schema_version > SCHEMA_VERSION).then(|| {
+        let mut unreadable = (row.schema_version > SCHEMA_VERSION).then(|| {
             format!(
                 "session `{}` was stored with state schema version {}, newer than this grove \
                  understands ({SCHEMA_VERSION}); upgrade grove to read it",
                 row.name, row.schema_version
             )
         });
-        let schema = match (&unreadable, Schema::from_json(&row.schema)) {
-            (None, Ok(schema)) => schema,
-            _ => Schema {
-                version: SCHEMA_VERSION,
-                channels: Default::default(),
-            },
+        let parsed = match &unreadable {
+            Some(_) => None,
+            None => Schema::from_json(&row.schema)
+                .map_err(|e| {
+                    // Never read or write the state through a schema it was not made with.
+                    unreadable = Some(format!(
+                        "session `{}` has a stored schema this grove cannot read ({e}); \
+                         its data is kept as it is",
+                        row.name
+                    ));
+                })
+                .ok(),
         };
+        let schema = parsed.unwrap_or(Schema {
+            version: SCHEMA_VERSION,
+            channels: Default::default(),
+        });
         Session {
             name: row.name,
             current: schema.initial_state(),
