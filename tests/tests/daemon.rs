@@ -131,6 +131,52 @@ fn stop_leaves_agents_running_and_the_next_daemon_adopts_them() {
     assert_eq!(g.git(&["show", &format!("grove/{id}:done.txt")]), "done\n");
 }
 
+/// A record this grove cannot read (a newer grove's, say) stops the start with the
+/// agent named, and nothing is touched: its worktree would otherwise look like
+/// nobody's to the start-up scan.
+#[test]
+fn an_unreadable_agent_record_stops_the_start_and_changes_nothing() {
+    let g = Grove::new();
+    let id = g.spawn(&["--keep"], "echo kept > kept.txt");
+    g.wait(&id);
+    let worktree = g.record(&id)["worktree"]
+        .as_str()
+        .expect("worktree")
+        .to_string();
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let record_text = |db: &rusqlite::Connection| -> String {
+        db.query_row("SELECT record FROM agents WHERE id = ?1", [&id], |r| {
+            r.get::<_, String>(0)
+        })
+        .expect("record")
+    };
+    let good = record_text(&db);
+    let newer = good.replace(r#""status":"collected""#, r#""status":"archived""#);
+    assert_ne!(good, newer, "{good}");
+    db.execute("UPDATE agents SET record = ?1 WHERE id = ?2", [&newer, &id])
+        .expect("write a newer record");
+
+    let out = g.run(&["list", "--all"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr
+            .contains(&format!("the record of agent {id} cannot be read")),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("Nothing was changed"), "{}", out.stderr);
+    assert_eq!(record_text(&db), newer);
+    assert_eq!(
+        fs::read_to_string(std::path::Path::new(&worktree).join("kept.txt")).expect("kept"),
+        "kept\n"
+    );
+
+    db.execute("UPDATE agents SET record = ?1 WHERE id = ?2", [&good, &id])
+        .expect("put it back");
+    assert_eq!(g.record(&id)["status"], "collected");
+}
+
 #[test]
 fn a_daemon_of_another_protocol_version_is_reported_with_the_way_out() {
     let g = Grove::new();

@@ -48,11 +48,12 @@ pub fn count(conn: &Connection) -> rusqlite::Result<usize> {
 /// come: with 10,000 large rows, a list collected first and then moved into the table
 /// showed in start-up time.
 pub fn load_all(conn: &Connection, mut keep: impl FnMut(AgentRow)) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare("SELECT token, pid_start, record FROM agents")?;
+    let mut stmt = conn.prepare("SELECT token, pid_start, record, id FROM agents")?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
         let record: AgentRecord = serde_json::from_str(r.get_ref(2)?.as_str()?).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, e.into())
+            let id = r.get_ref(3).ok().and_then(|id| id.as_str().ok());
+            unreadable(id.unwrap_or("?"), &e)
         })?;
         keep(AgentRow {
             record,
@@ -61,6 +62,20 @@ pub fn load_all(conn: &Connection, mut keep: impl FnMut(AgentRow)) -> rusqlite::
         });
     }
     Ok(())
+}
+
+/// A record this grove cannot read stops the start: left out, its worktree would look
+/// like nobody's to the start-up scan. Nothing has been changed at that point.
+fn unreadable(id: &str, e: &serde_json::Error) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        2,
+        rusqlite::types::Type::Text,
+        format!(
+            "the record of agent {id} cannot be read ({e}); a newer grove may have written \
+             it: run that version. Nothing was changed"
+        )
+        .into(),
+    )
 }
 
 /// The environment of a queued agent, kept until it starts (values are secrets the user
