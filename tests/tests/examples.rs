@@ -6,12 +6,12 @@ use support::*;
 
 #[test]
 fn the_python_parent_spawns_three_agents_and_reports_their_branches() {
-    if std::process::Command::new("python3")
+    let python = std::process::Command::new("python3")
         .arg("--version")
         .output()
-        .is_err()
-    {
-        eprintln!("skipping: python3 is not installed");
+        .err()
+        .map(|e| format!("cannot run python3: {e}"));
+    if !can_run("python3", python) {
         return;
     }
     let g = Grove::new();

@@ -25,6 +25,39 @@ pub fn git_command() -> Command {
     command
 }
 
+/// A `git` command for content an agent could have written (its files, its commits,
+/// its `.gitattributes`): no hooks, no fsmonitor, no untracked cache, and no system or
+/// global config, so that no filter, diff, textconv or merge driver and no credential
+/// helper runs. Repository config is still read by git; it must be config grove wrote
+/// (or the user's own, in a repository no jailed agent can write), never the agent's.
+/// Identity for commits made with it comes from the environment (`GIT_AUTHOR_*`).
+pub fn hardened_git() -> Command {
+    let mut command = git_command();
+    command
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ATTR_NOSYSTEM", "1")
+        .env_remove("GIT_CONFIG_PARAMETERS")
+        .env_remove("GIT_CONFIG_COUNT")
+        .env_remove("GIT_EXTERNAL_DIFF")
+        .env_remove("GIT_ASKPASS")
+        .env_remove("SSH_ASKPASS")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.untrackedCache=false",
+            "-c",
+            "protocol.ext.allow=never",
+            "-c",
+            "submodule.recurse=false",
+        ]);
+    command
+}
+
 /// Runs `git -C path -c checkout.workers=<workers> ARGS` (a checkout step in a worktree);
 /// a failure carries git's own message.
 pub fn run_checkout(

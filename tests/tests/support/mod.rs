@@ -398,3 +398,25 @@ pub fn read_pid(path: &Path) -> i32 {
         .parse()
         .expect("pid")
 }
+
+/// Whether a test that needs `capability` (root, cgroup2, landlock, tmpfs, python3,
+/// python-mcp, another-user, ...) may run here. When `missing` says why it cannot: on a
+/// laptop the test prints that and is skipped; where `GROVE_TEST_REQUIRE` names the
+/// capability (or is `all`), as CI sets it, the test fails instead, because a test that
+/// could not run must not pass.
+pub fn can_run(capability: &str, missing: Option<String>) -> bool {
+    let Some(why) = missing else {
+        return true;
+    };
+    let required = std::env::var("GROVE_TEST_REQUIRE").unwrap_or_default();
+    let required = required
+        .split(',')
+        .map(str::trim)
+        .any(|c| c == "all" || c == capability);
+    assert!(
+        !required,
+        "this test needs {capability}, which GROVE_TEST_REQUIRE requires, but: {why}"
+    );
+    eprintln!("skipping: needs {capability}: {why}");
+    false
+}
