@@ -116,6 +116,21 @@ impl AgentCgroup {
             .is_ok()
     }
 
+    /// Sets `pids.max`, enabling the pids controller for agents' cgroups first. Fails
+    /// where the cgroup above does not delegate it (then the v1 hierarchy may serve).
+    pub fn limit_pids(&self, max: u64) -> io::Result<()> {
+        if let Some(parent) = self.dir.parent() {
+            let _ = OpenOptions::new()
+                .write(true)
+                .open(parent.join("cgroup.subtree_control"))
+                .and_then(|mut f| f.write_all(b"+pids"));
+        }
+        OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("pids.max"))?
+            .write_all(max.to_string().as_bytes())
+    }
+
     /// CPU time and, where the memory controller is on, peak memory of the tree.
     pub fn usage(&self) -> Usage {
         let cpu_usec = fs::read_to_string(self.dir.join("cpu.stat"))
@@ -133,25 +148,31 @@ impl AgentCgroup {
     /// Removes the cgroup once it is empty (the kernel may take a moment after the last
     /// process is reaped), and `grove/` above it when no other agent uses it.
     pub fn remove(self) {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            match fs::remove_dir(&self.dir) {
-                Ok(()) => break,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
-                Err(e) if Instant::now() >= deadline => {
-                    eprintln!(
-                        "grove shim: cannot remove the cgroup {}: {e}",
-                        self.dir.display()
-                    );
-                    return;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        remove_when_empty(&self.dir);
+    }
+}
+
+/// Removes a cgroup directory once the kernel lets go of it, and its parent (`grove/`)
+/// when no other agent uses it.
+pub(crate) fn remove_when_empty(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match fs::remove_dir(dir) {
+            Ok(()) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+            Err(e) if Instant::now() >= deadline => {
+                eprintln!(
+                    "grove shim: cannot remove the cgroup {}: {e}",
+                    dir.display()
+                );
+                return;
             }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
-        if let Some(parent) = self.dir.parent() {
-            // Fails (as it should) while other agents' cgroups are in it.
-            let _ = fs::remove_dir(parent);
-        }
+    }
+    if let Some(parent) = dir.parent() {
+        // Fails (as it should) while other agents' cgroups are in it.
+        let _ = fs::remove_dir(parent);
     }
 }
 
@@ -179,6 +200,28 @@ fn base_dir() -> Option<PathBuf> {
     )
 }
 
+/// True when agents' cgroups can be made here (a writable cgroup2 below this
+/// process's own cgroup, or the mount's root).
+pub fn usable() -> bool {
+    let Some(base) = base_dir() else {
+        return false;
+    };
+    let grove = base.join("grove");
+    match fs::create_dir(&grove) {
+        Ok(()) => true,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => true,
+        Err(_) => false,
+    }
+}
+
+/// True when `controller` is available to agents' cgroups: the cgroup above `grove/`
+/// enables it for its children, so `grove/` can pass it on.
+pub(crate) fn v2_delegates(controller: &str) -> bool {
+    base_dir()
+        .and_then(|base| fs::read_to_string(base.join("cgroup.subtree_control")).ok())
+        .is_some_and(|text| text.split_whitespace().any(|c| c == controller))
+}
+
 /// An open `cgroup.procs` of an agent's cgroup (close-on-exec).
 #[derive(Debug)]
 pub struct Joiner(File);
@@ -191,7 +234,7 @@ impl Joiner {
 }
 
 /// Writes "0" (the writer itself) to an open `cgroup.procs`: one write(2), nothing more.
-fn join_through(procs: &File) -> io::Result<()> {
+pub(crate) fn join_through(procs: &File) -> io::Result<()> {
     let pid = b"0\n";
     // SAFETY: writes two bytes from a live buffer to an fd we own.
     let n = unsafe { libc::write(procs.as_raw_fd(), pid.as_ptr().cast(), pid.len()) };

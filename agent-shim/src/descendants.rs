@@ -2,7 +2,6 @@
 //! process that double-forks or calls `setsid` is still reparented to it, so walking
 //! parent links in /proc finds the whole tree, escapees included.
 
-use crate::program::SHIM_ARG;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::HashMap;
@@ -15,31 +14,40 @@ static DAEMON_LOCK: OnceLock<PathBuf> = OnceLock::new();
 /// A grove daemon started from inside this agent (a `grove` command autostarting it
 /// after a crash) is reparented to us, the subreaper, when its starter exits. It is not
 /// the agent's: never count it, its shims or their agents as ours, never signal them.
-/// Its pid is read from the daemon's lock file each time, as daemons come and go.
+/// Its pid is read from the daemon's lock file each time, as daemons come and go. Shims
+/// of a daemon that is gone are no longer spared: they and their agents go with this
+/// agent's tree.
 pub fn spare_daemon(lock: PathBuf) {
     let _ = DAEMON_LOCK.set(lock);
 }
 
-/// Grove's own processes (a daemon, other agents' shims) can end up below this shim when a
-/// daemon was restarted from inside this agent; they and their trees are never ours.
-/// Shims are known by their argument, not their binary: `grove-shim __shim` and the
-/// fallback `grove __shim` alike.
-fn is_grove_service(pid: i32) -> bool {
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    let shim = SHIM_ARG.as_bytes();
-    match args.get(1..3) {
-        Some([first, _]) if *first == shim => true,
-        Some([first, second]) => *first == b"daemon" && *second == b"run",
-        _ => args.get(1).is_some_and(|a| *a == shim),
-    }
+/// The daemon to spare: the pid in the daemon's lock file, and only while that process
+/// really holds the lock (the kernel's lock table says so). Never recognised by its
+/// argv: an agent can name a process anything, and a spared process outlives `kill`.
+/// A jailed agent cannot write the lock file, so it cannot put its own pid there.
+fn spared_pid() -> Option<i32> {
+    use std::os::unix::fs::MetadataExt;
+    let lock = DAEMON_LOCK.get()?;
+    let pid: i32 = fs::read_to_string(lock).ok()?.trim().parse().ok()?;
+    let inode = fs::metadata(lock).ok()?.ino();
+    let table = fs::read_to_string("/proc/locks").ok()?;
+    holds_flock(&table, pid, inode).then_some(pid)
 }
 
-fn spared_pid() -> Option<i32> {
-    let text = fs::read_to_string(DAEMON_LOCK.get()?).ok()?;
-    text.trim().parse().ok()
+/// True when /proc/locks lists a granted flock of `pid` on inode `inode`. Lines are
+/// `N: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF`; waiters have `->`
+/// after the number, so they do not match.
+fn holds_flock(table: &str, pid: i32, inode: u64) -> bool {
+    table.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&"FLOCK")
+            && fields.get(4).and_then(|p| p.parse::<i32>().ok()) == Some(pid)
+            && fields
+                .get(5)
+                .and_then(|dev| dev.rsplit(':').next())
+                .and_then(|ino| ino.parse::<u64>().ok())
+                == Some(inode)
+    })
 }
 
 /// Parent pid of `pid`, from /proc/<pid>/stat (field 4, after the parenthesised name,
@@ -73,7 +81,7 @@ pub fn descendants_of(root: i32) -> Vec<i32> {
     let mut stack = vec![root];
     while let Some(pid) = stack.pop() {
         for &child in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-            if Some(child) == spared || is_grove_service(child) {
+            if Some(child) == spared {
                 continue;
             }
             found.push(child);
@@ -91,4 +99,20 @@ pub fn signal_descendants(root: i32, signal: Signal) -> usize {
         let _ = kill(Pid::from_raw(pid), signal);
     }
     pids.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_flock;
+
+    #[test]
+    fn only_a_granted_flock_of_that_pid_on_that_inode_counts() {
+        let table = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:77 0 EOF\n\
+                     1: -> FLOCK  ADVISORY  WRITE 5151 fd:01:77 0 EOF\n\
+                     2: POSIX  ADVISORY  WRITE 6161 fd:01:77 0 EOF\n";
+        assert!(holds_flock(table, 4242, 77));
+        assert!(!holds_flock(table, 4242, 78));
+        assert!(!holds_flock(table, 5151, 77));
+        assert!(!holds_flock(table, 6161, 77));
+    }
 }

@@ -7,9 +7,10 @@
 //! kills whatever the command left behind and writes the [`ExitRecord`] atomically.
 //! A daemon crash or restart never touches a running agent.
 
-mod cgroup;
+pub mod cgroup;
 mod descendants;
 pub mod jail;
+pub mod pids;
 mod program;
 mod record;
 mod run;

@@ -67,24 +67,36 @@ fn run(spec: &ShimSpec) -> i32 {
         }
     }
     let started_at_ms = now_ms();
-    let cgroup = spec
-        .cgroup
+    let cgroup = (spec.cgroup || spec.jail.is_some())
         .then(|| AgentCgroup::create(&spec.agent_id))
         .flatten();
-    let (exit_code, exit_signal, stop, error) = match start_command(spec, cgroup.as_ref()) {
-        Ok(child) => {
-            let (code, signal, stop) = supervise(child, spec, &signals, cgroup.as_ref());
-            (code, signal, stop, None)
-        }
-        Err(failure) => {
-            eprintln!("grove: {}", failure.message);
-            (Some(failure.exit_code), None, None, Some(failure.message))
+    let pids = match limit_processes(spec, cgroup.as_ref()) {
+        Ok(pids) => pids,
+        Err(message) => {
+            if let Some(cgroup) = cgroup {
+                cgroup.remove();
+            }
+            return fail_start(spec, started_at_ms, message);
         }
     };
+    let (exit_code, exit_signal, stop, error) =
+        match start_command(spec, cgroup.as_ref(), pids.as_ref()) {
+            Ok(child) => {
+                let (code, signal, stop) = supervise(child, spec, &signals, cgroup.as_ref());
+                (code, signal, stop, None)
+            }
+            Err(failure) => {
+                eprintln!("grove: {}", failure.message);
+                (Some(failure.exit_code), None, None, Some(failure.message))
+            }
+        };
     // The tree is gone: measure it, then clear away its cgroup and temporary files.
     let usage = measure(cgroup.as_ref());
     if let Some(cgroup) = cgroup {
         cgroup.remove();
+    }
+    if let Some(pids) = pids {
+        pids.remove();
     }
     if let Some(tmp) = &spec.tmp_dir {
         if let Err(e) = std::fs::remove_dir_all(tmp) {
@@ -108,6 +120,51 @@ fn run(spec: &ShimSpec) -> i32 {
         error,
         cpu_ms: usage.cpu_ms,
         peak_memory_bytes: usage.peak_memory_bytes,
+    };
+    match record.write_atomically(&spec.exit_record) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!(
+                "grove shim: cannot write the exit record {}: {e}",
+                spec.exit_record.display()
+            );
+            1
+        }
+    }
+}
+
+/// The jail's guarantees rest on a cgroup the agent cannot leave (the daemon places
+/// connections by it, and `cgroup.kill` reaches everything in it); a limit on processes
+/// rests on a pids cgroup. Either missing means no start.
+fn limit_processes(
+    spec: &ShimSpec,
+    cgroup: Option<&AgentCgroup>,
+) -> Result<Option<crate::pids::PidsCgroup>, String> {
+    if spec.jail.is_some() && cgroup.is_none() {
+        return Err("cannot jail the agent: the jail needs a cgroup v2 of the agent's own                     (a writable cgroup2 mount), and none could be made here; spawn without                     --jail"
+            .into());
+    }
+    let Some(max) = spec.limits.max_procs else {
+        return Ok(None);
+    };
+    if cgroup.is_some_and(|c| c.limit_pids(max).is_ok()) {
+        return Ok(None);
+    }
+    crate::pids::PidsCgroup::create(&spec.agent_id, max).map(Some)
+}
+
+/// Writes the exit record of a start that never ran the command.
+fn fail_start(spec: &ShimSpec, started_at_ms: u64, message: String) -> i32 {
+    eprintln!("grove: {message}");
+    let record = ExitRecord {
+        outcome: Outcome::Failed,
+        exit_code: Some(126),
+        exit_signal: None,
+        started_at_ms,
+        ended_at_ms: now_ms(),
+        error: Some(message),
+        cpu_ms: None,
+        peak_memory_bytes: None,
     };
     match record.write_atomically(&spec.exit_record) {
         Ok(()) => 0,
@@ -169,7 +226,11 @@ struct StartFailure {
     message: String,
 }
 
-fn start_command(spec: &ShimSpec, cgroup: Option<&AgentCgroup>) -> Result<Pid, StartFailure> {
+fn start_command(
+    spec: &ShimSpec,
+    cgroup: Option<&AgentCgroup>,
+    pids: Option<&crate::pids::PidsCgroup>,
+) -> Result<Pid, StartFailure> {
     let program = spec.argv.first().ok_or_else(|| StartFailure {
         exit_code: 127,
         message: "empty command".into(),
@@ -194,6 +255,10 @@ fn start_command(spec: &ShimSpec, cgroup: Option<&AgentCgroup>) -> Result<Pid, S
         .map(AgentCgroup::joiner)
         .transpose()
         .map_err(|e| cannot(format!("cannot prepare the agent's cgroup: {e}")))?;
+    let pids_joiner = pids
+        .map(crate::pids::PidsCgroup::joiner)
+        .transpose()
+        .map_err(|e| cannot(format!("cannot prepare the agent's pids cgroup: {e}")))?;
     let mut command = Command::new(program);
     command
         .args(&spec.argv[1..])
@@ -210,6 +275,9 @@ fn start_command(spec: &ShimSpec, cgroup: Option<&AgentCgroup>) -> Result<Pid, S
             setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
             if let Some(joiner) = &joiner {
                 joiner.join()?;
+            }
+            if let Some(procs) = &pids_joiner {
+                crate::cgroup::join_through(procs)?;
             }
             apply_limits(&limits)?;
             // Last, so that nothing above runs jailed.

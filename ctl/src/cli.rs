@@ -304,6 +304,9 @@ pub struct SpawnArgs {
     /// Limit on open files (RLIMIT_NOFILE).
     #[arg(long, value_name = "N")]
     pub max_files: Option<u64>,
+    /// Limit on processes and threads of the whole tree at once (pids cgroup).
+    #[arg(long, value_name = "N")]
+    pub max_procs: Option<u64>,
     /// Limit on address space in bytes (RLIMIT_AS); K, M and G suffixes allowed.
     #[arg(long, value_name = "BYTES")]
     pub memory: Option<String>,

@@ -33,6 +33,10 @@ pub struct Config {
     pub retention: Duration,
     /// How deep agents may spawn agents (an agent the user spawned is at depth 0).
     pub max_depth: u32,
+    /// How many live children (queued ones included) one agent may have at once.
+    pub agent_max_children: usize,
+    /// How many of one agent's children may wait in the queue at once.
+    pub agent_max_queued: usize,
     /// Protocol version this daemon speaks; only tests change it.
     pub protocol_version: u32,
     /// `checkout.workers` for `git worktree add`.
@@ -88,11 +92,14 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("retention", "GROVE_RETENTION", "30days"),
     ("kill_grace", "GROVE_KILL_GRACE", "5s"),
     ("max_depth", "GROVE_MAX_DEPTH", "3"),
+    ("agent_max_children", "GROVE_AGENT_MAX_CHILDREN", "16"),
+    ("agent_max_queued", "GROVE_AGENT_MAX_QUEUED", "8"),
     ("jail", "GROVE_JAIL", "false"),
     ("jail_write", "GROVE_JAIL_WRITE", ""),
     ("memory", "GROVE_MEMORY", ""),
     ("cpu_time", "GROVE_CPU_TIME", ""),
     ("max_files", "GROVE_MAX_FILES", ""),
+    ("max_procs", "GROVE_MAX_PROCS", ""),
     ("timeout", "GROVE_TIMEOUT", ""),
     ("cgroup", "GROVE_CGROUP", "true"),
 ];
@@ -117,6 +124,8 @@ impl Config {
             retention: get("retention")?.duration()?,
             kill_grace: get("kill_grace")?.duration()?,
             max_depth: get("max_depth")?.number()? as u32,
+            agent_max_children: get("agent_max_children")?.number()? as usize,
+            agent_max_queued: get("agent_max_queued")?.number()? as usize,
             jail: get("jail")?.boolean()?,
             jail_write: get("jail_write")?.paths()?,
             default_limits: Limits {
@@ -129,6 +138,10 @@ impl Config {
                     })
                     .transpose()?,
                 max_files: get("max_files")?
+                    .optional()?
+                    .map(|r| r.number())
+                    .transpose()?,
+                max_procs: get("max_procs")?
                     .optional()?
                     .map(|r| r.number())
                     .transpose()?,

@@ -104,6 +104,10 @@ pub struct Limits {
     /// RLIMIT_CPU, in seconds (per process: SIGXCPU at the limit, SIGKILL a second later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<u64>,
+    /// Processes (and threads) the whole tree may have at once: `pids.max` of the
+    /// agent's cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_procs: Option<u64>,
 }
 
 /// Everything known about one agent. Times are milliseconds since the Unix epoch.

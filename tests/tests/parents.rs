@@ -216,11 +216,23 @@ fn an_agent_connecting_directly_may_not_touch_what_is_not_its_own() {
     );
     let results: Value =
         serde_json::from_str(&fs::read_to_string(&out).expect("out")).expect("json");
+    // A sibling does not exist for the agent: answered as an unknown id would be.
+    for invisible in ["kill_sibling", "logs_of_sibling"] {
+        assert_eq!(
+            results[invisible]["error"]["code"],
+            grove_proto::codes::NOT_FOUND,
+            "{invisible}: {}",
+            results[invisible]
+        );
+        let message = results[invisible]["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.starts_with("no agent has an id starting with"),
+            "{invisible}: {message}"
+        );
+    }
     for refused in [
-        "kill_sibling",
         "read_other_session",
         "write_other_session",
-        "logs_of_sibling",
         "gc",
         "stop_daemon",
     ] {

@@ -131,6 +131,8 @@ fn value_of(config: &Config, key: &str) -> String {
         "retention" => duration(config.retention),
         "kill_grace" => duration(config.kill_grace),
         "max_depth" => config.max_depth.to_string(),
+        "agent_max_children" => config.agent_max_children.to_string(),
+        "agent_max_queued" => config.agent_max_queued.to_string(),
         // A setting added to the daemon before this command learned it.
         _ => "(see the daemon)".into(),
     }

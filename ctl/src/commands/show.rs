@@ -134,6 +134,7 @@ fn limits(r: &AgentRecord) -> String {
         l.memory_bytes.map(|b| format!("memory {}", size(b))),
         l.cpu_seconds.map(|s| format!("cpu {s}s")),
         l.max_files.map(|n| format!("files {n}")),
+        l.max_procs.map(|n| format!("processes {n}")),
         r.timeout_ms.map(|ms| format!("timeout {}", duration(ms))),
     ]
     .into_iter()

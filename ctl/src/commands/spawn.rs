@@ -97,6 +97,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         timeout_ms: args.timeout.as_deref().map(duration_ms).transpose()?,
         limits: Limits {
             max_files: args.max_files,
+            max_procs: args.max_procs,
             memory_bytes: args.memory.as_deref().map(bytes).transpose()?,
             cpu_seconds: args
                 .cpu_time

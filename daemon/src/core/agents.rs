@@ -14,19 +14,35 @@ use tokio::sync::oneshot;
 impl Core {
     /// Finds the one agent whose id starts with `prefix`.
     pub(super) fn resolve(&self, prefix: &str) -> Result<&AgentRow, Error> {
+        self.resolve_for(prefix, None)
+    }
+
+    /// [`Core::resolve`] among what `viewer` may see (itself and its descendants);
+    /// `None`: everything.
+    pub(super) fn resolve_for(
+        &self,
+        prefix: &str,
+        viewer: Option<&str>,
+    ) -> Result<&AgentRow, Error> {
+        let visible = viewer.map(|me| {
+            let mut mine = self.descendants(me);
+            mine.insert(me.to_string());
+            mine
+        });
+        let sees = |id: &str| visible.as_ref().is_none_or(|v| v.contains(id));
         let prefix = prefix.trim();
         if prefix.is_empty() {
             return Err(Error::BadInput(
                 "empty agent id; give an id or a unique prefix".into(),
             ));
         }
-        if let Some(row) = self.agents.get(prefix) {
+        if let Some(row) = self.agents.get(prefix).filter(|row| sees(&row.record.id)) {
             return Ok(row);
         }
         let mut matches: Vec<&AgentRow> = self
             .agents
             .values()
-            .filter(|row| row.record.id.starts_with(prefix))
+            .filter(|row| row.record.id.starts_with(prefix) && sees(&row.record.id))
             .collect();
         match matches.len() {
             0 => Err(Error::NotFound(format!(
@@ -64,7 +80,7 @@ impl Core {
     }
 
     /// The agents `ancestor` spawned, directly or not (not itself).
-    fn descendants(&self, ancestor: &str) -> HashSet<String> {
+    pub(super) fn descendants(&self, ancestor: &str) -> HashSet<String> {
         let mut found = HashSet::new();
         let mut parents = vec![ancestor.to_string()];
         while let Some(parent) = parents.pop() {

@@ -50,7 +50,17 @@ impl CoreHandle {
     }
 
     pub async fn get(&self, prefix: &str) -> Result<AgentRecord, Error> {
-        self.ask(|reply| Msg::Get(prefix.to_string(), reply)).await
+        self.ask(|reply| Msg::Get(prefix.to_string(), None, reply))
+            .await
+    }
+
+    /// The agent `prefix` names as `viewer` sees it: itself and the agents it spawned,
+    /// directly or not. Any other agent is answered exactly like one that does not
+    /// exist, so that an agent cannot even learn which ids exist.
+    pub async fn get_for(&self, prefix: &str, viewer: Option<&str>) -> Result<AgentRecord, Error> {
+        let viewer = viewer.map(str::to_string);
+        self.ask(|reply| Msg::Get(prefix.to_string(), viewer, reply))
+            .await
     }
 
     /// Records ready to list, oldest first; `within`: only the agents this one spawned.
@@ -103,11 +113,18 @@ impl CoreHandle {
             .await
     }
 
-    /// The running agent among a caller's ancestors (pids from the caller upwards).
-    pub async fn by_ancestry(&self, pids: Vec<u32>) -> Option<Identity> {
-        let (reply, answer) = oneshot::channel();
-        self.tx.send(Msg::ByAncestry(pids, reply)).await.ok()?;
-        answer.await.ok().flatten()
+    /// The running agent among a caller's ancestors (pid and start time, from the
+    /// caller upwards).
+    pub async fn by_ancestry(
+        &self,
+        pids: Vec<(u32, Option<u64>)>,
+    ) -> Result<Option<Identity>, Error> {
+        self.request(|reply| Msg::ByAncestry(pids, reply)).await
+    }
+
+    /// The agent with exactly this id, if it is live (starting or running).
+    pub async fn live(&self, id: &str) -> Result<Option<Identity>, Error> {
+        self.request(|reply| Msg::Live(id.to_string(), reply)).await
     }
 
     pub async fn report(&self, prefix: &str, text: String) -> Result<AgentRecord, Error> {

@@ -35,6 +35,9 @@ impl Core {
         if let Some(why) = &self.disk_hold {
             return Err(Error::Refused(why.clone()));
         }
+        if let Some(parent) = &new.parent {
+            self.check_child_quota(parent)?;
+        }
         let env: Vec<(String, String)> = new
             .params
             .env
@@ -70,7 +73,7 @@ impl Core {
         // the caller waits for that start as for any other.
         let room_in_pool =
             self.queue.is_empty() && self.disk_hold.is_none() && self.pool_has_evictable();
-        self.queue.push_back(id.clone());
+        self.enqueue(&id);
         self.renumber_queue();
         self.persist(&id).await;
         self.save_env(&id, &env).await?;
@@ -95,6 +98,33 @@ impl Core {
             record,
             started: None,
         })
+    }
+
+    /// Refuses a spawn by `parent` beyond its share: live children, and children
+    /// waiting in the queue, so that one agent cannot fill the queue for everyone.
+    fn check_child_quota(&self, parent: &str) -> Result<(), Error> {
+        let children = || {
+            self.agents
+                .values()
+                .filter(move |row| row.record.parent.as_deref() == Some(parent))
+                .filter(|row| !row.record.status.is_final())
+        };
+        let live = children().count();
+        if live >= self.config.agent_max_children {
+            return Err(Error::Refused(format!(
+                "agent {parent} already has {live} live children, the most one agent may                  have (agent_max_children); wait for one of them to finish"
+            )));
+        }
+        let queued = children()
+            .filter(|row| row.record.status == AgentStatus::Queued)
+            .count();
+        let would_queue = !self.queue.is_empty() || !self.has_free_slot();
+        if would_queue && queued >= self.config.agent_max_queued {
+            return Err(Error::Refused(format!(
+                "agent {parent} already has {queued} children waiting for a worktree slot,                  the most one agent may queue (agent_max_queued); wait for them to start"
+            )));
+        }
+        Ok(())
     }
 
     fn register(&mut self, new: NewAgent) -> Result<AgentRecord, Error> {

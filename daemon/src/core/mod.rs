@@ -35,7 +35,9 @@ pub enum Msg {
     Prepared(String, Result<prepare::Prepared, Error>),
     ShimExited(String),
     Collected(String, Result<Collected, Error>),
-    Get(String, Reply<AgentRecord>),
+    /// The agent an id (prefix) names; with a viewer, only among the viewer and the
+    /// agents it spawned (others are answered as unknown).
+    Get(String, Option<String>, Reply<AgentRecord>),
     /// Records ready to list, oldest first: every one or only live ones, and only those
     /// spawned (directly or not) by the agent named, when one is.
     List {
@@ -57,8 +59,11 @@ pub enum Msg {
     DiskHold(Option<String>),
     /// Who holds this token.
     ByToken(String, Reply<Identity>),
-    /// The running agent whose shim is one of these pids (a caller's ancestry).
-    ByAncestry(Vec<u32>, oneshot::Sender<Option<Identity>>),
+    /// The running agent whose shim is one of these processes (a caller's ancestry:
+    /// pid and start time, from the caller upwards).
+    ByAncestry(Vec<(u32, Option<u64>)>, oneshot::Sender<Option<Identity>>),
+    /// The agent with this exact id, if it is live (starting or running).
+    Live(String, oneshot::Sender<Option<Identity>>),
     /// Store an agent's report for its parent.
     Report(String, String, Reply<AgentRecord>),
     /// A warm-pool worktree was checked out (at this commit), or could not be.
@@ -193,8 +198,9 @@ impl Core {
             Msg::Prepared(id, result) => self.prepared(&id, result).await,
             Msg::ShimExited(id) => self.shim_exited(&id).await,
             Msg::Collected(id, result) => self.collected(&id, result).await,
-            Msg::Get(prefix, reply) => {
-                let _ = reply.send(self.resolve(&prefix).map(|row| row.record.clone()));
+            Msg::Get(prefix, viewer, reply) => {
+                let found = self.resolve_for(&prefix, viewer.as_deref());
+                let _ = reply.send(found.map(|row| row.record.clone()));
             }
             Msg::List { all, within, reply } => {
                 let _ = reply.send(self.list(all, within.as_deref()));
@@ -247,16 +253,31 @@ impl Core {
             Msg::ByAncestry(pids, reply) => {
                 // The nearest shim up the chain: a daemon restarted from inside an agent
                 // has that agent's shim above its own agents' shims.
-                let running: HashMap<u32, &AgentRecord> = self
+                // A pid is matched with its start time, so that a reused pid never
+                // stands for a shim that is gone.
+                let running: HashMap<u32, (&AgentRecord, Option<u64>)> = self
                     .agents
                     .values()
                     .filter(|row| row.record.status == grove_proto::types::AgentStatus::Running)
-                    .filter_map(|row| Some((row.record.pid?, &row.record)))
+                    .filter_map(|row| Some((row.record.pid?, (&row.record, row.pid_start))))
                     .collect();
                 let found = pids
                     .iter()
-                    .find_map(|pid| running.get(pid))
-                    .map(|record| identity(record));
+                    .find_map(|(pid, started)| {
+                        let (record, shim_started) = running.get(pid)?;
+                        let same = shim_started.is_none() || *shim_started == *started;
+                        same.then_some(*record)
+                    })
+                    .map(identity);
+                let _ = reply.send(found);
+            }
+            Msg::Live(id, reply) => {
+                use grove_proto::types::AgentStatus::{Preparing, Running};
+                let found = self
+                    .agents
+                    .get(&id)
+                    .filter(|row| matches!(row.record.status, Preparing | Running))
+                    .map(|row| identity(&row.record));
                 let _ = reply.send(found);
             }
             Msg::Report(prefix, text, reply) => {

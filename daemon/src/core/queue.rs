@@ -38,7 +38,29 @@ impl Core {
         self.disk_hold.is_none() && self.slots_used() < self.config.max_worktrees
     }
 
-    /// Rebuilds the queue from the records after a restart, in the order of arrival.
+    /// Queues `id`: the user's spawns go ahead of every agent's, in the order of
+    /// arrival within each, so that the user's next spawn never waits behind children
+    /// an agent queued.
+    pub(super) fn enqueue(&mut self, id: &str) {
+        let by_agent = |agents: &super::table::AgentTable, id: &str| {
+            agents
+                .get(id)
+                .is_some_and(|row| row.record.parent.is_some())
+        };
+        let at = if by_agent(&self.agents, id) {
+            self.queue.len()
+        } else {
+            self.queue
+                .iter()
+                .position(|queued| by_agent(&self.agents, queued))
+                .unwrap_or(self.queue.len())
+        };
+        self.queue.insert(at, id.to_string());
+    }
+
+    /// Rebuilds the queue from the records after a restart, in the order [`enqueue`]
+    /// keeps (the user's spawns first, then agents', each in the order of arrival),
+    /// behind the starts a crash interrupted (position 0), which go first.
     pub(super) fn restore_queue(&mut self) {
         let mut queued: Vec<&AgentRecord> = self
             .agents
@@ -46,13 +68,15 @@ impl Core {
             .map(|row| &row.record)
             .filter(|r| r.status == AgentStatus::Queued)
             .collect();
-        queued.sort_by(|a, b| {
-            (a.queue_position, a.created_at_ms, &a.id).cmp(&(
-                b.queue_position,
-                b.created_at_ms,
-                &b.id,
-            ))
-        });
+        let key = |r: &AgentRecord| {
+            (
+                r.queue_position != Some(0),
+                r.parent.is_some(),
+                r.created_at_ms,
+                r.id.clone(),
+            )
+        };
+        queued.sort_by_key(|r| key(r));
         self.queue = queued.into_iter().map(|r| r.id.clone()).collect();
         self.renumber_queue();
     }

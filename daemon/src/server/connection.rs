@@ -86,13 +86,10 @@ struct Call {
 pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
     // Which agent the peer belongs to is looked up while the client says hello: only
     // the requests after it act with that authority.
-    let peer = stream.peer_cred().ok().and_then(|cred| cred.pid());
-    let lookup_ctx = ctx.clone();
-    let mut lookup = Some(tokio::spawn(async move {
-        match peer {
-            Some(pid) => lookup_ctx.core.by_ancestry(ancestry(pid as u32)).await,
-            None => None,
-        }
+    let pin = super::peer::Pin::take(&stream);
+    let mut lookup = Some(tokio::spawn({
+        let core = ctx.core.clone();
+        async move { super::peer::place(pin, &core).await }
     }));
     let (read, mut write) = stream.into_split();
     let (out, mut outbox) = mpsc::channel::<Vec<u8>>(256);
@@ -149,8 +146,14 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
         } else {
             if let Some(lookup) = lookup.take() {
                 match lookup.await {
-                    Ok(agent) => conn.agent = agent,
+                    Ok(Ok(agent)) => conn.agent = agent,
                     // Not knowing whose the connection is must never make it the user's.
+                    Ok(Err(refusal)) => {
+                        tracing::warn!(reason = %refusal.0, "refused a connection");
+                        let error = RpcError::new(codes::REFUSED, refusal.0);
+                        conn.respond(call.id, Err(error)).await;
+                        break false;
+                    }
                     Err(_) => break false,
                 }
                 if let Some(agent) = &conn.agent {
@@ -192,23 +195,6 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
     }
     drop(conn);
     let _ = writer.await;
-}
-
-/// `pid` and its ancestors up to init. Grove's shims are child subreapers, so every
-/// process of an agent, double-forked or not, has the agent's shim in this chain.
-fn ancestry(pid: u32) -> Vec<u32> {
-    let mut chain = vec![pid];
-    let mut current = pid;
-    while current > 1 && chain.len() < 256 {
-        match crate::supervisor::procfs::parent(current) {
-            Some(parent) if parent > 0 && !chain.contains(&parent) => {
-                chain.push(parent);
-                current = parent;
-            }
-            _ => break,
-        }
-    }
-    chain
 }
 
 /// Checks the JSON-RPC envelope; on failure returns the id to answer with and the error.

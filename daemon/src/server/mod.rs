@@ -3,6 +3,7 @@
 
 mod connection;
 mod handlers;
+mod peer;
 mod stream;
 
 use crate::config::Config;

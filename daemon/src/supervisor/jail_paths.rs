@@ -85,6 +85,18 @@ pub fn check_kernel() -> Result<(), Error> {
     )))
 }
 
+/// Refuses a jailed spawn where the agent cannot get a cgroup of its own: the daemon
+/// tells a jailed agent's connections by it, and `cgroup.kill` is what no fork outruns.
+pub fn check_cgroup() -> Result<(), Error> {
+    if grove_agent_shim::cgroup::usable() {
+        return Ok(());
+    }
+    Err(Error::Refused(
+        "cannot jail the agent: the jail needs a cgroup v2 of the agent's own (a mounted,          writable cgroup2 hierarchy), and none can be made here; spawn without --jail"
+            .into(),
+    ))
+}
+
 /// The jail of the agent whose worktree is `worktree`: see the table at the top.
 pub fn jail_spec(worktree: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> Result<JailSpec, Error> {
     let admin = admin_dir(worktree)?;

@@ -32,6 +32,14 @@ pub fn parent(pid: u32) -> Option<u32> {
     after_name.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The cgroup v2 path of `pid` (the `0::` line of /proc/<pid>/cgroup).
+pub fn cgroup(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(|path| path.trim().to_string())
+}
+
 /// True when `pid` is alive and is the process that started at `started`.
 pub fn is_same_process(pid: u32, started: u64) -> bool {
     start_time(pid) == Some(started) && !is_zombie(pid)

@@ -15,6 +15,18 @@ pub fn resolve(params: &mut SpawnParams, config: &Config) -> Result<(), Error> {
     limits.max_files = limits.max_files.or(defaults.max_files);
     limits.memory_bytes = limits.memory_bytes.or(defaults.memory_bytes);
     limits.cpu_seconds = limits.cpu_seconds.or(defaults.cpu_seconds);
+    limits.max_procs = limits.max_procs.or(defaults.max_procs);
+    if limits.max_procs == Some(0) {
+        return Err(Error::BadInput(
+            "a limit of 0 processes would keep the agent from starting".into(),
+        ));
+    }
+    if limits.max_procs.is_some() && !grove_agent_shim::pids::available() {
+        return Err(Error::Refused(format!(
+            "{}; spawn without --max-procs (and unset the max_procs setting)",
+            grove_agent_shim::pids::why_unavailable()
+        )));
+    }
     if params.timeout_ms.is_none() {
         params.timeout_ms = config.default_timeout.map(|d| d.as_millis() as u64);
     }
@@ -40,6 +52,7 @@ pub fn resolve(params: &mut SpawnParams, config: &Config) -> Result<(), Error> {
         return Ok(());
     }
     jail_paths::check_kernel()?;
+    jail_paths::check_cgroup()?;
     let mut extra = config.jail_write.clone();
     extra.append(&mut params.jail_write);
     params.jail_write = extra;

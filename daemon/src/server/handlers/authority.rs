@@ -1,7 +1,9 @@
 //! Who may do what. The user (any connection from outside every agent) may do
 //! everything. A connection from inside an agent's process tree is that agent, whatever
 //! it sends: it may read and write its own session's state, report its result, spawn
-//! children, and list, wait for, read and kill the agents it spawned; nothing else.
+//! children into its own session, and list, wait for, read and kill the agents it
+//! spawned; nothing else. Agents it may not touch do not exist for it: the core
+//! resolves its ids among its own only.
 
 use super::super::connection::Conn;
 use super::super::Ctx;
@@ -41,36 +43,11 @@ pub fn user_only(conn: &Conn, what: &str) -> Result<(), Error> {
     }
 }
 
-/// True when `record` is `me` or was spawned (directly or not) by `me`.
-async fn is_mine(ctx: &Ctx, me: &Identity, record: &AgentRecord) -> bool {
-    let mut current = record.clone();
-    for _ in 0..64 {
-        if current.id == me.id {
-            return true;
-        }
-        match &current.parent {
-            Some(parent) => match ctx.core.get(parent).await {
-                Ok(parent) => current = parent,
-                Err(_) => return false,
-            },
-            None => return false,
-        }
-    }
-    false
-}
-
-/// Refuses an agent acting on an agent it did not spawn.
-pub async fn may_touch(
-    ctx: &Ctx,
-    conn: &Conn,
-    record: &AgentRecord,
-    what: &str,
-) -> Result<(), Error> {
-    match conn.agent() {
-        Some(me) if !is_mine(ctx, me, record).await => Err(Error::Refused(format!(
-            "agent {} may not {what} agent {}: it may act only on agents it spawned",
-            me.id, record.id
-        ))),
-        _ => Ok(()),
-    }
+/// The agent `prefix` names, as the caller may see it: the user sees every agent; an
+/// agent sees itself and the agents it spawned, and any other id is answered exactly
+/// like an id that does not exist.
+pub async fn visible(ctx: &Ctx, conn: &Conn, prefix: &str) -> Result<AgentRecord, Error> {
+    ctx.core
+        .get_for(prefix, conn.agent().map(|me| me.id.as_str()))
+        .await
 }

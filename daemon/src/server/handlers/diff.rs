@@ -1,6 +1,6 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
-use super::authority::may_touch;
+use super::authority::visible;
 use crate::git::git_command;
 use crate::Error;
 use grove_proto::methods::{DiffParams, DiffResult};
@@ -10,8 +10,7 @@ const MAX_DIFF: usize = 768 * 1024;
 
 /// `agent.diff`: `git diff <base>...<branch>`, as git prints it (no colour).
 pub async fn handle(ctx: &Ctx, conn: &Conn, params: DiffParams) -> Result<DiffResult, Error> {
-    let record = ctx.core.get(&params.id).await?;
-    may_touch(ctx, conn, &record, "read the diff of").await?;
+    let record = visible(ctx, conn, &params.id).await?;
     if let Some(bad) = params
         .paths
         .iter()

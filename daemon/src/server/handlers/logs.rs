@@ -1,6 +1,6 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
-use super::authority::may_touch;
+use super::authority::visible;
 use crate::Error;
 use grove_proto::methods::{LogsParams, LogsResult};
 use std::io::{Read, Seek, SeekFrom};
@@ -9,8 +9,7 @@ const MAX_CHUNK: u64 = 512 * 1024;
 
 /// `agent.logs`: a chunk of the agent's output from `offset`.
 pub async fn handle(ctx: &Ctx, conn: &Conn, params: LogsParams) -> Result<LogsResult, Error> {
-    let record = ctx.core.get(&params.id).await?;
-    may_touch(ctx, conn, &record, "read the logs of").await?;
+    let record = visible(ctx, conn, &params.id).await?;
     let max = params.max_bytes.unwrap_or(MAX_CHUNK).clamp(1, MAX_CHUNK);
     let path = record.log_path.clone();
     let offset = params.offset;

@@ -1,6 +1,6 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
-use super::authority::{acting_agent, may_touch};
+use super::authority::acting_agent;
 use crate::Error;
 use grove_proto::methods::ReportParams;
 use grove_proto::types::AgentRecord;
@@ -13,11 +13,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: ReportParams) -> Result<Agen
         &params.id,
     ) {
         (Some(me), None) => me.id,
-        (Some(_), Some(id)) => {
-            let record = ctx.core.get(id).await?;
-            may_touch(ctx, conn, &record, "report for").await?;
-            record.id
-        }
+        (Some(me), Some(id)) => ctx.core.get_for(id, Some(&me.id)).await?.id,
         (None, Some(id)) => id.clone(),
         (None, None) => {
             return Err(Error::BadInput(

@@ -25,6 +25,16 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
             ctx.config.max_depth
         )));
     }
+    // An agent's children share its state or get a session of their own; naming any
+    // other session would let the agent read and write state that is not its own.
+    if let Some(parent) = &parent {
+        if let Some(named) = params.session.as_deref().filter(|s| *s != parent.session) {
+            return Err(Error::Refused(format!(
+                "agent {} may spawn children only into its own session `{}` (or, without                  --session, a new one of their own), not into `{named}`",
+                parent.id, parent.session
+            )));
+        }
+    }
     // A jailed agent's children are jailed too, with no more than it may write: a
     // nested spawn is no way out of the jail.
     if let Some(parent) = &parent {

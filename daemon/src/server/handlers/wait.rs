@@ -1,6 +1,6 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
-use super::authority::may_touch;
+use super::authority::visible;
 use crate::Error;
 use grove_proto::methods::{AgentList, WaitMode, WaitParams};
 use grove_proto::types::AgentRecord;
@@ -15,8 +15,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: WaitParams) -> Result<AgentL
     }
     let mut ids = Vec::with_capacity(params.ids.len());
     for prefix in &params.ids {
-        let record = ctx.core.get(prefix).await?;
-        may_touch(ctx, conn, &record, "wait for").await?;
+        let record = visible(ctx, conn, prefix).await?;
         ids.push(record.id);
     }
     let agents = match params.mode {

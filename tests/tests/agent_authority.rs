@@ -1,0 +1,359 @@
+//! An agent acts as itself, never as the user, and nothing it starts outlives it: each
+//! test is an agent script that tries to break that (issue 14, items 1, 2, 8 and 10).
+
+mod support;
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+use support::*;
+
+/// Hands a connection made by a short-lived child to its parent over SCM_RIGHTS, 1,000
+/// times, and asks each for something only the user may see (`agent.queue`).
+const HANDOVER: &str = r#"
+import json, os, socket
+path = os.environ["GROVE_SOCKET"]
+counts = {"user": 0, "refused": 0, "agent": 0, "closed": 0}
+for _ in range(1000):
+    mine, theirs = socket.socketpair()
+    child = os.fork()
+    if child == 0:
+        try:
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(path)
+            socket.send_fds(theirs, [b"x"], [s.fileno()])
+        finally:
+            os._exit(0)
+    _, fds, _, _ = socket.recv_fds(mine, 1, 1)
+    os.waitpid(child, 0)
+    mine.close(); theirs.close()
+    s = socket.socket(fileno=fds[0])
+    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}\n'
+              b'{"jsonrpc":"2.0","id":2,"method":"agent.queue","params":{}}\n')
+    answer = None
+    for line in s.makefile("rb"):
+        message = json.loads(line)
+        if message.get("id") == 2:
+            answer = message
+            break
+    s.close()
+    if answer is None:
+        counts["closed"] += 1
+    elif "result" in answer:
+        counts["user"] += 1
+    elif "may not" in answer["error"]["message"]:
+        counts["agent"] += 1
+    else:
+        counts["refused"] += 1
+print("handover", json.dumps(counts))
+"#;
+
+#[test]
+fn a_thousand_handed_over_connections_never_act_as_the_user() {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .err()
+        .map(|e| format!("cannot run python3: {e}"));
+    if !can_run("python3", python) {
+        return;
+    }
+    let g = Grove::new();
+    fs::write(g.dir.path().join("handover.py"), HANDOVER).expect("write");
+    let script = format!("python3 {}", g.dir.path().join("handover.py").display());
+    let id = g.spawn(&["--jail"], &script);
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let counts: serde_json::Value = log
+        .lines()
+        .find_map(|l| l.strip_prefix("handover "))
+        .map(|json| serde_json::from_str(json).expect("counts"))
+        .unwrap_or_else(|| panic!("no counts in the log: {log}"));
+    assert_eq!(counts["user"], 0, "answered as the user: {counts}");
+    assert_eq!(counts["closed"], 0, "closed without a word: {counts}");
+    assert_eq!(
+        counts["refused"].as_u64().unwrap_or(0) + counts["agent"].as_u64().unwrap_or(0),
+        1000,
+        "{counts}"
+    );
+    // The race was really run: most children were gone before the daemon could place
+    // them, and those connections were refused.
+    assert!(counts["refused"].as_u64().unwrap_or(0) > 0, "{counts}");
+}
+
+/// The cgroup2 mount, when this process's cgroup there is writable (root).
+fn writable_cgroup2() -> Result<PathBuf, String> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+    let mount = mountinfo
+        .lines()
+        .find_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            (after.split_whitespace().next()? == "cgroup2")
+                .then(|| before.split_whitespace().nth(4).map(PathBuf::from))?
+        })
+        .ok_or("no cgroup2 mount")?;
+    let procs = mount.join("cgroup.procs");
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&procs)
+        .map_err(|e| format!("{}: {e}", procs.display()))?;
+    Ok(mount)
+}
+
+#[test]
+fn a_process_named_like_a_daemon_that_left_its_cgroup_dies_with_its_agent() {
+    let mount = match writable_cgroup2() {
+        Ok(mount) => mount,
+        Err(why) => {
+            can_run("cgroup2", Some(why));
+            return;
+        }
+    };
+    let g = Grove::new();
+    let pidfile = g.dir.path().join("survivor.pid");
+    // `python3 daemon run`: the argv grove once spared as "a daemon", moved to the root
+    // cgroup so that cgroup.kill does not reach it.
+    let script = format!(
+        r#"printf 'import time\ntime.sleep(600)\n' > daemon
+        python3 daemon run &
+        echo $! > {pid}
+        echo $! > {procs}
+        echo escaped
+        sleep 600"#,
+        pid = pidfile.display(),
+        procs = mount.join("cgroup.procs").display()
+    );
+    let id = g.spawn(&[], &script);
+    eventually(
+        "the survivor has left its cgroup",
+        Duration::from_secs(20),
+        || g.ok(&["logs", &id]).contains("escaped"),
+    );
+    let pid: i32 = fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(process_exists(pid));
+    g.ok(&["kill", &id]);
+    assert_eq!(g.wait(&id)["outcome"], "killed");
+    eventually(
+        "the process named like a daemon is gone",
+        Duration::from_secs(10),
+        || !process_exists(pid),
+    );
+}
+
+#[test]
+fn an_agent_stays_in_its_session_and_does_not_see_its_siblings() {
+    let g = Grove::new();
+    let bin = format!("GROVE_BIN={BIN}");
+    let sibling = g.spawn(
+        &["--session", "shared", "--name", "sibling"],
+        "grove_report() { :; }; sleep 30",
+    );
+    let unknown = "0000ffff";
+    let script = format!(
+        r#""$GROVE_BIN" spawn --session elsewhere -- true; echo "other-session $?"
+        "$GROVE_BIN" state get --session elsewhere > /dev/null; echo "other-state $?"
+        "$GROVE_BIN" show {sibling} 2> sibling.err; echo "show-sibling $?"
+        "$GROVE_BIN" show {unknown} 2> unknown.err; echo "show-unknown $?"
+        sed 's/{sibling}/ID/' sibling.err > a; sed 's/{unknown}/ID/' unknown.err > b
+        cmp -s a b && echo same-answer
+        "$GROVE_BIN" kill {sibling}; echo "kill-sibling $?"
+        child=$("$GROVE_BIN" spawn -- true) && echo "own-child $child"
+        rm -f a b sibling.err unknown.err"#
+    );
+    let id = g.spawn(&["--session", "shared", "--env", &bin], &script);
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    assert!(log.contains("other-session 4"), "{log}");
+    assert!(log.contains("other-state 4"), "{log}");
+    assert!(
+        log.contains("show-sibling 2") || log.contains("show-sibling 1"),
+        "{log}"
+    );
+    let code = |what: &str| {
+        log.lines()
+            .find_map(|l| l.strip_prefix(what))
+            .map(str::trim)
+            .map(str::to_string)
+    };
+    assert_eq!(code("show-sibling "), code("show-unknown "), "{log}");
+    assert!(log.contains("same-answer"), "{log}");
+    assert!(!log.contains("kill-sibling 0"), "{log}");
+    assert!(log.contains("own-child "), "{log}");
+    assert_eq!(g.status(&sibling), "running");
+    g.ok(&["kill", &sibling]);
+}
+
+/// Subscribes to events from inside an agent, lets the test spawn a sibling, spawns a
+/// child of its own, and prints every agent id it heard of.
+const LISTENER: &str = r#"
+import json, os, socket, subprocess, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ["GROVE_SOCKET"])
+s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}\n'
+          b'{"jsonrpc":"2.0","id":2,"method":"events.subscribe","params":{}}\n')
+lines = s.makefile("rb")
+for line in lines:
+    if json.loads(line).get("id") == 2:
+        break
+s.settimeout(60)
+open("subscribed", "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+child = subprocess.run([os.environ["GROVE_BIN"], "spawn", "--", "true"],
+                       capture_output=True, text=True).stdout.strip()
+heard = set()
+for line in lines:
+    message = json.loads(line)
+    params = message.get("params") or {}
+    if isinstance(params, dict) and "id" in params:
+        heard.add(params["id"])
+    if message.get("method") == "agent.collected" and params.get("id") == child:
+        break
+print("child", child)
+print("heard", " ".join(sorted(heard)))
+"#;
+
+#[test]
+fn an_agent_hears_only_of_itself_and_its_children() {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .err()
+        .map(|e| format!("cannot run python3: {e}"));
+    if !can_run("python3", python) {
+        return;
+    }
+    let g = Grove::new();
+    let go = g.dir.path().join("go");
+    fs::write(g.dir.path().join("listener.py"), LISTENER).expect("write");
+    let script = format!(
+        "python3 {} {}",
+        g.dir.path().join("listener.py").display(),
+        go.display()
+    );
+    let bin = format!("GROVE_BIN={BIN}");
+    let listener = g.spawn(&["--session", "shared", "--env", &bin], &script);
+    let worktree = PathBuf::from(g.record(&listener)["worktree"].as_str().expect("wt"));
+    eventually("the listener subscribed", Duration::from_secs(20), || {
+        worktree.join("subscribed").exists()
+    });
+    let sibling = g.spawn(&["--session", "shared"], "echo secret-argv");
+    g.wait(&sibling);
+    fs::write(&go, "").expect("go");
+    let record = g.wait(&listener);
+    let log = g.ok(&["logs", &listener]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let child = log
+        .lines()
+        .find_map(|l| l.strip_prefix("child "))
+        .unwrap_or_else(|| panic!("{log}"))
+        .to_string();
+    let heard = log
+        .lines()
+        .find_map(|l| l.strip_prefix("heard "))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(heard.contains(&child), "{log}");
+    assert!(!heard.contains(&sibling), "heard of its sibling: {log}");
+}
+
+#[test]
+fn one_agent_cannot_fill_the_queue_and_the_users_spawn_goes_first() {
+    let g = Grove::new().with_env(&[
+        ("GROVE_MAX_WORKTREES", "2"),
+        ("GROVE_AGENT_MAX_QUEUED", "2"),
+        ("GROVE_AGENT_MAX_CHILDREN", "4"),
+    ]);
+    let bin = format!("GROVE_BIN={BIN}");
+    let script = r#"for i in 1 2 3 4; do
+            "$GROVE_BIN" spawn -- sleep 60 > /dev/null 2> err-$i; echo "child $i $?"
+        done
+        cat err-4; rm -f err-*
+        sleep 60"#;
+    let parent = g.spawn(&["--env", &bin], script);
+    eventually(
+        "the parent tried four children",
+        Duration::from_secs(30),
+        || g.ok(&["logs", &parent]).contains("child 4"),
+    );
+    let log = g.ok(&["logs", &parent]);
+    // One child runs (the second slot), two wait, the fourth is refused.
+    assert!(log.contains("child 1 0"), "{log}");
+    assert!(log.contains("child 2 0"), "{log}");
+    assert!(log.contains("child 3 0"), "{log}");
+    assert!(log.contains("child 4 4"), "{log}");
+    assert!(log.contains("agent_max_queued"), "{log}");
+    // The user's spawn queues ahead of the agent's children.
+    let user = g.spawn(&[], "echo mine");
+    let queue = g.json(&["queue"]);
+    let order: Vec<&str> = queue["agents"]
+        .as_array()
+        .expect("queue")
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    assert_eq!(order.first(), Some(&user.as_str()), "{queue}");
+    assert_eq!(order.len(), 3, "{queue}");
+    g.ok(&["kill", &parent]);
+    g.wait(&parent);
+    assert_eq!(g.wait(&user)["outcome"], "succeeded");
+}
+
+/// Forks sleeping children until the kernel says no; prints how many it got.
+const FORKER: &str = r#"
+import os, time
+made = 0
+for _ in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    made += 1
+print("forked", made)
+"#;
+
+#[test]
+fn max_procs_caps_the_whole_tree() {
+    let g = Grove::new();
+    fs::write(g.dir.path().join("forker.py"), FORKER).expect("write");
+    let script = format!("python3 {}", g.dir.path().join("forker.py").display());
+    let out = g.run(&["spawn", "--max-procs", "20", "--", "sh", "-c", &script]);
+    if out.code == 4 && out.stderr.contains("cannot limit the number of processes") {
+        can_run("pids-cgroup", Some(out.stderr));
+        return;
+    }
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let id = out.stdout.trim().to_string();
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    let made: u32 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("forked "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        made < 20,
+        "forked {made} processes under a limit of 20: {log}"
+    );
+    assert!(made > 5, "the limit left too little room: {log}");
+    assert_eq!(record["limits"]["max_procs"], 20);
+    let shown = g.ok(&["show", &id]);
+    assert!(shown.contains("processes 20"), "{shown}");
+}
+
+#[test]
+fn max_procs_of_zero_is_refused_and_changes_nothing() {
+    let g = Grove::new();
+    let out = g.run(&["spawn", "--max-procs", "0", "--", "true"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("0 processes"), "{}", out.stderr);
+    assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+}
