@@ -134,14 +134,14 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
     if let Some(wt) = target_wt {
         usable(wt, &target, &target_writes, false)?;
     }
-    let agent_wt = match mode {
-        Mode::Rebase => checked_out(&branch),
-        _ => None,
+    let (agent_wt, agent_writes) = match mode {
+        // A rebase rewrites the agent's side with what the target changed.
+        Mode::Rebase => (checked_out(&branch), touched(&git, &work.tip, &before)?),
+        _ => (None, BTreeSet::new()),
     };
     if let Some(wt) = agent_wt {
-        // A rebase rewrites the agent's checkout with what the target changed, and git
-        // rebases only a checkout without uncommitted changes.
-        usable(wt, &branch, &touched(&git, &work.tip, &before)?, true)?;
+        // git rebases only a checkout without uncommitted changes.
+        usable(wt, &branch, &agent_writes, true)?;
     }
 
     // A target checked out nowhere gets a temporary worktree rather than a refusal: git
@@ -177,7 +177,7 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
                 );
             }
             let a = &agent_place.git;
-            let agent_was = Snapshot::take(a, &touched(&git, &work.tip, &before)?)?;
+            let agent_was = Snapshot::take(a, &agent_writes)?;
             rebase(t, a, &work, &target, &was, &agent_was)?
         }
     };
@@ -421,15 +421,15 @@ impl Snapshot {
             .map(|e| (e.path, e.record))
             .collect();
         // Tracked files are compared by status; the rest git would not report.
-        let tracked = |p: &str| {
-            !status
+        let reported = |p: &str| {
+            status
                 .keys()
                 .any(|s| s == p || (s.ends_with('/') && p.starts_with(s.as_str())))
         };
         let mut files = BTreeMap::new();
         for path in writes {
             let id = file_id(&t.dir.join(path));
-            if id.is_none() || !tracked(path) {
+            if id.is_none() || reported(path) {
                 files.insert(path.clone(), id);
             }
         }
@@ -843,4 +843,47 @@ fn success_text(r: &Report) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_the_merge_writes_is_in_the_way() {
+        let root = std::env::temp_dir().join(format!("grove-merge-way-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("ignored-dir/sub")).expect("mkdir");
+        fs::write(root.join("ignored-dir/sub/old"), "").expect("write");
+        fs::write(root.join("plain"), "").expect("write");
+        let writes: BTreeSet<String> = [
+            "a.out",
+            "ignored-dir/sub/old",
+            "ignored-dir/new",
+            "plain/child",
+            "lib",
+        ]
+        .map(String::from)
+        .into();
+        let way = |p: &str| in_the_way(&root, p, &writes);
+        assert!(way("a.out"), "the same path");
+        assert!(
+            way("ignored-dir/"),
+            "a directory holding a file the merge writes"
+        );
+        assert!(way("plain"), "a file where the merge needs a directory");
+        assert!(way("lib/"), "a directory where the merge writes a file");
+        assert!(
+            way("lib/deep/x.o"),
+            "inside a path the merge writes as a file"
+        );
+        assert!(!way("other.out"));
+        assert!(!way("ignored-dir-2/"));
+        let missing_only: BTreeSet<String> = ["ignored-dir/new".to_string()].into();
+        assert!(
+            !in_the_way(&root, "ignored-dir/", &missing_only),
+            "a new file in an untracked directory overwrites nothing"
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
 }
