@@ -353,3 +353,33 @@ fn a_failed_merge_that_changed_something_says_what_instead_of_nothing() {
     );
     assert!(g.repo.join("left-behind.ignored").exists());
 }
+
+#[test]
+fn a_file_git_would_move_into_a_renamed_directory_counts_too() {
+    let g = Grove::new();
+    fs::write(g.repo.join(".gitignore"), "*.ignored\n*.out\n").expect("write");
+    fs::create_dir(g.repo.join("old")).expect("mkdir");
+    fs::write(g.repo.join("old/a.txt"), "a\n").expect("write");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "old"]);
+    let id = g.spawn(
+        &[],
+        "echo agent > old/added.out && git add -f old/added.out && git commit -qm add",
+    );
+    g.wait(&id);
+    // The user renames the directory; git's merge would carry the agent's new file
+    // along, over the user's ignored file of that name, and delete it on abort.
+    g.git(&["mv", "old", "new"]);
+    g.git(&["commit", "-qm", "rename"]);
+    let users = g.repo.join("new/added.out");
+    fs::write(&users, "the user's\n").expect("write");
+    let before = fingerprint(&users);
+    let out = g.run(&["merge", &id]);
+    assert_eq!(out.code, 2, "{} {}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("ignored: new/added.out"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(fingerprint(&users), before);
+}
