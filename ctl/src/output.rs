@@ -436,7 +436,7 @@ pub fn table_with_width<C: Into<Cell>>(
     // The widest line of each column, header included.
     let mut widest: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
-        let cells: Vec<Cell> = row.into_iter().map(Into::into).collect();
+        let cells: Vec<Cell> = row.into_iter().map(Into::into).map(escaped_cell).collect();
         for (i, cell) in cells.iter().enumerate() {
             let width = cell
                 .content()
@@ -467,6 +467,18 @@ pub fn table_with_width<C: Into<Cell>>(
         .map(|line| line.trim_end().to_string())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The cell, or when a printer let a control character through, a plain cell with it
+/// escaped: a newline from a repository's name must not start a row of its own.
+fn escaped_cell(cell: Cell) -> Cell {
+    let content = cell.content();
+    let shown = safe(&content);
+    if shown == content {
+        cell
+    } else {
+        Cell::new(shown)
+    }
 }
 
 /// One line per finished agent, for `wait` and `spawn --wait`.
@@ -553,6 +565,10 @@ mod tests {
         let rows = vec![vec!["succeeded", "grove/a-long-branch-name-abcdef12"]];
         let text = table_with_width(&["STATUS", "BRANCH"], rows, Some(24));
         assert!(text.contains("succeeded"), "statuses never wrap: {text}");
+        let rows = vec![vec!["two\nlines\x1b[2K", "x"]];
+        let text = table_with_width(&["NAME", "X"], rows, None);
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.contains(r"two\nlines\e[2K"), "{text}");
     }
 
     #[test]
