@@ -45,12 +45,16 @@ pub enum Command {
     },
     /// Show everything known about an agent.
     Show { id: String },
-    /// Print an agent's output.
+    /// Print an agent's output (on a terminal, control characters escaped; see --raw).
     Logs {
         id: String,
         /// Keep printing as the agent writes, until it ends.
         #[arg(long, short)]
         follow: bool,
+        /// Write the output as the agent wrote it, escape sequences included, even to a
+        /// terminal (on a pipe it always is).
+        #[arg(long)]
+        raw: bool,
     },
     /// Wait until agents finish; exits 1 unless all succeeded.
     Wait {

@@ -117,9 +117,64 @@ impl Git {
         }
     }
 
-    /// `git status --porcelain`: empty when the checkout is clean, untracked files included.
-    pub fn status(&self) -> Result<String> {
-        self.run(&["status", "--porcelain", "--untracked-files=normal"])
+    /// Every entry of `git status`: changed tracked files, untracked files and directories
+    /// (a directory as `dir/`), and ignored ones the same way.
+    pub fn status_entries(&self) -> Result<Vec<StatusEntry>> {
+        let out = self.run(&[
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--ignored",
+            "--untracked-files=normal",
+            "--no-renames",
+        ])?;
+        Ok(parse_status(&out))
+    }
+
+    /// Paths that differ between two trees-ish, by name, renames as two paths.
+    pub fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<String>> {
+        Ok(split_z(&self.run(&[
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            from,
+            to,
+        ])?))
+    }
+
+    /// The tree git's merge of `ours` and `theirs` gives, conflict markers and all;
+    /// None when git will not merge the two at all. `scratch`, an empty directory,
+    /// stands in for the work tree and index: a merge driver of the user's config runs
+    /// here too, and must not write into a checkout before the real merge.
+    pub fn merge_tree(&self, ours: &str, theirs: &str, scratch: &Path) -> Result<Option<String>> {
+        let common = self.run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(common.trim_end_matches('\n'))
+            .arg("--work-tree")
+            .arg(scratch)
+            .args([
+                "merge-tree",
+                "--write-tree",
+                "--no-messages",
+                "-z",
+                ours,
+                theirs,
+            ])
+            .current_dir(scratch)
+            .env("GIT_INDEX_FILE", scratch.join("index"))
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running git merge-tree for {}", self.dir.display()))?;
+        if !matches!(out.status.code(), Some(0 | 1)) {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let tree = text.split(['\0', '\n']).next().unwrap_or_default().trim();
+        Ok((!tree.is_empty()).then(|| tree.to_string()))
     }
 
     /// The branch checked out here, None on a detached HEAD.
@@ -206,6 +261,66 @@ fn split_z(out: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect()
+}
+
+/// One entry of `git status --porcelain=v2 -z`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StatusEntry {
+    pub kind: StatusKind,
+    /// Relative to the top of the checkout; a directory ends with `/`.
+    pub path: String,
+    /// The whole record as git wrote it (modes and object ids included), for comparing
+    /// one status with another.
+    pub record: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StatusKind {
+    /// A tracked file whose index differs from HEAD (and maybe its content too).
+    Staged,
+    /// A tracked file whose content differs from the index, the index as HEAD.
+    Modified,
+    Unmerged,
+    Untracked,
+    Ignored,
+}
+
+fn parse_status(out: &str) -> Vec<StatusEntry> {
+    let mut entries = Vec::new();
+    let mut fields = out.split('\0').filter(|f| !f.is_empty());
+    while let Some(field) = fields.next() {
+        let mut words = field.splitn(2, ' ');
+        let tag = words.next().unwrap_or_default();
+        let rest = words.next().unwrap_or_default();
+        // Words before the path: XY sub mH mI mW hH hI (1), plus Xscore (2), or
+        // XY sub m1 m2 m3 mW h1 h2 h3 (u).
+        let (kind, before_path) = match tag {
+            "1" => (None, 7),
+            "2" => (None, 8),
+            "u" => (Some(StatusKind::Unmerged), 9),
+            "?" => (Some(StatusKind::Untracked), 0),
+            "!" => (Some(StatusKind::Ignored), 0),
+            _ => continue,
+        };
+        let path = rest.splitn(before_path + 1, ' ').last().unwrap_or_default();
+        let kind = kind.unwrap_or(if rest.starts_with('.') {
+            StatusKind::Modified
+        } else {
+            StatusKind::Staged
+        });
+        let mut record = field.to_string();
+        if tag == "2" {
+            // The original path follows in a field of its own.
+            record.push('\0');
+            record.push_str(fields.next().unwrap_or_default());
+        }
+        entries.push(StatusEntry {
+            kind,
+            path: path.to_string(),
+            record,
+        });
+    }
+    entries
 }
 
 #[derive(Debug, Clone, Default)]
@@ -529,5 +644,34 @@ mod tests {
         assert_eq!(wts[0].branch.as_deref(), Some("main"));
         assert_eq!(wts[1].branch, None);
         assert_eq!(wts[1].locked.as_deref(), Some("grove agent x"));
+    }
+
+    #[test]
+    fn status_entries_parse_with_odd_names() {
+        let out = "1 .M N... 100644 100644 100644 aa aa with space.txt\0\
+                   1 A. N... 000000 100644 100644 00 bb new\nline\0\
+                   2 R. N... 100644 100644 100644 aa aa R100 to\0from\0\
+                   u UU N... 100644 100644 100644 100644 a b c f\0\
+                   ? notes.txt\0! build/\0! build.out\0";
+        let entries = parse_status(out);
+        let got: Vec<(StatusKind, &str)> =
+            entries.iter().map(|e| (e.kind, e.path.as_str())).collect();
+        use StatusKind::*;
+        assert_eq!(
+            got,
+            [
+                (Modified, "with space.txt"),
+                (Staged, "new\nline"),
+                (Staged, "to"),
+                (Unmerged, "f"),
+                (Untracked, "notes.txt"),
+                (Ignored, "build/"),
+                (Ignored, "build.out"),
+            ]
+        );
+        assert_eq!(
+            entries[2].record,
+            "2 R. N... 100644 100644 100644 aa aa R100 to\0from"
+        );
     }
 }

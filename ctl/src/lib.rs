@@ -38,7 +38,11 @@ pub fn main() -> ExitCode {
     match commands::run(cli) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("grove: error: {error:#}");
+            // Errors quote agents' names, paths and git's words: escaped like all output.
+            eprintln!(
+                "grove: error: {}",
+                output::safe_block(&format!("{error:#}"), 0)
+            );
             exit::code_for(&error)
         }
     }

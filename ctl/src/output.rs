@@ -136,6 +136,64 @@ pub fn status_text(record: &AgentRecord) -> String {
     )
 }
 
+/// Text an agent or a repository supplied (a report, a name, argv, a path, a branch, a
+/// commit subject, git's or the daemon's error text), made safe to print on one line of
+/// a terminal or a table cell: an escape sequence could retitle the window, overwrite
+/// or hide what grove printed, and a newline would break a table row. Control
+/// characters become visible escapes (`\e`, `\r`, `\n`, `\x07`, `\u{9b}`), tabs become
+/// spaces, and so do the bidi overrides that reorder what the eye sees.
+pub fn safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        escape_into(&mut out, c);
+    }
+    out
+}
+
+/// Like [`safe`] for text that is meant to span lines (a report, an error): newlines
+/// stay, and each following line is indented by `indent` spaces so that it stays under
+/// its label. A Windows line end counts as one newline.
+pub fn safe_block(text: &str, indent: usize) -> String {
+    let pad = format!("\n{}", " ".repeat(indent));
+    text.split('\n')
+        .map(|line| safe(line.strip_suffix('\r').unwrap_or(line)))
+        .collect::<Vec<_>>()
+        .join(&pad)
+}
+
+/// A path for people, through [`safe`].
+pub fn safe_path(path: &std::path::Path) -> String {
+    safe(&path.to_string_lossy())
+}
+
+/// A file name for people, through [`safe`].
+pub fn safe_os(name: &std::ffi::OsStr) -> String {
+    safe(&name.to_string_lossy())
+}
+
+fn escape_into(out: &mut String, c: char) {
+    use std::fmt::Write;
+    match c {
+        '\t' => out.push(' '),
+        '\x1b' => out.push_str("\\e"),
+        '\r' => out.push_str("\\r"),
+        '\n' => out.push_str("\\n"),
+        c if (c as u32) < 0x20 || c == '\x7f' => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        // C1 controls (a terminal may take U+009B as CSI), bidi embeddings, overrides
+        // and isolates, and the Unicode line and paragraph separators.
+        '\u{80}'..='\u{9f}'
+        | '\u{200e}'
+        | '\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2066}'..='\u{2069}' => {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+        c => out.push(c),
+    }
+}
+
 pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
@@ -378,7 +436,7 @@ pub fn table_with_width<C: Into<Cell>>(
     // The widest line of each column, header included.
     let mut widest: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
-        let cells: Vec<Cell> = row.into_iter().map(Into::into).collect();
+        let cells: Vec<Cell> = row.into_iter().map(Into::into).map(escaped_cell).collect();
         for (i, cell) in cells.iter().enumerate() {
             let width = cell
                 .content()
@@ -411,6 +469,18 @@ pub fn table_with_width<C: Into<Cell>>(
         .join("\n")
 }
 
+/// The cell, or when a printer let a control character through, a plain cell with it
+/// escaped: a newline from a repository's name must not start a row of its own.
+fn escaped_cell(cell: Cell) -> Cell {
+    let content = cell.content();
+    let shown = safe(&content);
+    if shown == content {
+        cell
+    } else {
+        Cell::new(shown)
+    }
+}
+
 /// One line per finished agent, for `wait` and `spawn --wait`.
 pub fn result_line(record: &AgentRecord) -> String {
     let branch = if record.branch_exists {
@@ -420,16 +490,13 @@ pub fn result_line(record: &AgentRecord) -> String {
     };
     let line = format!(
         "{}  {}  {}  {}",
-        record.id,
+        safe(&record.id),
         status_text(record),
-        branch,
+        safe(branch),
         diffstat(record)
     );
     match &record.report {
-        Some(report) => format!(
-            "{line}\n    report: {}",
-            report.replace('\n', "\n            ")
-        ),
+        Some(report) => format!("{line}\n    report: {}", safe_block(report, 12)),
         None => line,
     }
 }
@@ -498,6 +565,28 @@ mod tests {
         let rows = vec![vec!["succeeded", "grove/a-long-branch-name-abcdef12"]];
         let text = table_with_width(&["STATUS", "BRANCH"], rows, Some(24));
         assert!(text.contains("succeeded"), "statuses never wrap: {text}");
+        let rows = vec![vec!["two\nlines\x1b[2K", "x"]];
+        let text = table_with_width(&["NAME", "X"], rows, None);
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.contains(r"two\nlines\e[2K"), "{text}");
+    }
+
+    #[test]
+    fn control_characters_become_visible() {
+        let attack =
+            "\x1b]0;pwned\x07title\x1b[2K\rover\x1b[8mhidden\x1b[0m\tend\u{9b}31m\u{202e}txt";
+        let shown = safe(attack);
+        assert_eq!(
+            shown,
+            "\\e]0;pwned\\x07title\\e[2K\\rover\\e[8mhidden\\e[0m end\\u{9b}31m\\u{202e}txt"
+        );
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        assert_eq!(safe("two\nlines"), "two\\nlines");
+        assert_eq!(safe("plain é ✓ \\ path/x"), "plain é ✓ \\ path/x");
+        assert_eq!(
+            safe_block("one\r\ntwo\x1b[2K\nthree", 4),
+            "one\n    two\\e[2K\n    three"
+        );
     }
 
     #[test]

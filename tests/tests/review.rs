@@ -368,21 +368,29 @@ fn merge_into_a_dirty_checkout_is_refused_and_changes_nothing() {
     let g = Grove::new();
     let ags = agents(
         &g,
-        &[("x", "echo x > x.txt && git add x.txt && git commit -qm x")],
+        &[(
+            "x",
+            "echo x > x.txt && echo more >> README.md && git add x.txt README.md && git commit -qm x",
+        )],
     );
     let (id, branch) = &ags[0];
     let head = tip(&g, "HEAD");
     let branch_tip = tip(&g, branch);
 
-    fs::write(g.repo.join("scratch.txt"), "wip\n").expect("write");
+    // Only what the merge would write stands in the way: here x.txt, untracked.
+    fs::write(g.repo.join("x.txt"), "wip\n").expect("write");
     let out = g.run(&["merge", id]);
     assert_eq!(out.code, 2, "{} {}", out.stdout, out.stderr);
     assert!(
-        out.stderr.contains("uncommitted changes") && out.stderr.contains("scratch.txt"),
+        out.stderr.contains("uncommitted changes") && out.stderr.contains("untracked: x.txt"),
         "{}",
         out.stderr
     );
-    fs::remove_file(g.repo.join("scratch.txt")).expect("rm");
+    assert_eq!(
+        fs::read_to_string(g.repo.join("x.txt")).ok().as_deref(),
+        Some("wip\n")
+    );
+    fs::remove_file(g.repo.join("x.txt")).expect("rm");
     fs::write(g.repo.join("README.md"), "edited\n").expect("write");
     for mode in ["--squash", "--rebase"] {
         let out = g.run(&["merge", id, mode]);
@@ -415,13 +423,13 @@ fn merge_into_another_worktree_or_a_branch_checked_out_nowhere() {
         "release",
         release.to_str().expect("path"),
     ]);
-    fs::write(release.join("wip.txt"), "wip\n").expect("write");
+    fs::write(release.join("x.txt"), "wip\n").expect("write");
     let out = g.run(&["merge", id, "--into", "release"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("wip.txt"), "{}", out.stderr);
+    assert!(out.stderr.contains("x.txt"), "{}", out.stderr);
     assert_eq!(tip(&g, "release"), head);
 
-    fs::remove_file(release.join("wip.txt")).expect("rm");
+    fs::remove_file(release.join("x.txt")).expect("rm");
     let out = g.run(&["merge", id, "--into", "release"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(

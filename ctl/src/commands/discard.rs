@@ -3,7 +3,7 @@
 use crate::connect::{connect, dirs};
 use crate::exit::UsageError;
 use crate::gitcli::{short, Work};
-use crate::output::print_json;
+use crate::output::{print_json, safe};
 use anyhow::{Context, Result};
 use grove_proto::methods::{Get, IdParams};
 use serde::Serialize;
@@ -48,7 +48,7 @@ pub fn run(id: &str, yes: bool, json: bool) -> Result<ExitCode> {
         .into());
     }
     if !yes && !confirm(&work)? {
-        eprintln!("grove: kept {branch}");
+        eprintln!("grove: kept {}", safe(branch));
         return Ok(ExitCode::from(1));
     }
     let salvage_ref = format!("refs/grove/salvage/discarded-{id}");
@@ -76,9 +76,9 @@ pub fn run(id: &str, yes: bool, json: bool) -> Result<ExitCode> {
     } else {
         println!(
             "discarded {} (was {}); its commits stay reachable at {} until grove's prune pass expires it",
-            discarded.branch,
+            safe(&discarded.branch),
             short(&discarded.commit),
-            discarded.salvage_ref
+            safe(&discarded.salvage_ref)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -96,8 +96,9 @@ fn confirm(work: &Work) -> Result<bool> {
     }
     let (ahead, _) = work.git.ahead_behind(&work.base_tip, &work.tip)?;
     eprint!(
-        "Delete branch {branch} ({ahead} commit(s) not on {}, tip {})? [y/N] ",
-        work.base_label(),
+        "Delete branch {} ({ahead} commit(s) not on {}, tip {})? [y/N] ",
+        safe(branch),
+        safe(&work.base_label()),
         short(&work.tip)
     );
     std::io::stderr().flush().ok();

@@ -1,5 +1,5 @@
 use crate::connect::{connect, dirs};
-use crate::output::{ago, pretty_into, record_changes, status_cell, table};
+use crate::output::{ago, pretty_into, record_changes, safe, safe_os, status_cell, table};
 use anyhow::Result;
 use comfy_table::Cell;
 use std::io::{IsTerminal, Write};
@@ -24,21 +24,16 @@ pub fn run(all: bool, json: bool) -> Result<ExitCode> {
         .iter()
         .map(|a| {
             vec![
-                Cell::new(&a.id),
-                Cell::new(a.name.as_deref().unwrap_or("-")),
-                Cell::new(
-                    a.repo
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                ),
+                Cell::new(safe(&a.id)),
+                Cell::new(safe(a.name.as_deref().unwrap_or("-"))),
+                Cell::new(a.repo.file_name().map(safe_os).unwrap_or_default()),
                 status_cell(a),
                 Cell::new(ago(a.created_at_ms)),
                 Cell::new(record_changes(a)),
                 Cell::new(if a.branch_exists {
-                    a.branch.as_str()
+                    safe(&a.branch)
                 } else {
-                    "-"
+                    "-".into()
                 }),
             ]
         })

@@ -1,5 +1,8 @@
 //! `grove logs`: the agent's output file, read directly (same user, same machine).
 //! `-f` follows with inotify and ends when the exit record appears: no polling.
+//! The output is the agent's, so on a terminal its control characters are escaped
+//! (an escape sequence could retitle the window or rewrite what is on screen);
+//! newlines and tabs pass. `--raw`, or a pipe, gets the bytes as they are.
 
 use crate::connect::{connect, dirs};
 use anyhow::{Context, Result};
@@ -7,11 +10,11 @@ use grove_agent_shim::EXIT_RECORD_FILE;
 use grove_proto::methods::{Get, IdParams};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(id: &str, follow: bool, json: bool) -> Result<ExitCode> {
+pub fn run(id: &str, follow: bool, raw: bool, json: bool) -> Result<ExitCode> {
     let record = connect(&dirs()?)?.call::<Get>(&IdParams { id: id.into() })?;
     let log = &record.log_path;
     if json {
@@ -24,15 +27,16 @@ pub fn run(id: &str, follow: bool, json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let agent_dir = log.parent().context("log path has no directory")?;
+    let raw = raw || !io::stdout().is_terminal();
     if !follow || record.status.is_final() {
-        copy_new(log, &mut 0)?;
+        copy_new(log, &mut 0, raw, true)?;
         return Ok(ExitCode::SUCCESS);
     }
-    follow_until_exit(log, agent_dir)?;
+    follow_until_exit(log, agent_dir, raw)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn follow_until_exit(log: &Path, agent_dir: &Path) -> Result<()> {
+fn follow_until_exit(log: &Path, agent_dir: &Path, raw: bool) -> Result<()> {
     let inotify = Inotify::init(InitFlags::IN_CLOEXEC).context("inotify")?;
     // Watch before looking, so that nothing written in between is missed.
     inotify
@@ -45,7 +49,7 @@ fn follow_until_exit(log: &Path, agent_dir: &Path) -> Result<()> {
     let mut offset = 0;
     loop {
         let finished = exit_record.exists();
-        copy_new(log, &mut offset)?;
+        copy_new(log, &mut offset, raw, finished)?;
         if finished {
             return Ok(());
         }
@@ -54,7 +58,7 @@ fn follow_until_exit(log: &Path, agent_dir: &Path) -> Result<()> {
 }
 
 /// Prints what the log holds beyond `offset` and advances it.
-fn copy_new(log: &Path, offset: &mut u64) -> Result<()> {
+fn copy_new(log: &Path, offset: &mut u64, raw: bool, last: bool) -> Result<()> {
     use std::io::{Seek, SeekFrom};
     let mut file = match File::open(log) {
         Ok(file) => file,
@@ -63,7 +67,76 @@ fn copy_new(log: &Path, offset: &mut u64) -> Result<()> {
     };
     file.seek(SeekFrom::Start(*offset))?;
     let mut stdout = io::stdout().lock();
-    *offset += io::copy(&mut file, &mut stdout)?;
+    if raw {
+        *offset += io::copy(&mut file, &mut stdout)?;
+    } else {
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let (shown, used) = escaped(&bytes, last);
+        stdout.write_all(&shown)?;
+        *offset += used as u64;
+    }
     stdout.flush()?;
     Ok(())
+}
+
+/// `bytes` with control characters made visible as [`crate::output::safe`] does, and
+/// how many of them it covers: a character cut off at the end waits for the rest
+/// unless `last`.
+fn escaped(bytes: &[u8], last: bool) -> (Vec<u8>, usize) {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(text) => {
+                push_escaped(&mut out, text);
+                return (out, bytes.len());
+            }
+            Err(e) => {
+                let (good, bad) = rest.split_at(e.valid_up_to());
+                // Checked by from_utf8 just now.
+                push_escaped(&mut out, std::str::from_utf8(good).unwrap_or_default());
+                match e.error_len().or(last.then_some(bad.len())) {
+                    Some(n) => {
+                        for b in &bad[..n] {
+                            out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
+                        }
+                        rest = &bad[n..];
+                    }
+                    None => return (out, bytes.len() - bad.len()),
+                }
+            }
+        }
+    }
+}
+
+fn push_escaped(out: &mut Vec<u8>, text: &str) {
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (line, ""),
+        };
+        let body = body.strip_suffix('\r').unwrap_or(body);
+        out.extend_from_slice(crate::output::safe(body).as_bytes());
+        out.extend_from_slice(end.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_escaped_and_cut_characters_wait() {
+        let input = b"ok\r\n\x1b[2Kgone\rback\tt\xff\n\xc3";
+        let (out, used) = escaped(input, false);
+        assert_eq!(
+            String::from_utf8(out).ok().as_deref(),
+            Some("ok\n\\e[2Kgone\\rback t\\xff\n")
+        );
+        assert_eq!(used, input.len() - 1, "the lone first byte of \u{e9} waits");
+        let (out, used) = escaped(input, true);
+        assert!(out.ends_with(b"\n\\xc3"));
+        assert_eq!(used, input.len());
+    }
 }

@@ -1,19 +1,26 @@
 //! `grove merge`: an agent's branch into a target branch, with git's own machinery so
 //! that hooks, merge drivers and config apply. Either it succeeds, or the repository is
 //! left exactly as it was: HEAD, index, working tree and the agent's branch.
+//!
+//! git itself overwrites an ignored file the merge brings in, and a conflict's abort
+//! deletes it, so grove refuses first when any path the merge would write is untracked,
+//! ignored or has uncommitted changes, and it says "nothing was changed" only after
+//! comparing the checkout with a snapshot taken before.
 
 use crate::commands::overlaps::{candidates, ChangeCache, Radar};
 use crate::connect::{connect, dirs};
 use crate::exit::UsageError;
-use crate::gitcli::{said, same_path, short, works, Git, Work, Worktree};
-use crate::output::print_json;
+use crate::gitcli::{said, same_path, short, works, Git, StatusEntry, StatusKind, Work, Worktree};
+use crate::output::{print_json, safe, safe_path};
 use anyhow::{bail, Context, Result};
 use grove_proto::methods::{Get, IdParams};
 use grove_proto::types::AgentRecord;
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::fs;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,15 +130,18 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
     // Every check before the first change: a refusal leaves everything as it was.
     let checked_out = |name: &str| worktrees.iter().find(|w| w.branch.as_deref() == Some(name));
     let target_wt = checked_out(&target);
+    let target_writes = touched(&git, &before, &work.tip)?;
     if let Some(wt) = target_wt {
-        usable(wt, &target)?;
+        usable(wt, &target, &target_writes, false)?;
     }
-    let agent_wt = match mode {
-        Mode::Rebase => checked_out(&branch),
-        _ => None,
+    let (agent_wt, agent_writes) = match mode {
+        // A rebase rewrites the agent's side with what the target changed.
+        Mode::Rebase => (checked_out(&branch), touched(&git, &work.tip, &before)?),
+        _ => (None, BTreeSet::new()),
     };
     if let Some(wt) = agent_wt {
-        usable(wt, &branch)?;
+        // git rebases only a checkout without uncommitted changes.
+        usable(wt, &branch, &agent_writes, true)?;
     }
 
     // A target checked out nowhere gets a temporary worktree rather than a refusal: git
@@ -141,28 +151,34 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
     if !json {
         match target_wt {
             Some(wt) if Some(&wt.path) != main.as_ref() => eprintln!(
-                "note: {target} is checked out in {}; merging there",
-                wt.path.display()
+                "note: {} is checked out in {}; merging there",
+                safe(&target),
+                safe_path(&wt.path)
             ),
             None => eprintln!(
-                "note: {target} is not checked out anywhere; merging in a temporary worktree, removed afterwards"
+                "note: {} is not checked out anywhere; merging in a temporary worktree, removed afterwards",
+                safe(&target)
             ),
             _ => {}
         }
     }
     let t = &target_place.git;
+    let was = Snapshot::take(t, &target_writes)?;
     let attempt = match mode {
-        Mode::Merge => merge(t, &branch, &before)?,
-        Mode::Squash => squash(t, &work, &before)?,
+        Mode::Merge => merge(t, &branch, &was)?,
+        Mode::Squash => squash(t, &work, &was)?,
         Mode::Rebase => {
             let agent_place = Place::new(&git, &branch, agent_wt, &id, "agent")?;
             if let (Some(wt), false) = (agent_wt, json) {
                 eprintln!(
-                    "note: {branch} is checked out in {}; rebasing it there",
-                    wt.path.display()
+                    "note: {} is checked out in {}; rebasing it there",
+                    safe(&branch),
+                    safe_path(&wt.path)
                 );
             }
-            rebase(t, &agent_place.git, &work, &target, &before)?
+            let a = &agent_place.git;
+            let agent_was = Snapshot::take(a, &agent_writes)?;
+            rebase(t, a, &work, &target, &was, &agent_was)?
         }
     };
 
@@ -222,36 +238,286 @@ fn usage(message: String) -> anyhow::Error {
     UsageError(message).into()
 }
 
-/// A worktree git may merge in: clean, and not held by a running agent.
-fn usable(wt: &Worktree, branch: &str) -> Result<()> {
-    let path = wt.path.display();
+/// A worktree git may merge in: not held by a running agent, nothing staged (git merges
+/// only onto a clean index, and undoing a failed merge would unstage it), and none of
+/// the paths the merge `writes` untracked, ignored or changed; with `all_clean`, no
+/// uncommitted change at all.
+fn usable(wt: &Worktree, branch: &str, writes: &BTreeSet<String>, all_clean: bool) -> Result<()> {
+    let path = safe_path(&wt.path);
+    let branch = safe(branch);
     if let Some(reason) = &wt.locked {
         return Err(usage(format!(
-            "{branch} is checked out in {path}, which is locked ({reason}); \
-             nothing was changed"
+            "{branch} is checked out in {path}, which is locked ({}); nothing was changed",
+            safe(reason)
         )));
     }
     let status = Git::new(&wt.path)
-        .status()
+        .status_entries()
         .with_context(|| format!("checking {path}"))?;
-    if !status.is_empty() {
-        let lines: Vec<&str> = status.lines().collect();
-        let shown = lines
-            .iter()
-            .take(10)
-            .map(|l| format!("\n  {l}"))
-            .collect::<String>();
-        let more = if lines.len() > 10 {
-            format!("\n  ... and {} more", lines.len() - 10)
-        } else {
-            String::new()
-        };
-        return Err(usage(format!(
-            "refusing to merge: {path} (where {branch} is checked out) has uncommitted changes \
-             or untracked files:{shown}{more}\ncommit, stash or remove them first; nothing was changed"
-        )));
+    let found = obstacles(&wt.path, &status, writes, all_clean);
+    if found.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let shown = found
+        .iter()
+        .take(10)
+        .map(|(what, p)| format!("\n  {what}: {}", safe(p)))
+        .collect::<String>();
+    let more = if found.len() > 10 {
+        format!("\n  ... and {} more", found.len() - 10)
+    } else {
+        String::new()
+    };
+    Err(usage(format!(
+        "refusing to merge: in {path} (where {branch} is checked out) the merge would \
+         overwrite or delete files that are not committed (uncommitted changes, untracked \
+         or ignored files):{shown}{more}\ncommit, move or stash them first \
+         (`git stash --include-untracked`; ignored files git never stashes); nothing was changed"
+    )))
+}
+
+/// What stands in the way of writing `writes` in the checkout at `root`, as (what, path).
+fn obstacles(
+    root: &Path,
+    status: &[StatusEntry],
+    writes: &BTreeSet<String>,
+    all_clean: bool,
+) -> Vec<(&'static str, String)> {
+    let mut found = Vec::new();
+    for entry in status {
+        let what = match entry.kind {
+            StatusKind::Staged => "staged",
+            StatusKind::Unmerged => "unmerged",
+            StatusKind::Modified => "uncommitted changes",
+            StatusKind::Untracked => "untracked",
+            StatusKind::Ignored => "ignored",
+        };
+        let hit = match entry.kind {
+            StatusKind::Staged | StatusKind::Unmerged => true,
+            StatusKind::Modified => all_clean || writes.contains(&entry.path),
+            StatusKind::Untracked | StatusKind::Ignored => in_the_way(root, &entry.path, writes),
+        };
+        if hit {
+            found.push((what, entry.path.clone()));
+        }
+    }
+    found
+}
+
+/// Whether an untracked or ignored `path` (a directory when it ends with `/`) is where
+/// the merge writes: the same path, a file where it needs a directory, or a directory
+/// holding something the merge would replace.
+fn in_the_way(root: &Path, path: &str, writes: &BTreeSet<String>) -> bool {
+    let name = path.trim_end_matches('/');
+    if name.is_empty() {
+        return false;
+    }
+    if writes.contains(name) {
+        return true;
+    }
+    // A written path is inside this file or directory.
+    let inside = format!("{name}/");
+    let mut within = writes
+        .range(inside.clone()..)
+        .take_while(|w| w.starts_with(&inside));
+    let taken = within.any(|w| {
+        // In a directory git does not track, only what exists collides.
+        !path.ends_with('/') || occupied(root, name, w)
+    });
+    if taken {
+        return true;
+    }
+    // This path is inside a file the merge writes.
+    let mut prefix = String::new();
+    for part in name.split('/') {
+        if !prefix.is_empty() && writes.contains(&prefix) {
+            return true;
+        }
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+    }
+    false
+}
+
+/// Whether `written`, below the untracked directory `dir`, exists, or one of its
+/// parents below `dir` is something other than a directory.
+fn occupied(root: &Path, dir: &str, written: &str) -> bool {
+    let mut at = dir.len();
+    loop {
+        let next = written[at + 1..].find('/').map(|i| at + 1 + i);
+        let part = &written[..next.unwrap_or(written.len())];
+        match fs::symlink_metadata(root.join(part)) {
+            Err(_) => return false,
+            Ok(meta) if next.is_none() || !meta.is_dir() => return true,
+            Ok(_) => at = next.unwrap_or(written.len()),
+        }
+    }
+}
+
+/// Paths a merge of `theirs` into `ours` may write: what `theirs` changed since the
+/// two forked, and where git's merged tree differs from `ours` (a rename on one side
+/// carries the other side's change to a new path).
+fn touched(git: &Git, ours: &str, theirs: &str) -> Result<BTreeSet<String>> {
+    let mut paths = BTreeSet::new();
+    match git.merge_base(ours, theirs)? {
+        Some(fork) => paths.extend(git.changed_paths(&fork, theirs)?),
+        None => paths.extend(git.changed_paths(ours, theirs)?),
+    }
+    let scratch = Scratch::new()?;
+    if let Some(tree) = git.merge_tree(ours, theirs, &scratch.0)? {
+        paths.extend(git.changed_paths(ours, &tree)?);
+    }
+    Ok(paths)
+}
+
+/// An empty directory of our own, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dirs()?
+            .state_dir
+            .join("tmp")
+            .join(format!("merge-scratch-{}-{n}", std::process::id()));
+        // Left over by a crash of a process with our pid: ours to clear.
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(Scratch(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What a checkout looked like before an attempt: HEAD, every status entry (index and
+/// tracked files by object id, untracked and ignored files by name), and the files
+/// git does not track at the paths the merge writes, by inode, size and mtime.
+struct Snapshot {
+    head: String,
+    status: BTreeMap<String, String>,
+    files: BTreeMap<String, Option<FileId>>,
+}
+
+#[derive(PartialEq, Eq)]
+struct FileId {
+    mode: u32,
+    size: u64,
+    ino: u64,
+    mtime_ns: i128,
+}
+
+impl Snapshot {
+    fn take(t: &Git, writes: &BTreeSet<String>) -> Result<Snapshot> {
+        let status: BTreeMap<String, String> = t
+            .status_entries()?
+            .into_iter()
+            .map(|e| (e.path, e.record))
+            .collect();
+        // Tracked files are compared by status; the rest git would not report.
+        let reported = |p: &str| {
+            status
+                .keys()
+                .any(|s| s == p || (s.ends_with('/') && p.starts_with(s.as_str())))
+        };
+        let mut files = BTreeMap::new();
+        for path in writes {
+            let id = file_id(&t.dir.join(path));
+            if id.is_none() || reported(path) {
+                files.insert(path.clone(), id);
+            }
+        }
+        Ok(Snapshot {
+            head: t.head()?,
+            status,
+            files,
+        })
+    }
+
+    /// Nothing when the checkout is as it was; else each difference, for people.
+    fn differences(&self, t: &Git) -> Result<Vec<String>> {
+        let now = Snapshot::take(t, &self.files.keys().cloned().collect())?;
+        let mut diffs = Vec::new();
+        if now.head != self.head {
+            diffs.push(format!(
+                "HEAD moved from {} to {}",
+                short(&self.head),
+                short(&now.head)
+            ));
+        }
+        let paths: BTreeSet<&String> = self.status.keys().chain(now.status.keys()).collect();
+        for path in paths {
+            let (was, is) = (self.status.get(path), now.status.get(path));
+            if was != is {
+                diffs.push(format!(
+                    "{}: was {}, is now {}",
+                    safe(path),
+                    state(was),
+                    state(is)
+                ));
+            }
+        }
+        for (path, was) in &self.files {
+            let is = now.files.get(path).and_then(Option::as_ref);
+            let change = match (was, is) {
+                (Some(_), None) => "deleted",
+                (None, Some(_)) => "created",
+                (Some(a), Some(b)) if a != b => "replaced",
+                _ => continue,
+            };
+            diffs.push(format!("{}: {change}", safe(path)));
+        }
+        Ok(diffs)
+    }
+
+    /// Checks that an aborted attempt left the checkout as this snapshot found it.
+    fn unchanged(&self, t: &Git, what: &str) -> Result<()> {
+        let diffs = self.differences(t)?;
+        if diffs.is_empty() {
+            return Ok(());
+        }
+        bail!(
+            "{what} was aborted, but {} is not as it was before:\n  {}\nsee `git status` there",
+            safe_path(&t.dir),
+            diffs.join("\n  ")
+        )
+    }
+}
+
+/// A status record for people.
+fn state(record: Option<&String>) -> &'static str {
+    let Some(record) = record else {
+        return "clean or absent";
+    };
+    match record.split(' ').next() {
+        Some("?") => "untracked",
+        Some("!") => "ignored",
+        Some("u") => "in conflict",
+        _ if record
+            .split(' ')
+            .nth(1)
+            .is_some_and(|xy| !xy.starts_with('.')) =>
+        {
+            "staged"
+        }
+        _ => "changed",
+    }
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    Some(FileId {
+        mode: meta.mode(),
+        size: meta.size(),
+        ino: meta.ino(),
+        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+    })
 }
 
 /// The worktree where a branch is checked out, or a temporary one holding it.
@@ -326,31 +592,32 @@ impl Drop for TempWorktree {
     }
 }
 
-fn merge(t: &Git, branch: &str, before: &str) -> Result<Attempt> {
+fn merge(t: &Git, branch: &str, was: &Snapshot) -> Result<Attempt> {
     let out = t.output(&["merge", "--no-ff", "--no-edit", branch])?;
     if out.status.success() {
-        return done(t, before);
+        return done(t, &was.head);
     }
     let files = t.unmerged_files()?;
     // Fails harmlessly when git stopped before starting the merge.
     let _ = t.output(&["merge", "--abort"]);
-    restored(t, before)?;
+    was.unchanged(t, "the failed merge")?;
     if files.is_empty() {
         bail!("git merge failed; nothing was changed: {}", said(&out));
     }
     Ok(Attempt::Conflict(files))
 }
 
-fn squash(t: &Git, work: &Work, before: &str) -> Result<Attempt> {
+fn squash(t: &Git, work: &Work, was: &Snapshot) -> Result<Attempt> {
+    let before = &was.head;
     let branch = &work.record.branch;
     // `--ff` only so that a `merge.ff = false` in the config cannot reject `--squash`.
     let out = t.output(&["merge", "--squash", "--ff", branch])?;
     if !out.status.success() {
         let files = t.unmerged_files()?;
-        // A squash leaves no MERGE_HEAD to abort; the checkout was clean, so a hard reset
-        // returns exactly to it.
-        t.run(&["reset", "--hard", "-q", "HEAD"])?;
-        restored(t, before)?;
+        // A squash leaves no MERGE_HEAD to abort; `reset --merge` is what `merge --abort`
+        // does, and it keeps uncommitted changes the merge did not touch.
+        t.run(&["reset", "--merge", "-q", "HEAD"])?;
+        was.unchanged(t, "the failed squash")?;
         if files.is_empty() {
             bail!(
                 "git merge --squash failed; nothing was changed: {}",
@@ -382,26 +649,34 @@ fn squash(t: &Git, work: &Work, before: &str) -> Result<Attempt> {
     }
     let out = t.output(&args)?;
     if !out.status.success() {
-        t.run(&["reset", "--hard", "-q", "HEAD"])?;
-        restored(t, before)?;
+        t.run(&["reset", "--merge", "-q", "HEAD"])?;
+        was.unchanged(t, "the squash whose commit failed")?;
         bail!("git commit failed; nothing was changed: {}", said(&out));
     }
     done(t, before)
 }
 
 /// Rebases the agent's branch onto the target in `a`, then fast-forwards the target in `t`.
-fn rebase(t: &Git, a: &Git, work: &Work, target: &str, before: &str) -> Result<Attempt> {
+fn rebase(
+    t: &Git,
+    a: &Git,
+    work: &Work,
+    target: &str,
+    was: &Snapshot,
+    agent_was: &Snapshot,
+) -> Result<Attempt> {
     let branch = &work.record.branch;
     let out = a.output(&["rebase", &format!("refs/heads/{target}")])?;
     if !out.status.success() {
         let files = a.unmerged_files()?;
         let _ = a.output(&["rebase", "--abort"]);
-        if a.branch_tip(branch)?.as_deref() != Some(work.tip.as_str()) || !a.status()?.is_empty() {
+        if a.branch_tip(branch)?.as_deref() != Some(work.tip.as_str()) {
             bail!(
                 "git rebase stopped and could not be undone; see `git status` in {}",
-                a.dir.display()
+                safe_path(&a.dir)
             );
         }
+        agent_was.unchanged(a, "the failed rebase")?;
         if files.is_empty() {
             bail!("git rebase failed; nothing was changed: {}", said(&out));
         }
@@ -409,15 +684,17 @@ fn rebase(t: &Git, a: &Git, work: &Work, target: &str, before: &str) -> Result<A
     }
     let out = t.output(&["merge", "--ff-only", branch])?;
     if !out.status.success() {
-        // A merge that failed changes nothing, the agent's branch included.
-        a.run(&["reset", "--hard", "-q", &work.tip])?;
-        restored(t, before)?;
+        // A merge that failed changes nothing, the agent's branch included; `--keep`
+        // rather than `--hard` so that nothing uncommitted is overwritten.
+        a.run(&["reset", "--keep", "-q", &work.tip])?;
+        agent_was.unchanged(a, "the rebase whose fast-forward failed")?;
+        was.unchanged(t, "the fast-forward that failed")?;
         bail!(
             "fast-forwarding {target} failed; nothing was changed: {}",
             said(&out)
         );
     }
-    done(t, before)
+    done(t, &was.head)
 }
 
 fn done(t: &Git, before: &str) -> Result<Attempt> {
@@ -427,17 +704,6 @@ fn done(t: &Git, before: &str) -> Result<Attempt> {
     } else {
         Attempt::Merged(head)
     })
-}
-
-/// Checks that an aborted attempt left the checkout as it found it.
-fn restored(t: &Git, before: &str) -> Result<()> {
-    if t.head()? != before || !t.status()?.is_empty() {
-        bail!(
-            "git could not undo the failed merge; see `git status` in {}",
-            t.dir.display()
-        );
-    }
-    Ok(())
 }
 
 /// For each conflicting file, the other grove branches that changed it: those already in
@@ -488,8 +754,8 @@ fn blame(
 
 fn conflict_text(r: &Report) -> String {
     let how = match r.mode {
-        "rebase" => format!("rebasing {} onto {}", r.branch, r.target),
-        _ => format!("merging {} into {}", r.branch, r.target),
+        "rebase" => format!("rebasing {} onto {}", safe(&r.branch), safe(&r.target)),
+        _ => format!("merging {} into {}", safe(&r.branch), safe(&r.target)),
     };
     let mut text = format!(
         "grove: {how} stopped on conflicts; it was aborted and nothing was changed\nconflicting files:\n"
@@ -498,14 +764,21 @@ fn conflict_text(r: &Report) -> String {
         let others = c
             .also_changed_by
             .iter()
-            .map(|o| format!("{} ({}, agent {})", o.branch, o.state, o.id))
+            .map(|o| {
+                format!(
+                    "{} ({}, agent {})",
+                    safe(&o.branch),
+                    safe(&o.state),
+                    safe(&o.id)
+                )
+            })
             .collect::<Vec<_>>();
         if others.is_empty() {
-            text.push_str(&format!("  {}\n", c.path));
+            text.push_str(&format!("  {}\n", safe(&c.path)));
         } else {
             text.push_str(&format!(
                 "  {}  also changed by {}\n",
-                c.path,
+                safe(&c.path),
                 others.join(", ")
             ));
         }
@@ -513,42 +786,35 @@ fn conflict_text(r: &Report) -> String {
     text.push_str(&format!(
         "hint: `grove overlaps --hunks` shows where branches collide; resolve by hand with \
          `git merge {}` in a clean checkout of {}\n",
-        r.branch, r.target
+        safe(&r.branch),
+        safe(&r.target)
     ));
     text
 }
 
 fn success_text(r: &Report) -> String {
     let at = |c: &Option<String>| c.as_deref().map(short).unwrap_or_default();
+    let (branch, target, id) = (safe(&r.branch), safe(&r.target), safe(&r.id));
     let place = if r.temporary {
         " (in a temporary worktree, now removed)".to_string()
     } else {
         String::new()
     };
     let mut text = match (r.result, r.mode) {
-        ("up_to_date", _) => format!(
-            "{} already has everything on {}; nothing to do\n",
-            r.target, r.branch
-        ),
+        ("up_to_date", _) => {
+            format!("{target} already has everything on {branch}; nothing to do\n")
+        }
         (_, "squash") => format!(
-            "squashed {} into one commit {} on {}{place}\n\
-             the branch is kept; `grove discard {}` deletes it\n",
-            r.branch,
+            "squashed {branch} into one commit {} on {target}{place}\n\
+             the branch is kept; `grove discard {id}` deletes it\n",
             at(&r.commit),
-            r.target,
-            r.id
         ),
         (_, "rebase") => format!(
-            "rebased {} onto {} and fast-forwarded {} to {}{place}\n",
-            r.branch,
-            r.target,
-            r.target,
+            "rebased {branch} onto {target} and fast-forwarded {target} to {}{place}\n",
             at(&r.commit)
         ),
         _ => format!(
-            "merged {} into {}: merge commit {}{place}\n",
-            r.branch,
-            r.target,
+            "merged {branch} into {target}: merge commit {}{place}\n",
             at(&r.commit)
         ),
     };
@@ -572,9 +838,52 @@ fn success_text(r: &Report) -> String {
         text.push_str(&format!(
             "  {}. grove merge {}   # {}, {overlaps}\n",
             n + 1,
-            next.id,
-            next.branch
+            safe(&next.id),
+            safe(&next.branch)
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_the_merge_writes_is_in_the_way() {
+        let root = std::env::temp_dir().join(format!("grove-merge-way-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("ignored-dir/sub")).expect("mkdir");
+        fs::write(root.join("ignored-dir/sub/old"), "").expect("write");
+        fs::write(root.join("plain"), "").expect("write");
+        let writes: BTreeSet<String> = [
+            "a.out",
+            "ignored-dir/sub/old",
+            "ignored-dir/new",
+            "plain/child",
+            "lib",
+        ]
+        .map(String::from)
+        .into();
+        let way = |p: &str| in_the_way(&root, p, &writes);
+        assert!(way("a.out"), "the same path");
+        assert!(
+            way("ignored-dir/"),
+            "a directory holding a file the merge writes"
+        );
+        assert!(way("plain"), "a file where the merge needs a directory");
+        assert!(way("lib/"), "a directory where the merge writes a file");
+        assert!(
+            way("lib/deep/x.o"),
+            "inside a path the merge writes as a file"
+        );
+        assert!(!way("other.out"));
+        assert!(!way("ignored-dir-2/"));
+        let missing_only: BTreeSet<String> = ["ignored-dir/new".to_string()].into();
+        assert!(
+            !in_the_way(&root, "ignored-dir/", &missing_only),
+            "a new file in an untracked directory overwrites nothing"
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
 }

@@ -36,7 +36,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Spawn(args) => spawn::run(*args, json),
         Command::List { all } => list::run(all, json),
         Command::Show { id } => show::run(&id, json),
-        Command::Logs { id, follow } => logs::run(&id, follow, json),
+        Command::Logs { id, follow, raw } => logs::run(&id, follow, raw, json),
         Command::Wait { ids, any } => wait::run(ids, any, json),
         Command::Report { text, id } => report::run(&text, id, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),

@@ -4,7 +4,7 @@
 
 use crate::connect::{connect, dirs};
 use crate::gitcli::{works, Changes, Git, Hunk, Work};
-use crate::output::{print_json, table};
+use crate::output::{print_json, safe, safe_path, table};
 use anyhow::{Context, Result};
 use grove_proto::types::AgentRecord;
 use serde::{Deserialize, Serialize};
@@ -44,20 +44,20 @@ pub fn run(hunks: bool, json: bool) -> Result<ExitCode> {
             let mut row = Vec::new();
             if many_repos {
                 row.push(if i == 0 {
-                    file.repo.display().to_string()
+                    safe_path(&file.repo)
                 } else {
                     String::new()
                 });
             }
             row.push(match (i, file.lines_overlap) {
-                (0, Some(true)) => format!("{} (same lines)", file.path),
-                (0, _) => file.path.clone(),
+                (0, Some(true)) => format!("{} (same lines)", safe(&file.path)),
+                (0, _) => safe(&file.path),
                 _ => String::new(),
             });
-            row.push(agent.id.clone());
-            row.push(agent.branch.clone());
+            row.push(safe(&agent.id));
+            row.push(safe(&agent.branch));
             row.push(if agent.base_changed {
-                format!("{} changed it too", agent.base)
+                format!("{} changed it too", safe(&agent.base))
             } else {
                 "-".into()
             });

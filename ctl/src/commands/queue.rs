@@ -1,5 +1,5 @@
 use crate::connect::{connect, dirs};
-use crate::output::{ago, cell, print_json, table, Tone};
+use crate::output::{ago, cell, print_json, safe, table, Tone};
 use anyhow::Result;
 use comfy_table::Cell;
 use grove_proto::methods::{Empty, Queue};
@@ -21,10 +21,10 @@ pub fn run(json: bool) -> Result<ExitCode> {
                         a.queue_position.map(|p| p.to_string()).unwrap_or_default(),
                         Some(Tone::Warn),
                     ),
-                    Cell::new(&a.id),
-                    Cell::new(a.name.as_deref().unwrap_or("-")),
+                    Cell::new(safe(&a.id)),
+                    Cell::new(safe(a.name.as_deref().unwrap_or("-"))),
                     Cell::new(ago(a.created_at_ms)),
-                    Cell::new(a.argv.join(" ")),
+                    Cell::new(safe(&a.argv.join(" "))),
                 ]
             })
             .collect();

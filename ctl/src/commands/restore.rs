@@ -1,5 +1,5 @@
 use crate::connect::{connect, dirs};
-use crate::output::print_json;
+use crate::output::{print_json, safe, safe_path};
 use anyhow::{Context, Result};
 use grove_proto::methods::{Restore, RestoreParams};
 use std::path::PathBuf;
@@ -17,8 +17,8 @@ pub fn run(reference: &str, repo: Option<PathBuf>, json: bool) -> Result<ExitCod
     } else {
         println!(
             "restored on branch {} in {}",
-            restored.branch,
-            restored.worktree.display()
+            safe(&restored.branch),
+            safe_path(&restored.worktree)
         );
     }
     Ok(ExitCode::SUCCESS)

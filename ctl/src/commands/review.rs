@@ -2,7 +2,9 @@
 
 use crate::connect::{connect, dirs};
 use crate::gitcli::{works, Work};
-use crate::output::{cell, changes, paint, print_json, status_tone, table};
+use crate::output::{
+    cell, changes, paint, print_json, safe, safe_block, safe_os, safe_path, status_tone, table,
+};
 use anyhow::{Context, Result};
 use comfy_table::Cell;
 use grove_proto::methods::{Get, IdParams};
@@ -118,26 +120,21 @@ fn summary(entries: Vec<Entry>, json: bool) -> Result<ExitCode> {
         .iter()
         .map(|e| {
             let mut row = vec![
-                Cell::new(&e.id),
-                Cell::new(e.name.as_deref().unwrap_or("-")),
-                Cell::new(&e.branch),
-                Cell::new(&e.base),
+                Cell::new(safe(&e.id)),
+                Cell::new(safe(e.name.as_deref().unwrap_or("-"))),
+                Cell::new(safe(&e.branch)),
+                Cell::new(safe(&e.base)),
                 Cell::new(e.ahead),
                 Cell::new(e.behind),
                 Cell::new(e.files_changed),
                 Cell::new(changes(e.insertions, e.deletions)),
                 cell(&e.status_text, status_tone(e.status, e.outcome)),
-                Cell::new(first_line(e.report.as_deref())),
+                Cell::new(safe(&first_line(e.report.as_deref()))),
             ];
             if many_repos {
                 row.insert(
                     2,
-                    Cell::new(
-                        e.repo
-                            .file_name()
-                            .map(|n| n.to_string_lossy().into_owned())
-                            .unwrap_or_default(),
-                    ),
+                    Cell::new(e.repo.file_name().map(safe_os).unwrap_or_default()),
                 );
             }
             row
@@ -192,17 +189,17 @@ fn detail(w: &Work, json: bool) -> Result<ExitCode> {
     }
     let e = &detail.entry;
     let fields = [
-        ("agent", e.id.clone()),
-        ("name", e.name.clone().unwrap_or_else(|| "-".into())),
+        ("agent", safe(&e.id)),
+        ("name", safe(e.name.as_deref().unwrap_or("-"))),
         (
             "status",
             paint(&e.status_text, status_tone(e.status, e.outcome)),
         ),
-        ("repo", e.repo.display().to_string()),
-        ("branch", e.branch.clone()),
+        ("repo", safe_path(&e.repo)),
+        ("branch", safe(&e.branch)),
         (
             "base",
-            format!("{} ({} ahead, {} behind)", e.base, e.ahead, e.behind),
+            format!("{} ({} ahead, {} behind)", safe(&e.base), e.ahead, e.behind),
         ),
         (
             "changes",
@@ -217,18 +214,18 @@ fn detail(w: &Work, json: bool) -> Result<ExitCode> {
                 changes(e.insertions, e.deletions)
             ),
         ),
-        ("report", e.report.clone().unwrap_or_else(|| "-".into())),
+        ("report", safe_block(e.report.as_deref().unwrap_or("-"), 9)),
     ];
     for (k, v) in fields {
         println!("{k:<8} {v}");
     }
-    println!("\ncommits ({}..{}):", e.base, e.branch);
+    println!("\ncommits ({}..{}):", safe(&e.base), safe(&e.branch));
     if detail.commits.is_empty() {
         println!("  (none: the base already has them all)");
     }
     for c in &detail.commits {
-        println!("  {} {}", c.commit, c.subject);
+        println!("  {} {}", safe(&c.commit), safe(&c.subject));
     }
-    println!("\n{}", detail.diffstat.trim_end());
+    println!("\n{}", safe_block(detail.diffstat.trim_end(), 0));
     Ok(ExitCode::SUCCESS)
 }

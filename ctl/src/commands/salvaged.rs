@@ -1,5 +1,5 @@
 use crate::connect::{connect, dirs};
-use crate::output::{ago, print_json, table};
+use crate::output::{ago, print_json, safe, safe_path, table};
 use anyhow::Result;
 use grove_proto::methods::{Empty, Salvaged};
 use std::process::ExitCode;
@@ -16,11 +16,11 @@ pub fn run(json: bool) -> Result<ExitCode> {
             .iter()
             .map(|r| {
                 vec![
-                    r.name.clone(),
-                    r.commit.chars().take(10).collect(),
+                    safe(&r.name),
+                    safe(&r.commit.chars().take(10).collect::<String>()),
                     ago(r.time_ms),
-                    r.repo.display().to_string(),
-                    r.subject.clone(),
+                    safe_path(&r.repo),
+                    safe(&r.subject),
                 ]
             })
             .collect();

@@ -1,6 +1,6 @@
 use crate::cli::SessionCommand;
 use crate::connect::{connect, dirs};
-use crate::output::{ago, bytes, paint, print_json, status_word_tone, table};
+use crate::output::{ago, bytes, paint, print_json, safe, status_word_tone, table};
 use anyhow::Result;
 use grove_proto::methods::{Empty, SessionList, SessionShow, SessionShowParams};
 use grove_proto::state::SessionInfo;
@@ -53,7 +53,7 @@ fn last_update(info: &SessionInfo) -> String {
 
 fn row(info: &SessionInfo) -> Vec<String> {
     vec![
-        info.name.clone(),
+        safe(&info.name),
         info.agents.len().to_string(),
         info.channels.to_string(),
         info.checkpoints.to_string(),
@@ -66,7 +66,7 @@ fn describe(info: &SessionInfo) -> String {
     let mut out = format!(
         "session      {}\nchannels     {}\ncheckpoints  {} (newest {}, oldest readable {})\n\
          last update  {}\nstate size   {} bytes\n",
-        info.name,
+        safe(&info.name),
         info.channels,
         info.checkpoints,
         info.head,
@@ -75,9 +75,12 @@ fn describe(info: &SessionInfo) -> String {
         info.state_bytes
     );
     if let (Some(from), Some(at)) = (&info.forked_from, info.forked_at) {
-        out.push_str(&format!("forked from  {from} at checkpoint {at}\n"));
+        out.push_str(&format!("forked from  {} at checkpoint {at}\n", safe(from)));
     }
-    out.push_str(&format!("schema       {}\n", info.schema));
+    out.push_str(&format!(
+        "schema       {}\n",
+        safe(&info.schema.to_string())
+    ));
     if info.agents.is_empty() {
         out.push_str("agents       none\n");
     } else {
@@ -85,8 +88,8 @@ fn describe(info: &SessionInfo) -> String {
             let label = if i == 0 { "agents" } else { "" };
             out.push_str(&format!(
                 "{label:<12} {}  {}\n",
-                agent.id,
-                paint(&agent.status, status_word_tone(&agent.status))
+                safe(&agent.id),
+                paint(&safe(&agent.status), status_word_tone(&agent.status))
             ));
         }
     }

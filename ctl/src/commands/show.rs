@@ -1,6 +1,8 @@
 use crate::connect::{connect, dirs};
 use crate::gitcli::Git;
-use crate::output::{ago, diffstat, duration, duration_precise, print_json, status_text};
+use crate::output::{
+    ago, diffstat, duration, duration_precise, print_json, safe, safe_block, status_text,
+};
 use anyhow::Result;
 use grove_proto::methods::{Get, IdParams};
 use grove_proto::types::AgentRecord;
@@ -98,9 +100,15 @@ fn describe(r: &AgentRecord, deleted_since: bool) -> String {
     if let Some(error) = &r.error {
         lines.push(("error", error.clone()));
     }
+    // Almost every value came from the agent or its repository; the status is ours,
+    // and may be coloured.
     lines
         .into_iter()
-        .map(|(k, v)| format!("{k:<12} {v}\n"))
+        .map(|(k, v)| match k {
+            "status" => format!("{k:<12} {v}\n"),
+            "report" | "error" => format!("{k:<12} {}\n", safe_block(&v, 13)),
+            _ => format!("{k:<12} {}\n", safe(&v)),
+        })
         .collect()
 }
 

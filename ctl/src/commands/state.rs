@@ -4,7 +4,7 @@
 use crate::cli::{SessionArg, StateCommand};
 use crate::connect::{connect, dirs};
 use crate::exit::UsageError;
-use crate::output::{ago, print_json, table};
+use crate::output::{ago, print_json, safe, table};
 use anyhow::{Context, Result};
 use grove_proto::methods::{
     StateCompact, StateCompactParams, StateFork, StateForkParams, StateGet, StateGetParams,
@@ -221,12 +221,12 @@ fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> 
             vec![
                 c.id.to_string(),
                 ago(c.at_ms),
-                c.writer.clone(),
-                match (&c.parent_session, c.parent) {
+                safe(&c.writer),
+                safe(&match (&c.parent_session, c.parent) {
                     (Some(from), Some(at)) => format!("{} from {from}@{at}", c.source),
                     _ => c.source.clone(),
-                },
-                c.channels.join(", "),
+                }),
+                safe(&c.channels.join(", ")),
             ]
         })
         .collect();
@@ -270,8 +270,8 @@ fn watch(client: &mut Client, session: SessionArg, json: bool) -> Result<ExitCod
             println!(
                 "checkpoint {} by {}: {}",
                 note.params["checkpoint"],
-                note.params["writer"].as_str().unwrap_or("?"),
-                channels.join(", ")
+                safe(note.params["writer"].as_str().unwrap_or("?")),
+                safe(&channels.join(", "))
             );
         }
     }

@@ -7,7 +7,7 @@
 
 use crate::connect::{connect, dirs};
 use crate::output::{
-    bytes, cell, duration_precise, print_json, status_tone, table_with_width, terminal_width,
+    bytes, cell, duration_precise, print_json, safe, status_tone, table_with_width, terminal_width,
 };
 use anyhow::{Context, Result};
 use comfy_table::Cell;
@@ -143,8 +143,8 @@ fn render(snapshot: &Snapshot, width: Option<u16>) -> String {
         .map(|a| {
             let running = a.processes > 0;
             vec![
-                Cell::new(&a.id),
-                Cell::new(a.name.as_deref().unwrap_or("-")),
+                Cell::new(safe(&a.id)),
+                Cell::new(safe(a.name.as_deref().unwrap_or("-"))),
                 cell(&a.status_text, status_tone(a.status, a.outcome)),
                 Cell::new(if running {
                     a.processes.to_string()
@@ -366,8 +366,8 @@ fn page_size() -> u64 {
     }
 }
 
-/// The last non-empty line of the log, without control characters (escape sequences
-/// of the agent's output must not move our cursor).
+/// The last non-empty line of the log, colour sequences dropped and every other
+/// control character escaped (the agent's output must not move our cursor).
 fn last_line(path: &Path) -> Option<String> {
     const TAIL: u64 = 8192;
     let mut file = std::fs::File::open(path).ok()?;
@@ -385,26 +385,22 @@ fn last_line(path: &Path) -> Option<String> {
 }
 
 fn clean(line: &str) -> String {
-    let mut out = String::new();
+    let mut plain = String::new();
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {
-        if c == '\x1b' {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
             // CSI: ESC [ ... final byte in @..~
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
+            chars.next();
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
                 }
             }
-        } else if c == '\t' {
-            out.push(' ');
-        } else if !c.is_control() {
-            out.push(c);
+        } else {
+            plain.push(c);
         }
     }
-    out.trim().to_string()
+    safe(plain.trim())
 }
 
 #[cfg(test)]
@@ -434,6 +430,10 @@ mod tests {
     #[test]
     fn log_lines_are_cleaned() {
         assert_eq!(clean("\x1b[31mred\x1b[0m text\t!"), "red text !");
+        assert_eq!(
+            clean("\x1b]0;title\x07 x\u{9b}2J"),
+            "\\e]0;title\\x07 x\\u{9b}2J"
+        );
         let dir = std::env::temp_dir().join(format!("grove-top-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let log = dir.join("out.log");
