@@ -365,3 +365,53 @@ fn trust_outside_a_repository_or_without_a_file_says_so() {
         out.stderr
     );
 }
+
+#[test]
+fn a_jailed_agents_setup_command_cannot_reach_the_daemon_as_the_user() {
+    let g = Grove::new();
+    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), "true\n").expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    let escape = g.dir.path().join("escape.txt");
+    // The setup command is the daemon's child, not the agent's: were it to connect, it
+    // would not be known as any agent. It tries an unjailed spawn and an approval.
+    let script = r#"
+        cat > setup.sh <<EOF
+'$GROVE_BIN' spawn --no-jail -- sh -c "echo out > '$ESCAPE'" && echo spawned-as-user
+'$GROVE_BIN' trust --revoke && echo trusted-as-user
+echo "\$GROVE_AGENT_ID" > setup-ran.txt
+EOF
+        git add setup.sh && git commit -qm 'my setup' || exit 1
+        child=$("$GROVE_BIN" spawn -- true) || exit 1
+        "$GROVE_BIN" wait "$child" > /dev/null
+        echo "child=$child"
+    "#;
+    let (_, log) = run_jailed(&g, &[("ESCAPE", &escape)], script);
+    let child = log
+        .lines()
+        .find_map(|l| l.strip_prefix("child="))
+        .unwrap_or_else(|| panic!("no child: {log}"))
+        .trim()
+        .to_string();
+    let child_log = g.ok(&["logs", &child]);
+    assert!(!child_log.contains("spawned-as-user"), "{child_log}");
+    assert!(!child_log.contains("trusted-as-user"), "{child_log}");
+    assert_eq!(
+        g.git(&["show", &format!("grove/{child}:setup-ran.txt")]),
+        format!("{child}\n"),
+        "{child_log}"
+    );
+    // Only the attacker and its child: no agent was started by the setup command.
+    assert_eq!(
+        g.json(&["list", "--all"])["agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    assert!(!escape.exists(), "an unjailed agent wrote outside");
+    // The approval still stands.
+    let id = g.spawn(&[], "true");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+}

@@ -8,6 +8,7 @@
 //! when the user approved the file (trust.rs), and for a jailed agent they run in its
 //! jail with its environment.
 
+mod no_sockets;
 pub mod place;
 pub mod trust;
 
@@ -79,11 +80,7 @@ pub fn apply(
     // Built first: a jail that cannot be built means no setup at all, never an
     // unjailed one.
     let jail = match (&runner.jail, setup.setup.is_empty()) {
-        (Some(spec), false) => Some(Arc::new(Jail::build(spec).map_err(|e| {
-            Error::Refused(format!(
-                "setup commands of a jailed agent run in its jail, and {e}; nothing was run"
-            ))
-        })?)),
+        (Some(spec), false) => Some(Arc::new(setup_jail(spec)?)),
         _ => None,
     };
     let mut log_file = fs::OpenOptions::new()
@@ -113,6 +110,38 @@ pub fn apply(
         run_setup_command(command, worktree, runner, jail.clone(), &mut log_file, log)?;
     }
     Ok(placed)
+}
+
+/// The agent's Landlock jail, plus no way to reach the daemon: see no_sockets.rs.
+struct SetupJail {
+    landlock: Jail,
+    no_sockets: no_sockets::NoSockets,
+}
+
+impl SetupJail {
+    fn enter(&self) -> std::io::Result<()> {
+        self.landlock.enter()?;
+        self.no_sockets.install()
+    }
+}
+
+fn setup_jail(spec: &JailSpec) -> Result<SetupJail, Error> {
+    let refuse = |why: String| {
+        Error::Refused(format!(
+            "setup commands of a jailed agent run in its jail, and {why}; nothing was run"
+        ))
+    };
+    let landlock = Jail::build(spec).map_err(refuse)?;
+    let no_sockets = no_sockets::NoSockets::new().ok_or_else(|| {
+        refuse(format!(
+            "grove cannot keep them from the daemon's socket on {}",
+            std::env::consts::ARCH
+        ))
+    })?;
+    Ok(SetupJail {
+        landlock,
+        no_sockets,
+    })
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
@@ -153,7 +182,7 @@ fn run_setup_command(
     command: &str,
     worktree: &Path,
     runner: &Runner,
-    jail: Option<Arc<Jail>>,
+    jail: Option<Arc<SetupJail>>,
     log_file: &mut fs::File,
     log: &Path,
 ) -> Result<(), Error> {
@@ -174,8 +203,8 @@ fn run_setup_command(
         .stdout(out)
         .stderr(err);
     if let Some(jail) = jail {
-        // SAFETY: Jail::enter is async-signal-safe (prctl and one syscall on an fd the
-        // Arc keeps open), as pre_exec requires.
+        // SAFETY: SetupJail::enter is async-signal-safe (prctl and one syscall on an
+        // fd and a program the Arc keeps alive), as pre_exec requires.
         unsafe {
             child.pre_exec(move || jail.enter());
         }
