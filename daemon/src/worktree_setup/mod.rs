@@ -155,8 +155,8 @@ fn worktree_include(main: &Path) -> Result<Vec<String>, Error> {
         return Ok(Vec::new());
     }
     // `git ls-files -o -i --exclude-from` lists exactly the untracked files the patterns
-    // match, with git's own gitignore semantics.
-    let output = crate::git::git_command()
+    // match, with git's own gitignore semantics (hardened: no fsmonitor hook).
+    let output = crate::git::hardened_git()
         .arg("-C")
         .arg(main)
         .args(["ls-files", "-z", "--others", "--ignored", "--exclude-from"])
