@@ -14,7 +14,7 @@ use support::*;
 /// Commits `.grove.toml` (and a `.gitignore` for what setup places) on `main`.
 fn configure(g: &Grove, grove_toml: &str) {
     fs::write(g.repo.join(".grove.toml"), grove_toml).expect("write");
-    fs::write(g.repo.join(".gitignore"), ".env\nconf/\n").expect("write");
+    fs::write(g.repo.join(".gitignore"), ".env\nconf/\ncfg/\n").expect("write");
     g.git(&["add", ".grove.toml", ".gitignore"]);
     g.git(&["commit", "-qm", "grove config"]);
 }
@@ -172,10 +172,12 @@ fn no_hook_runs_when_a_worktree_is_created() {
 #[test]
 fn a_copy_through_a_committed_symlink_is_refused_and_writes_nothing_outside() {
     let g = Grove::new();
-    configure(&g, "[worktree]\ncopy = [\".env\", \"conf/x\"]\n");
+    configure(&g, "[worktree]\ncopy = [\".env\", \"conf/x\", \"cfg\"]\n");
     fs::write(g.repo.join(".env"), "SECRET=1\n").expect("write");
-    fs::create_dir_all(g.repo.join("conf")).expect("mkdir");
-    fs::write(g.repo.join("conf/x"), "config\n").expect("write");
+    for dir in ["conf", "cfg"] {
+        fs::create_dir_all(g.repo.join(dir)).expect("mkdir");
+        fs::write(g.repo.join(dir).join("x"), "config\n").expect("write");
+    }
     let victim = g.dir.path().join("bashrc");
     fs::write(&victim, "user's own\n").expect("write");
     let elsewhere = g.dir.path().join("elsewhere");
@@ -211,14 +213,29 @@ fn a_copy_through_a_committed_symlink_is_refused_and_writes_nothing_outside() {
         !elsewhere.join("x").exists(),
         "the copy went through the link"
     );
-    // Only the two attackers exist: the refused children left nothing.
+
+    // A link inside a copied directory.
+    let (_, log) = run_jailed(
+        &g,
+        &[("VICTIM", &victim)],
+        r#"rm -f cfg/x && ln -s "$VICTIM" cfg/x && git add -f cfg && git commit -qm link || exit 1
+           "$GROVE_BIN" spawn -- true; echo "exit=$?""#,
+    );
+    assert!(log.contains("exit=4"), "{log}");
+    assert!(
+        log.contains("[worktree] `cfg/x`: `cfg/x` in the new worktree is a symbolic link"),
+        "{log}"
+    );
+    assert_eq!(fs::read_to_string(&victim).expect("read"), "user's own\n");
+    // Only the attackers exist: the refused children left nothing.
     assert_eq!(
         g.json(&["list", "--all"])["agents"]
             .as_array()
             .map(Vec::len),
-        Some(2)
+        Some(3)
     );
-    assert_eq!(grove_branches(&g.repo).lines().count(), 2);
+    assert_eq!(grove_branches(&g.repo).lines().count(), 3);
+    assert_eq!(g.worktree_dirs().len(), 0, "{:?}", g.worktree_dirs());
 }
 
 #[test]
