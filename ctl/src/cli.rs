@@ -132,6 +132,16 @@ pub enum Command {
         #[arg(long)]
         repo: Option<PathBuf>,
     },
+    /// Approve the setup commands of this repository's .grove.toml (its exact content),
+    /// like `direnv allow`; a changed file needs approval again.
+    Trust {
+        /// The repository (default: the current directory).
+        #[arg(long)]
+        repo: Option<PathBuf>,
+        /// Withdraw the approval instead.
+        #[arg(long)]
+        revoke: bool,
+    },
     /// Read and write a session's shared state.
     State {
         #[command(subcommand)]

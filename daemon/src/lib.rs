@@ -15,6 +15,7 @@ mod owner;
 mod server;
 mod state;
 mod supervisor;
+mod worktree_setup;
 
 pub use config::Config;
 pub use error::Error;

@@ -46,6 +46,7 @@ method!(Gc, "janitor.gc", GcParams, GcReport);
 method!(GcLog, "janitor.log", GcLogParams, GcLogResult);
 method!(Salvaged, "salvage.list", Empty, SalvagedResult);
 method!(Restore, "salvage.restore", RestoreParams, RestoreResult);
+method!(Trust, "repo.trust", TrustParams, TrustResult);
 method!(
     SessionCreate,
     "session.create",
@@ -101,6 +102,7 @@ pub const ALL_METHODS: &[&str] = &[
     GcLog::NAME,
     Salvaged::NAME,
     Restore::NAME,
+    Trust::NAME,
     SessionCreate::NAME,
     SessionList::NAME,
     SessionShow::NAME,
@@ -380,6 +382,30 @@ pub struct RestoreParams {
 pub struct RestoreResult {
     pub branch: String,
     pub worktree: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TrustParams {
+    /// A path inside the repository whose `.grove.toml` is approved (or revoked).
+    pub repo: PathBuf,
+    /// Withdraw the approval instead of giving it.
+    #[serde(default)]
+    pub revoke: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TrustResult {
+    /// The `.grove.toml` the answer is about.
+    pub file: PathBuf,
+    /// Its setup commands, exactly as approved (empty when revoking or when it has none).
+    pub setup: Vec<String>,
+    /// SHA-256 of the approved content (hex); absent when revoking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Revoking: whether there was an approval to withdraw.
+    #[serde(default)]
+    pub revoked: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

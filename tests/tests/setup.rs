@@ -23,6 +23,7 @@ fn copy_symlink_include_and_setup_commands_prepare_the_worktree_and_are_never_sa
         &g,
         "[worktree]\ncopy = [\".env\", \"missing.txt\"]\nsymlink = [\"node_modules\"]\nsetup = [\"echo setting up; cat .env > seen-by-setup.txt\"]\n",
     );
+    g.ok(&["trust"]);
     fs::write(g.repo.join(".env"), "SECRET=1\n").expect("env");
     fs::create_dir_all(g.repo.join("node_modules/left-pad")).expect("mkdir");
     fs::write(g.repo.join("node_modules/left-pad/index.js"), "pad\n").expect("write");
@@ -80,6 +81,7 @@ fn a_failing_setup_command_fails_the_spawn_with_its_output_and_leaves_nothing() 
         &g,
         "[worktree]\nsetup = [\"echo preparing; echo broken dependency >&2; exit 3\"]\n",
     );
+    g.ok(&["trust"]);
     let out = g.run(&["spawn", "--", "true"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(

@@ -24,6 +24,7 @@ mod show;
 mod spawn;
 mod state;
 mod top;
+mod trust;
 mod wait;
 
 use crate::cli::{Cli, Command};
@@ -57,6 +58,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Gc { dry_run, log } => gc::run(dry_run, log, json),
         Command::Salvaged => salvaged::run(json),
         Command::Restore { reference, repo } => restore::run(&reference, repo, json),
+        Command::Trust { repo, revoke } => trust::run(repo, revoke, json),
         Command::State { command } => state::run(command, json),
         Command::Session { command } => session::run(command, json),
         Command::Top { once } => top::run(once, json),

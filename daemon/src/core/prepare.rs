@@ -98,9 +98,48 @@ async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
         record.worktree.clone(),
         record.log_path.clone(),
     );
-    tokio::task::spawn_blocking(move || crate::git::setup::apply(&setup, &main, &worktree, &log))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))?
+    // Setup commands get a TMPDIR of their own: the agent's is made (and removed) by
+    // its shim, which starts only after them.
+    let setup_tmp = job.config.dirs.agent_dir(&record.id).join("setup-tmp");
+    let runner = setup_runner(job, &setup_tmp)?;
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&setup_tmp)
+            .map_err(|e| Error::Internal(format!("cannot create {}: {e}", setup_tmp.display())))?;
+        let placed = crate::worktree_setup::apply(&setup, &main, &worktree, &log, &runner);
+        let _ = std::fs::remove_dir_all(&setup_tmp);
+        placed
+    })
+    .await
+    .map_err(|e| Error::Internal(e.to_string()))?
+}
+
+/// Setup commands run as the agent will: in the same jail (with `tmp` for its
+/// TMPDIR) and with the same environment.
+fn setup_runner(
+    job: &PrepareJob,
+    tmp: &std::path::Path,
+) -> Result<crate::worktree_setup::Runner, Error> {
+    let record = &job.record;
+    let socket = job.config.dirs.socket.display().to_string();
+    let worktree = record.worktree.display().to_string();
+    let identity = AgentIdentity {
+        agent_id: &record.id,
+        session: &record.session,
+        socket: &socket,
+        token: &job.token,
+        worktree: &worktree,
+        base: &record.base_commit,
+    };
+    let mut env = vec![("TMPDIR".to_string(), tmp.display().to_string())];
+    env.extend(job.env.iter().cloned());
+    let jail = record
+        .jail
+        .then(|| jail_spec(&record.worktree, tmp, &record.jail_write))
+        .transpose()?;
+    Ok(crate::worktree_setup::Runner {
+        jail,
+        env: agent_environment(&identity, &env),
+    })
 }
 
 async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {

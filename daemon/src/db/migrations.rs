@@ -60,6 +60,13 @@ const MIGRATIONS: &[&str] = &[
         state           TEXT NOT NULL,
         PRIMARY KEY (session, id)
     ) WITHOUT ROWID;",
+    // 4: the `.grove.toml` content the user approved per repository (`grove trust`):
+    // its setup commands run only while the file still hashes to this.
+    "CREATE TABLE trusted_config (
+        repo            TEXT PRIMARY KEY,
+        sha256          TEXT NOT NULL,
+        at_ms           INTEGER NOT NULL
+    );",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

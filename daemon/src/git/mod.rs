@@ -1,13 +1,13 @@
 //! Everything grove does to git repositories. git2 for bookkeeping (refs, locks,
 //! salvage commits, stats); the `git` CLI only for checkout, where it is much faster
-//! (parallel checkout workers) and runs the user's filters and hooks.
+//! (parallel checkout workers). Checkouts run hardened (`hardened_git`): no hooks, no
+//! fsmonitor, no global or system config.
 
 pub mod collect;
 pub mod lane;
 pub mod pool;
 pub mod refs;
 pub mod salvage;
-pub mod setup;
 pub mod target;
 pub mod worktree;
 
@@ -31,7 +31,6 @@ pub fn git_command() -> Command {
 /// helper runs. Repository config is still read by git; it must be config grove wrote
 /// (or the user's own, in a repository no jailed agent can write), never the agent's.
 /// Identity for commits made with it comes from the environment (`GIT_AUTHOR_*`).
-#[allow(dead_code)] // first users: the jailed layout and setup (issue 14)
 pub fn hardened_git() -> Command {
     let mut command = git_command();
     command
@@ -59,14 +58,15 @@ pub fn hardened_git() -> Command {
     command
 }
 
-/// Runs `git -C path -c checkout.workers=<workers> ARGS` (a checkout step in a worktree);
-/// a failure carries git's own message.
+/// Runs `git -C path -c checkout.workers=<workers> ARGS` (a checkout step in a worktree),
+/// hardened: what is checked out may be an agent's commit. A failure carries git's own
+/// message.
 pub fn run_checkout(
     path: &std::path::Path,
     workers: usize,
     args: &[&str],
 ) -> Result<(), crate::error::Error> {
-    let output = git_command()
+    let output = hardened_git()
         .arg("-C")
         .arg(path)
         .arg("-c")

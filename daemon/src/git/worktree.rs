@@ -1,6 +1,5 @@
 //! Creating and removing agent worktrees.
 
-use super::git_command;
 use super::lane::RepoLane;
 use crate::error::Error;
 use git2::{ErrorCode, Oid, Repository, WorktreePruneOptions};
@@ -88,10 +87,10 @@ pub fn create(
             .map_err(|e| Error::Git(format!("cannot create {}: {e}", parent.display())))?;
     }
     // The branch through git2 (bookkeeping), the checkout through the CLI: it checks out
-    // in parallel, runs smudge filters and the post-checkout hook, and locks the new
-    // worktree in the same step.
+    // in parallel and locks the new worktree in the same step. Hardened: the base may be
+    // an agent's commit, so no hook, fsmonitor or global filter runs on it.
     create_branch(&lane.repo, branch, base)?;
-    let output = git_command()
+    let output = super::hardened_git()
         .arg("-C")
         .arg(&lane.target.workdir)
         .arg("-c")

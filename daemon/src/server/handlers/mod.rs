@@ -28,6 +28,7 @@ pub mod state_get;
 pub mod state_history;
 pub mod state_update;
 pub mod state_watch;
+pub mod trust;
 pub mod wait;
 
 use super::connection::Conn;
@@ -106,6 +107,7 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
             reply(salvaged::handle(ctx, conn).await)
         }
         m::Restore::NAME => reply(restore::handle(ctx, conn, parse::<m::Restore>(params)?).await),
+        m::Trust::NAME => reply(trust::handle(ctx, conn, parse::<m::Trust>(params)?).await),
         m::SessionCreate::NAME => {
             reply(session_create::handle(ctx, conn, parse::<m::SessionCreate>(params)?).await)
         }

@@ -37,17 +37,21 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
     }
     // A jailed agent's children are jailed too, with no more than it may write: a
     // nested spawn is no way out of the jail.
-    if let Some(parent) = &parent {
-        let parent = ctx.core.get(&parent.id).await?;
-        if parent.jail {
-            params.jail = Some(true);
-            params.jail_write = parent.jail_write.clone();
-        }
+    let jailed_parent = match &parent {
+        Some(parent) => Some(ctx.core.get(&parent.id).await?).filter(|p| p.jail),
+        None => None,
+    };
+    if let Some(parent) = &jailed_parent {
+        params.jail = Some(true);
+        params.jail_write = parent.jail_write.clone();
     }
     let repo_path = params.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo_path))
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
+    if let Some(parent) = &jailed_parent {
+        own_repository_only(parent, &target)?;
+    }
     let wanted_base = params.base.clone();
     let caller_git_dir = target.caller_git_dir.clone();
     let (base_name, base_commit) = ctx
@@ -60,7 +64,12 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
     let grove_toml = read_grove_toml(&target)?;
     let schema = session_schema(&params, grove_toml.as_ref())?;
     let setup = match &grove_toml {
-        Some((text, origin)) => crate::git::setup::parse(text, origin)?,
+        Some((text, origin)) => {
+            let setup = crate::worktree_setup::parse(text, origin)?;
+            crate::worktree_setup::trust::check(&ctx.db, &target, text, origin, &setup.setup)
+                .await?;
+            setup
+        }
         None => Default::default(),
     };
     ctx.janitor.check_disk().await?;
@@ -81,6 +90,29 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
             base_commit: base_commit.to_string(),
         })
         .await
+}
+
+/// A jailed agent spawns only in its own repository: anywhere else, worktree creation
+/// and setup would run on a repository (hooks, config, `.grove.toml`) the jail keeps
+/// it from writing, but not from choosing.
+fn own_repository_only(
+    parent: &AgentRecord,
+    target: &crate::git::target::RepoTarget,
+) -> Result<(), Error> {
+    let own = parent
+        .repo
+        .canonicalize()
+        .unwrap_or_else(|_| parent.repo.clone());
+    if own == target.workdir {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "agent {} is jailed and may spawn only in its own repository {}, not in {}; \
+         nothing was created",
+        parent.id,
+        own.display(),
+        target.workdir.display()
+    )))
 }
 
 /// The repository's `.grove.toml` (text and path), if it has one.

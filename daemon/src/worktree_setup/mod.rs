@@ -2,15 +2,26 @@
 //! main checkout (`[worktree] copy/symlink` of `.grove.toml`, and `.worktreeinclude`),
 //! then setup commands, their output logged to the agent's log. Placed paths are
 //! returned so that salvage never commits them.
+//!
+//! The checkout may hold an agent's commits (a child's base is its parent's HEAD), so
+//! placement never follows a link in the worktree (place.rs), setup commands run only
+//! when the user approved the file (trust.rs), and for a jailed agent they run in its
+//! jail with its environment.
 
-use super::git_command;
+mod no_sockets;
+pub mod place;
+pub mod trust;
+
 use crate::error::Error;
+use grove_agent_shim::jail::Jail;
+use grove_agent_shim::JailSpec;
 use grove_proto::types::WorktreeSetup;
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::symlink;
+use std::os::unix::process::CommandExt;
 use std::path::{Component, Path};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 /// Reads `[worktree]` from the text of a `.grove.toml`.
 pub fn parse(text: &str, origin: &str) -> Result<WorktreeSetup, Error> {
@@ -40,13 +51,21 @@ fn check_relative(path: &str, origin: &str) -> Result<(), Error> {
     let p = Path::new(path);
     let escapes = p.is_absolute()
         || p.components().any(|c| matches!(c, Component::ParentDir))
-        || path.is_empty();
+        || !p.components().any(|c| matches!(c, Component::Normal(_)))
+        || path.contains('\0');
     if escapes {
         return Err(Error::BadInput(format!(
-            "{origin}: [worktree] path `{path}` must be relative to the repository root and stay inside it"
+            "{origin}: [worktree] path `{path}` must name a file or directory inside the repository, relative to its root"
         )));
     }
     Ok(())
+}
+
+/// How setup commands run: as the agent will, in its jail (when it has one) and with
+/// its environment, never the daemon's.
+pub struct Runner {
+    pub jail: Option<JailSpec>,
+    pub env: Vec<(String, String)>,
 }
 
 /// Copies, links and runs setup; returns the paths placed. On failure the caller rolls
@@ -56,44 +75,73 @@ pub fn apply(
     main: &Path,
     worktree: &Path,
     log: &Path,
+    runner: &Runner,
 ) -> Result<Vec<String>, Error> {
-    let mut placed = Vec::new();
+    // Built first: a jail that cannot be built means no setup at all, never an
+    // unjailed one.
+    let jail = match (&runner.jail, setup.setup.is_empty()) {
+        (Some(spec), false) => Some(Arc::new(setup_jail(spec)?)),
+        _ => None,
+    };
     let mut log_file = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .map_err(|e| Error::Internal(format!("cannot open {}: {e}", log.display())))?;
+    let roots = place::Roots::open(main, worktree)?;
+    let mut placed = Vec::new();
     let mut copies = setup.copy.clone();
     copies.extend(worktree_include(main)?);
     for path in copies {
-        let from = main.join(&path);
-        if !from.exists() {
+        if !roots.copy(&path)? {
             let _ = writeln!(
                 log_file,
                 "grove: setup: {path} is not in the main checkout; not copied"
             );
             continue;
         }
-        copy_path(&from, &worktree.join(&path))?;
         placed.push(path);
     }
     for path in &setup.symlink {
-        let (from, to) = (main.join(path), worktree.join(path));
-        if to.symlink_metadata().is_ok() {
-            return Err(Error::BadInput(format!(
-                "[worktree] symlink `{path}`: the worktree already has it (is it tracked?)"
-            )));
-        }
-        if let Some(parent) = to.parent() {
-            fs::create_dir_all(parent).map_err(|e| io_err("creating", parent, e))?;
-        }
-        symlink(&from, &to).map_err(|e| io_err("linking", &to, e))?;
+        roots.link(main, path)?;
         placed.push(path.clone());
     }
     for command in &setup.setup {
-        run_setup_command(command, worktree, &mut log_file, log)?;
+        run_setup_command(command, worktree, runner, jail.clone(), &mut log_file, log)?;
     }
     Ok(placed)
+}
+
+/// The agent's Landlock jail, plus no way to reach the daemon: see no_sockets.rs.
+struct SetupJail {
+    landlock: Jail,
+    no_sockets: no_sockets::NoSockets,
+}
+
+impl SetupJail {
+    fn enter(&self) -> std::io::Result<()> {
+        self.landlock.enter()?;
+        self.no_sockets.install()
+    }
+}
+
+fn setup_jail(spec: &JailSpec) -> Result<SetupJail, Error> {
+    let refuse = |why: String| {
+        Error::Refused(format!(
+            "setup commands of a jailed agent run in its jail, and {why}; nothing was run"
+        ))
+    };
+    let landlock = Jail::build(spec).map_err(refuse)?;
+    let no_sockets = no_sockets::NoSockets::new().ok_or_else(|| {
+        refuse(format!(
+            "grove cannot keep them from the daemon's socket on {}",
+            std::env::consts::ARCH
+        ))
+    })?;
+    Ok(SetupJail {
+        landlock,
+        no_sockets,
+    })
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
@@ -107,8 +155,8 @@ fn worktree_include(main: &Path) -> Result<Vec<String>, Error> {
         return Ok(Vec::new());
     }
     // `git ls-files -o -i --exclude-from` lists exactly the untracked files the patterns
-    // match, with git's own gitignore semantics.
-    let output = git_command()
+    // match, with git's own gitignore semantics (hardened: no fsmonitor hook).
+    let output = crate::git::hardened_git()
         .arg("-C")
         .arg(main)
         .args(["ls-files", "-z", "--others", "--ignored", "--exclude-from"])
@@ -130,33 +178,11 @@ fn worktree_include(main: &Path) -> Result<Vec<String>, Error> {
         .collect())
 }
 
-fn copy_path(from: &Path, to: &Path) -> Result<(), Error> {
-    if let Some(parent) = to.parent() {
-        fs::create_dir_all(parent).map_err(|e| io_err("creating", parent, e))?;
-    }
-    let meta = from
-        .symlink_metadata()
-        .map_err(|e| io_err("reading", from, e))?;
-    if meta.file_type().is_symlink() {
-        let target = fs::read_link(from).map_err(|e| io_err("reading", from, e))?;
-        return symlink(target, to).map_err(|e| io_err("linking", to, e));
-    }
-    if meta.is_dir() {
-        fs::create_dir_all(to).map_err(|e| io_err("creating", to, e))?;
-        for entry in fs::read_dir(from).map_err(|e| io_err("reading", from, e))? {
-            let entry = entry.map_err(|e| io_err("reading", from, e))?;
-            copy_path(&entry.path(), &to.join(entry.file_name()))?;
-        }
-        return Ok(());
-    }
-    fs::copy(from, to)
-        .map(|_| ())
-        .map_err(|e| io_err("copying", from, e))
-}
-
 fn run_setup_command(
     command: &str,
     worktree: &Path,
+    runner: &Runner,
+    jail: Option<Arc<SetupJail>>,
     log_file: &mut fs::File,
     log: &Path,
 ) -> Result<(), Error> {
@@ -167,12 +193,23 @@ fn run_setup_command(
     let err = log_file
         .try_clone()
         .map_err(|e| io_err("opening", log, e))?;
-    let status = Command::new("sh")
+    let mut child = Command::new("sh");
+    child
         .args(["-c", command])
         .current_dir(worktree)
+        .env_clear()
+        .envs(runner.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(out)
-        .stderr(err)
+        .stderr(err);
+    if let Some(jail) = jail {
+        // SAFETY: SetupJail::enter is async-signal-safe (prctl and one syscall on an
+        // fd and a program the Arc keeps alive), as pre_exec requires.
+        unsafe {
+            child.pre_exec(move || jail.enter());
+        }
+    }
+    let status = child
         .status()
         .map_err(|e| Error::Internal(format!("cannot run setup command `{command}`: {e}")))?;
     if status.success() {

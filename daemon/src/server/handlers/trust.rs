@@ -1,0 +1,66 @@
+//! `repo.trust`: the user approves (or withdraws approval of) the exact content of a
+//! repository's `.grove.toml`, so that its setup commands may run. Never an agent's to
+//! give: an agent that could approve could run anything outside its jail.
+
+use super::super::connection::Conn;
+use super::super::Ctx;
+use crate::db::trust;
+use crate::git::target::resolve_repo;
+use crate::worktree_setup::trust::{repo_key, sha256_hex};
+use crate::Error;
+use grove_agent_shim::now_ms;
+use grove_proto::methods::{TrustParams, TrustResult};
+
+pub async fn handle(ctx: &Ctx, conn: &Conn, params: TrustParams) -> Result<TrustResult, Error> {
+    super::authority::user_only(conn, "approve a repository's .grove.toml (grove trust)")?;
+    if !params.repo.is_absolute() {
+        return Err(Error::BadInput(format!(
+            "repo path `{}` must be absolute",
+            params.repo.display()
+        )));
+    }
+    let repo = params.repo.clone();
+    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+    let file = target.workdir.join(".grove.toml");
+    let key = repo_key(&target);
+    if params.revoke {
+        let revoked = ctx.db.call(move |conn| trust::revoke(conn, &key)).await?;
+        return Ok(TrustResult {
+            file,
+            setup: Vec::new(),
+            sha256: None,
+            revoked,
+        });
+    }
+    // The daemon reads the file itself: what it stores is the hash of exactly the
+    // commands it answers with, whatever changes on disk meanwhile.
+    let text = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::BadInput(format!(
+                "{} does not exist: there is nothing to approve",
+                file.display()
+            )))
+        }
+        Err(e) => {
+            return Err(Error::BadInput(format!(
+                "cannot read {}: {e}",
+                file.display()
+            )))
+        }
+    };
+    let setup = crate::worktree_setup::parse(&text, &file.display().to_string())?;
+    let sha256 = sha256_hex(&text);
+    let stored = sha256.clone();
+    ctx.db
+        .call(move |conn| trust::approve(conn, &key, &stored, now_ms()))
+        .await?;
+    Ok(TrustResult {
+        file,
+        setup: setup.setup,
+        sha256: Some(sha256),
+        revoked: false,
+    })
+}

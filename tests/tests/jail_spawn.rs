@@ -1,0 +1,434 @@
+//! What grove runs on an agent's behalf at spawn stays in the agent's jail (issue 14,
+//! items 3, 6 and 7): a jailed agent spawns only in its own repository, setup commands
+//! run only from an approved `.grove.toml` and, for a jailed agent, in its jail; no
+//! hook runs on worktree creation; copies never go through a committed symlink.
+//! Each test is an attacking agent that tries and fails.
+
+mod support;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use support::*;
+
+/// Commits `.grove.toml` (and a `.gitignore` for what setup places) on `main`.
+fn configure(g: &Grove, grove_toml: &str) {
+    fs::write(g.repo.join(".grove.toml"), grove_toml).expect("write");
+    fs::write(g.repo.join(".gitignore"), ".env\nconf/\ncfg/\n").expect("write");
+    g.git(&["add", ".grove.toml", ".gitignore"]);
+    g.git(&["commit", "-qm", "grove config"]);
+}
+
+fn env_args(vars: &[(&str, &Path)]) -> Vec<String> {
+    let mut args = vec!["--env".to_string(), format!("GROVE_BIN={BIN}")];
+    for (name, value) in vars {
+        args.push("--env".into());
+        args.push(format!("{name}={}", value.display()));
+    }
+    args
+}
+
+/// Spawns a jailed `script`, waits for it, and returns its id and log.
+fn run_jailed(g: &Grove, vars: &[(&str, &Path)], script: &str) -> (String, String) {
+    let env = env_args(vars);
+    let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
+    args.push("--jail");
+    let id = g.spawn(&args, script);
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    (id, log)
+}
+
+fn grove_branches(repo: &Path) -> String {
+    git_in(repo, &["branch", "--list", "grove/*"])
+}
+
+fn hook(repo: &Path, name: &str, marker: &Path) {
+    let hooks = repo.join(".git/hooks");
+    fs::create_dir_all(&hooks).expect("mkdir");
+    let path = hooks.join(name);
+    fs::write(
+        &path,
+        format!("#!/bin/sh\necho hooked >> '{}'\n", marker.display()),
+    )
+    .expect("write hook");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn a_jailed_agent_cannot_spawn_in_another_repository() {
+    let g = Grove::new();
+    let other = g.dir.path().join("other");
+    init_repo(&other);
+    let marker = g.dir.path().join("marker");
+    fs::write(
+        other.join(".grove.toml"),
+        format!(
+            "[worktree]\nsetup = [\"echo setup >> '{}'\"]\n",
+            marker.display()
+        ),
+    )
+    .expect("write");
+    hook(&other, "post-checkout", &marker);
+    let (id, log) = run_jailed(
+        &g,
+        &[("OTHER", &other)],
+        r#""$GROVE_BIN" spawn --repo "$OTHER" -- true; echo "exit=$?""#,
+    );
+    assert!(log.contains("exit=4"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "agent {id} is jailed and may spawn only in its own repository"
+        )),
+        "{log}"
+    );
+    assert_eq!(grove_branches(&other), "");
+    assert_eq!(
+        git_in(&other, &["worktree", "list"]).lines().count(),
+        1,
+        "a worktree was created in the other repository"
+    );
+    assert!(
+        !marker.exists(),
+        "setup or a hook ran in the other repository"
+    );
+    assert_eq!(
+        g.json(&["list", "--all"])["agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+}
+
+#[test]
+fn setup_commands_of_a_jailed_agents_child_run_in_the_jail() {
+    let g = Grove::new();
+    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), "echo benign > setup-ran.txt\n").expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    let outside = g.dir.path().join("outside.txt");
+    // The agent commits its own setup.sh; its child's base is the agent's HEAD, so the
+    // daemon runs the agent's script for the child.
+    let script = r#"
+        cat > setup.sh <<EOF
+echo pwned > '$OUTSIDE' && echo outside-written
+echo "\$GROVE_AGENT_ID" > setup-ran.txt
+EOF
+        git add setup.sh && git commit -qm 'my setup' || exit 1
+        child=$("$GROVE_BIN" spawn -- true) || exit 1
+        "$GROVE_BIN" wait "$child" > /dev/null
+        echo "child=$child"
+    "#;
+    let (_, log) = run_jailed(&g, &[("OUTSIDE", &outside)], script);
+    let child = log
+        .lines()
+        .find_map(|l| l.strip_prefix("child="))
+        .unwrap_or_else(|| panic!("no child: {log}"))
+        .trim()
+        .to_string();
+    assert!(
+        !outside.exists(),
+        "the setup command wrote outside the jail"
+    );
+    let child_log = g.ok(&["logs", &child]);
+    assert!(!child_log.contains("outside-written"), "{child_log}");
+    assert!(
+        child_log.contains("grove: setup: $ sh ./setup.sh"),
+        "{child_log}"
+    );
+    // It did run, with the child's environment, not the daemon's.
+    assert_eq!(
+        g.git(&["show", &format!("grove/{child}:setup-ran.txt")]),
+        format!("{child}\n")
+    );
+}
+
+#[test]
+fn no_hook_runs_when_a_worktree_is_created() {
+    let g = Grove::new();
+    let marker = g.dir.path().join("marker");
+    for name in ["post-checkout", "post-index-change"] {
+        hook(&g.repo, name, &marker);
+    }
+    let (_, log) = run_jailed(
+        &g,
+        &[],
+        r#"echo x > x.txt && git add x.txt && git commit -qm x; child=$("$GROVE_BIN" spawn -- true) && "$GROVE_BIN" wait "$child" > /dev/null && echo spawned"#,
+    );
+    assert!(log.contains("spawned"), "{log}");
+    assert!(
+        !marker.exists(),
+        "a hook ran: {}",
+        fs::read_to_string(&marker).unwrap_or_default()
+    );
+    // The hooks are real: git itself runs them.
+    git_in(&g.repo, &["checkout", "-q", "-b", "probe"]);
+    assert!(marker.exists(), "the test hook does not work");
+}
+
+#[test]
+fn a_copy_through_a_committed_symlink_is_refused_and_writes_nothing_outside() {
+    let g = Grove::new();
+    configure(&g, "[worktree]\ncopy = [\".env\", \"conf/x\", \"cfg\"]\n");
+    fs::write(g.repo.join(".env"), "SECRET=1\n").expect("write");
+    for dir in ["conf", "cfg"] {
+        fs::create_dir_all(g.repo.join(dir)).expect("mkdir");
+        fs::write(g.repo.join(dir).join("x"), "config\n").expect("write");
+    }
+    let victim = g.dir.path().join("bashrc");
+    fs::write(&victim, "user's own\n").expect("write");
+    let elsewhere = g.dir.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).expect("mkdir");
+
+    // `.env` itself a link to a file outside.
+    let (_, log) = run_jailed(
+        &g,
+        &[("VICTIM", &victim)],
+        r#"rm -f .env && ln -s "$VICTIM" .env && git add -f .env && git commit -qm link || exit 1
+           "$GROVE_BIN" spawn -- true; echo "exit=$?""#,
+    );
+    assert!(log.contains("exit=4"), "{log}");
+    assert!(
+        log.contains("[worktree] `.env`: `.env` in the new worktree is a symbolic link"),
+        "{log}"
+    );
+    assert_eq!(fs::read_to_string(&victim).expect("read"), "user's own\n");
+
+    // A parent component `conf` linked to a directory outside.
+    let (_, log) = run_jailed(
+        &g,
+        &[("ELSEWHERE", &elsewhere)],
+        r#"rm -rf conf && ln -s "$ELSEWHERE" conf && git add -f conf && git commit -qm link || exit 1
+           "$GROVE_BIN" spawn -- true; echo "exit=$?""#,
+    );
+    assert!(log.contains("exit=4"), "{log}");
+    assert!(
+        log.contains("[worktree] `conf/x`: `conf` in the new worktree is a symbolic link"),
+        "{log}"
+    );
+    assert!(
+        !elsewhere.join("x").exists(),
+        "the copy went through the link"
+    );
+
+    // A link inside a copied directory.
+    let (_, log) = run_jailed(
+        &g,
+        &[("VICTIM", &victim)],
+        r#"rm -f cfg/x && ln -s "$VICTIM" cfg/x && git add -f cfg && git commit -qm link || exit 1
+           "$GROVE_BIN" spawn -- true; echo "exit=$?""#,
+    );
+    assert!(log.contains("exit=4"), "{log}");
+    assert!(
+        log.contains("[worktree] `cfg/x`: `cfg/x` in the new worktree is a symbolic link"),
+        "{log}"
+    );
+    assert_eq!(fs::read_to_string(&victim).expect("read"), "user's own\n");
+    // Only the attackers exist: the refused children left nothing.
+    assert_eq!(
+        g.json(&["list", "--all"])["agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
+    assert_eq!(grove_branches(&g.repo).lines().count(), 3);
+    assert_eq!(g.worktree_dirs().len(), 0, "{:?}", g.worktree_dirs());
+}
+
+#[test]
+fn setup_commands_run_only_after_the_user_approved_that_exact_file() {
+    let g = Grove::new();
+    let toml = "[worktree]\nsetup = [\"echo ran > setup-ran.txt\"]\n";
+    configure(&g, toml);
+    let refused = g.run(&["spawn", "--", "true"]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    for expected in [
+        ".grove.toml has setup commands you have not approved",
+        "$ echo ran > setup-ran.txt",
+        "run `grove trust` in ",
+        "Nothing was created",
+    ] {
+        assert!(
+            refused.stderr.contains(expected),
+            "{expected}: {}",
+            refused.stderr
+        );
+    }
+    assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+    assert!(g.worktree_dirs().is_empty());
+    assert_eq!(grove_branches(&g.repo), "");
+
+    let approved = g.ok(&["trust"]);
+    assert!(
+        approved.contains("$ echo ran > setup-ran.txt"),
+        "{approved}"
+    );
+    let id = g.spawn(&[], "cat setup-ran.txt");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert!(g.ok(&["logs", &id]).contains("ran"));
+
+    // A changed file needs approval again, even uncommitted.
+    fs::write(
+        g.repo.join(".grove.toml"),
+        format!("{toml}# one more line\n"),
+    )
+    .expect("write");
+    let refused = g.run(&["spawn", "--", "true"]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("has changed since you approved it"),
+        "{}",
+        refused.stderr
+    );
+    g.ok(&["trust"]);
+    let id = g.spawn(&[], "true");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+
+    // Revoked: refused again.
+    assert!(g.ok(&["trust", "--revoke"]).contains("approval withdrawn"));
+    assert_eq!(g.run(&["spawn", "--", "true"]).code, 4);
+}
+
+#[test]
+fn copy_and_symlink_entries_need_no_approval() {
+    let g = Grove::new();
+    configure(&g, "[worktree]\ncopy = [\".env\"]\n");
+    fs::write(g.repo.join(".env"), "SECRET=1\n").expect("write");
+    let id = g.spawn(&[], "cat .env");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert!(g.ok(&["logs", &id]).contains("SECRET=1"));
+}
+
+#[test]
+fn an_agent_cannot_approve_setup_commands() {
+    let g = Grove::new();
+    let marker: PathBuf = g.dir.path().join("marker");
+    // A repository whose setup the user has not approved (the agent's own needs none,
+    // or the agent would not start).
+    let other = g.dir.path().join("other");
+    init_repo(&other);
+    fs::write(
+        other.join(".grove.toml"),
+        format!(
+            "[worktree]\nsetup = [\"echo ran >> '{}'\"]\n",
+            marker.display()
+        ),
+    )
+    .expect("write");
+    for jail in [&["--jail"][..], &[][..]] {
+        let env = env_args(&[("OTHER", &other)]);
+        let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
+        args.extend_from_slice(jail);
+        let id = g.spawn(
+            &args,
+            r#""$GROVE_BIN" trust --repo "$OTHER"; echo "trust-exit=$?"
+               "$GROVE_BIN" trust --repo "$OTHER" --revoke; echo "revoke-exit=$?""#,
+        );
+        g.wait(&id);
+        let log = g.ok(&["logs", &id]);
+        assert!(log.contains("trust-exit=4"), "{log}");
+        assert!(log.contains("revoke-exit=4"), "{log}");
+        assert!(
+            log.contains(&format!(
+                "agent {id} may not approve a repository's .grove.toml"
+            )),
+            "{log}"
+        );
+    }
+    let out = g.run(&[
+        "spawn",
+        "--repo",
+        other.to_str().expect("utf-8"),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("you have not approved"),
+        "{}",
+        out.stderr
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn trust_outside_a_repository_or_without_a_file_says_so() {
+    let g = Grove::new();
+    let out = g.run(&["trust"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(".grove.toml does not exist"),
+        "{}",
+        out.stderr
+    );
+    let nowhere = g.dir.path().join("nowhere");
+    fs::create_dir_all(&nowhere).expect("mkdir");
+    let out = g.run(&["trust", "--repo", nowhere.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is not inside a git repository"),
+        "{}",
+        out.stderr
+    );
+    configure(&g, "[worktree]\ncopies = [\"x\"]\n");
+    let out = g.run(&["trust"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown field `copies`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_jailed_agents_setup_command_cannot_reach_the_daemon_as_the_user() {
+    let g = Grove::new();
+    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), "true\n").expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    let escape = g.dir.path().join("escape.txt");
+    // The setup command is the daemon's child, not the agent's: were it to connect, it
+    // would not be known as any agent. It tries an unjailed spawn and an approval.
+    let script = r#"
+        cat > setup.sh <<EOF
+'$GROVE_BIN' spawn --no-jail -- sh -c "echo out > '$ESCAPE'" && echo spawned-as-user
+'$GROVE_BIN' trust --revoke && echo trusted-as-user
+echo "\$GROVE_AGENT_ID" > setup-ran.txt
+EOF
+        git add setup.sh && git commit -qm 'my setup' || exit 1
+        child=$("$GROVE_BIN" spawn -- true) || exit 1
+        "$GROVE_BIN" wait "$child" > /dev/null
+        echo "child=$child"
+    "#;
+    let (_, log) = run_jailed(&g, &[("ESCAPE", &escape)], script);
+    let child = log
+        .lines()
+        .find_map(|l| l.strip_prefix("child="))
+        .unwrap_or_else(|| panic!("no child: {log}"))
+        .trim()
+        .to_string();
+    let child_log = g.ok(&["logs", &child]);
+    assert!(!child_log.contains("spawned-as-user"), "{child_log}");
+    assert!(!child_log.contains("trusted-as-user"), "{child_log}");
+    assert_eq!(
+        g.git(&["show", &format!("grove/{child}:setup-ran.txt")]),
+        format!("{child}\n"),
+        "{child_log}"
+    );
+    // Only the attacker and its child: no agent was started by the setup command.
+    assert_eq!(
+        g.json(&["list", "--all"])["agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    assert!(!escape.exists(), "an unjailed agent wrote outside");
+    // The approval still stands.
+    let id = g.spawn(&[], "true");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+}
