@@ -86,6 +86,7 @@ pub async fn run(
         config: config.clone(),
         started_at_ms: now_ms(),
         stop: stop.clone(),
+        connections: server::ConnectionSlots::new(config.max_connections),
     });
     tracing::info!(socket = %dirs.socket.display(), pid = std::process::id(), "grove daemon ready");
     ready();
