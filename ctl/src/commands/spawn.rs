@@ -83,6 +83,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         )
         .into());
     }
+    look_up_command(&args.command[0])?;
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let repo = match &args.repo {
         Some(path) => cwd.join(path),
@@ -94,6 +95,9 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         name: args.name.clone(),
         base: args.base.clone(),
         env: args.env.iter().map(|s| env_var(s)).collect::<Result<_>>()?,
+        caller_env: Some(caller_env()),
+        env_clear: args.env_clear,
+        env_keep: args.env_keep.clone(),
         timeout_ms: args.timeout.as_deref().map(duration_ms).transpose()?,
         limits: Limits {
             max_files: args.max_files,
@@ -126,6 +130,47 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
             })
             .transpose()?,
     })
+}
+
+/// This process's environment, which the agent runs with (the daemon drops grove's
+/// identity variables). Variables that are not UTF-8 cannot travel in JSON and stay
+/// behind.
+pub fn caller_env() -> Vec<EnvVar> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| {
+            Some(EnvVar {
+                name: k.into_string().ok()?,
+                value: v.into_string().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// A command without a `/` is looked up on this process's PATH, which the agent gets:
+/// one that is not there is refused now rather than failing later with exit 127.
+fn look_up_command(program: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.is_empty() || program.contains('/') {
+        return Ok(());
+    }
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|dir| {
+        let dir = if dir.as_os_str().is_empty() {
+            std::path::PathBuf::from(".")
+        } else {
+            dir
+        };
+        std::fs::metadata(dir.join(program))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    if found {
+        Ok(())
+    } else {
+        Err(UsageError(format!(
+            "command not found: {program}; PATH searched: {path}"
+        ))
+        .into())
+    }
 }
 
 fn env_var(text: &str) -> Result<EnvVar> {

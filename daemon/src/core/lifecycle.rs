@@ -35,12 +35,8 @@ impl Core {
         if let Some(why) = &self.disk_hold {
             return Err(Error::Refused(why.clone()));
         }
-        let env: Vec<(String, String)> = new
-            .params
-            .env
-            .iter()
-            .map(|v| (v.name.clone(), v.value.clone()))
-            .collect();
+        let env =
+            crate::supervisor::environment::spawn_environment(&new.params, &self.config.env_allow);
         let schema = new.schema.clone();
         let own_session = new.params.session.is_none();
         self.pool_note_spawn(&new.target, &new.base_commit);

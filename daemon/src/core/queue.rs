@@ -151,7 +151,8 @@ impl Core {
             .is_some_and(|row| !row.record.env_names.is_empty());
         match saved {
             Some(env) => Some(env),
-            None if !needs_env => Some(Vec::new()),
+            // An agent queued by an older grove, which saved nothing without --env.
+            None if !needs_env => Some(crate::supervisor::environment::minimal_environment()),
             None => {
                 if let Some(row) = self.agents.get_mut(id) {
                     row.record.status = AgentStatus::Cancelled;
