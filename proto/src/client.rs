@@ -197,10 +197,19 @@ impl Client {
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.writer
-            .write_all(&encode_line(&Request::new(id, method, params)))?;
+        self.send(&encode_line(&Request::new(id, method, params)))?;
         self.hello()?;
         self.next_response()
+    }
+
+    /// Writes a request. A daemon that turned the connection away (too many open) has
+    /// said why in its answer to `hello`: that reason beats a broken pipe.
+    fn send(&mut self, line: &[u8]) -> Result<(), ClientError> {
+        if let Err(e) = self.writer.write_all(line) {
+            self.hello()?;
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// Sends a request and hands each line that arrives to `parse` until it returns a
@@ -214,8 +223,7 @@ impl Client {
     ) -> Result<T, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.writer
-            .write_all(&encode_line(&Request::new(id, method, params)))?;
+        self.send(&encode_line(&Request::new(id, method, params)))?;
         self.hello()?;
         loop {
             match read_frame(&mut self.reader, MAX_LINE_BYTES)? {

@@ -151,7 +151,7 @@ pub fn secure_socket_dir(dir: &Path) -> Result<bool, PathError> {
     let fd = match open(dir, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(Errno::ENOENT) => return Ok(false),
-        Err(Errno::ELOOP) => {
+        Err(Errno::ELOOP | Errno::ENOTDIR) if is_symlink(dir) => {
             return unsafe_dir(format!(
                 "the socket directory {shown} is a symbolic link, which could lead anywhere: \
                  remove it (grove makes a private one) or set GROVE_HOME to a directory of yours"
@@ -194,6 +194,10 @@ pub fn secure_socket_dir(dir: &Path) -> Result<bool, PathError> {
         })?;
     }
     Ok(true)
+}
+
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 impl Dirs {

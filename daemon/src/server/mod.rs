@@ -169,15 +169,17 @@ impl AcceptFailures {
         pause
     }
 
+    /// Accepting again. The back-off starts over; the failures not logged yet are, if
+    /// the interval allows (failing and recovering in turn must not flood the log).
     fn recovered(&mut self) {
-        if self.pause.take().is_some() {
-            if self.unlogged > 0 {
-                tracing::warn!(failures = self.unlogged, "accept failed; accepting again");
-            } else {
-                tracing::info!("accepting connections again");
-            }
+        if self.pause.take().is_none() {
+            return;
+        }
+        let due = self.logged_at.is_none_or(|at| at.elapsed() >= LOG_EVERY);
+        if due && self.unlogged > 0 {
+            tracing::warn!(failures = self.unlogged, "accept failed; accepting again");
+            self.logged_at = Some(Instant::now());
             self.unlogged = 0;
-            self.logged_at = None;
         }
     }
 }
