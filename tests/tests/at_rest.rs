@@ -572,3 +572,45 @@ fn connections_over_the_cap_get_one_error_line_and_are_closed() {
         g.run(&["list"]).code == 0
     });
 }
+
+#[test]
+fn the_command_is_looked_up_on_the_callers_path_at_spawn() {
+    let g = Grove::new();
+    let bin = g.dir.path().join("bin");
+    make_dir(&bin, 0o755);
+    let tool = bin.join("caller-tool");
+    fs::write(&tool, "#!/bin/sh\necho from the callers PATH\n").expect("write");
+    fs::set_permissions(&tool, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let spawned = g.run_env(&["spawn", "--", "caller-tool"], &[("PATH", &path)]);
+    assert_eq!(spawned.code, 0, "{}", spawned.stderr);
+    let record = g.wait(spawned.stdout.trim());
+    assert_eq!(record["exit_code"], 0, "{record}");
+    // Not on the caller's PATH: refused at once, nothing registered.
+    let refused = g.run_env(
+        &["spawn", "--", "caller-tool"],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(
+        refused
+            .stderr
+            .contains("command not found: caller-tool; PATH searched: /usr/bin:/bin"),
+        "{}",
+        refused.stderr
+    );
+    // `--env PATH=...` is the PATH the agent gets, so it is the one searched.
+    let env = format!("PATH={path}");
+    let given = g.run_env(
+        &["spawn", "--env", &env, "--", "caller-tool"],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(given.code, 0, "{}", given.stderr);
+    g.wait(given.stdout.trim());
+    assert_eq!(
+        g.json(&["list", "--all"])["agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+}

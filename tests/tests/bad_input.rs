@@ -195,13 +195,14 @@ fn command_that_does_not_exist_is_refused_at_spawn() {
 }
 
 #[test]
-fn command_that_does_not_exist_over_the_socket_fails_with_127_and_is_collected() {
+fn command_that_is_not_there_when_it_starts_fails_with_127_and_is_collected() {
     let g = Grove::new();
     let mut c = support::client(&g);
     let spawned = support::call(
         &mut c,
         "agent.spawn",
-        serde_json::json!({"argv": ["no-such-command-anywhere", "--flag"], "repo": g.repo}),
+        // A path is looked up in the worktree, when the agent starts.
+        serde_json::json!({"argv": ["./no-such-command-anywhere", "--flag"], "repo": g.repo}),
     )
     .expect("spawn");
     let id = spawned["id"].as_str().expect("id").to_string();
@@ -211,7 +212,7 @@ fn command_that_does_not_exist_over_the_socket_fails_with_127_and_is_collected()
     assert_eq!(record["exit_code"], 127);
     let log = g.ok(&["logs", &id]);
     assert!(
-        log.contains("cannot run `no-such-command-anywhere`: command not found"),
+        log.contains("cannot run `./no-such-command-anywhere`: command not found"),
         "{log}"
     );
     assert!(g.worktree_dirs().is_empty());

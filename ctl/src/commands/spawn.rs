@@ -83,7 +83,6 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         )
         .into());
     }
-    look_up_command(&args.command[0])?;
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let repo = match &args.repo {
         Some(path) => cwd.join(path),
@@ -144,33 +143,6 @@ pub fn caller_env() -> Vec<EnvVar> {
             })
         })
         .collect()
-}
-
-/// A command without a `/` is looked up on this process's PATH, which the agent gets:
-/// one that is not there is refused now rather than failing later with exit 127.
-fn look_up_command(program: &str) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if program.is_empty() || program.contains('/') {
-        return Ok(());
-    }
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path).any(|dir| {
-        let dir = if dir.as_os_str().is_empty() {
-            std::path::PathBuf::from(".")
-        } else {
-            dir
-        };
-        std::fs::metadata(dir.join(program))
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    });
-    if found {
-        Ok(())
-    } else {
-        Err(UsageError(format!(
-            "command not found: {program}; PATH searched: {path}"
-        ))
-        .into())
-    }
 }
 
 fn env_var(text: &str) -> Result<EnvVar> {

@@ -119,6 +119,38 @@ pub fn validate(params: &SpawnParams) -> Result<(), Error> {
     Ok(())
 }
 
+/// A command named without a `/` must be on the PATH the agent will get (the caller's,
+/// or what `--env` sets): refused now rather than failing with exit 127 once it runs.
+/// Relative PATH entries would be looked up in the worktree, which does not exist yet:
+/// with one of those, the command is left to the start.
+pub fn check_command(params: &SpawnParams) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(program) = params.argv.first() else {
+        return Ok(());
+    };
+    if program.is_empty() || program.contains('/') {
+        return Ok(());
+    }
+    let path = spawn_environment(params, &[])
+        .into_iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    let dirs: Vec<&std::path::Path> = path.split(':').map(std::path::Path::new).collect();
+    let found = dirs.iter().any(|dir| {
+        !dir.is_absolute()
+            || std::fs::metadata(dir.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    if found {
+        return Ok(());
+    }
+    Err(Error::BadInput(format!(
+        "command not found: {program}; PATH searched: {path}"
+    )))
+}
+
 fn check_name(what: &str, name: &str) -> Result<(), Error> {
     if name.is_empty() || name.contains(['=', '\0']) {
         let shown: String = name.chars().take(80).collect();

@@ -139,6 +139,7 @@ fn validate(params: &SpawnParams) -> Result<(), Error> {
         validate_name(name)?;
     }
     crate::supervisor::environment::validate(params)?;
+    crate::supervisor::environment::check_command(params)?;
     for dir in &params.sparse {
         let p = std::path::Path::new(dir);
         let escapes = dir.is_empty()
