@@ -614,3 +614,47 @@ fn the_command_is_looked_up_on_the_callers_path_at_spawn() {
         Some(2)
     );
 }
+
+#[test]
+fn an_agent_spawned_through_grove_mcp_gets_the_mcp_servers_environment() {
+    use std::io::Write;
+    let g = Grove::new();
+    let started = g.run_env(&["list"], &[("SECRET_DAEMON", "x")]);
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    let out = g.dir.path().join("env.out");
+    let mut mcp = g
+        .command()
+        .arg("mcp")
+        .env("MCP_CALLER", "yes")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("grove mcp");
+    let mut stdin = mcp.stdin.take().expect("stdin");
+    let script = format!("env > {}", out.display());
+    let messages = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "at_rest", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "spawn_agent", "arguments": {"argv": ["sh", "-c", script]}}}),
+    ];
+    for message in &messages {
+        writeln!(stdin, "{message}").expect("write");
+    }
+    let lines = BufReader::new(mcp.stdout.take().expect("stdout")).lines();
+    let answer = lines
+        .map_while(Result::ok)
+        .find(|l| l.contains(r#""id":2"#))
+        .expect("an answer to tools/call");
+    drop(stdin);
+    let _ = mcp.wait();
+    assert!(!answer.contains(r#""isError":true"#), "{answer}");
+    eventually("the agent wrote its env", Duration::from_secs(20), || {
+        fs::read_to_string(&out).is_ok_and(|e| e.contains("GROVE_AGENT_ID="))
+    });
+    let env = fs::read_to_string(&out).expect("env");
+    assert!(env.lines().any(|l| l == "MCP_CALLER=yes"), "{env}");
+    assert!(!env.contains("SECRET_DAEMON"), "{env}");
+}
