@@ -165,9 +165,7 @@ impl Client {
         };
         let params = serde_json::to_value(hello_params())
             .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
-        client
-            .writer
-            .write_all(&encode_line(&Request::new(1, Hello::NAME, params)))?;
+        client.send(&encode_line(&Request::new(1, Hello::NAME, params)))?;
         Ok(client)
     }
 
@@ -206,7 +204,9 @@ impl Client {
     /// said why in its answer to `hello`: that reason beats a broken pipe.
     fn send(&mut self, line: &[u8]) -> Result<(), ClientError> {
         if let Err(e) = self.writer.write_all(line) {
-            self.hello()?;
+            if let Err(ClientError::Rpc(reason)) = self.hello() {
+                return Err(ClientError::Rpc(reason));
+            }
             return Err(e.into());
         }
         Ok(())

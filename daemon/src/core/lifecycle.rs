@@ -51,8 +51,10 @@ impl Core {
         if self.queue.is_empty() && self.can_start(&id) {
             // Kept until the agent runs: a crash during preparation puts it back in the
             // queue, and it must start again with its variables.
+            // Queued on the database thread, not awaited: it commits before the
+            // `preparing` record that `begin_prepare` persists and waits for.
             if !env.is_empty() {
-                self.save_env(&id, &env).await?;
+                self.save_env_soon(&id, &env);
             }
             let (reply, started) = oneshot::channel();
             self.pending_starts.insert(id.clone(), reply);
@@ -213,6 +215,19 @@ impl Core {
         Ok(())
     }
 
+    fn save_env_soon(&self, id: &str, env: &[(String, String)]) {
+        let (owned, saved) = (id.to_string(), env.to_vec());
+        let id = id.to_string();
+        let saving = self
+            .db
+            .submit(move |conn| crate::db::agents::save_queued_env(conn, &owned, &saved));
+        tokio::spawn(async move {
+            if let Err(e) = saving.await {
+                tracing::error!(agent = %id, error = %e, "cannot keep the environment for a restart");
+            }
+        });
+    }
+
     async fn discard(&mut self, id: &str) {
         if let Some(row) = self.agents.remove(id) {
             // Its own session was made for it alone.
@@ -243,7 +258,9 @@ impl Core {
         row.pid_start = procfs::start_time(pid);
         let record = row.record.clone();
         self.persist(id).await;
-        self.drop_queued_env(id).await;
+        // The shim has the environment now. Wiping it (with a WAL checkpoint) is queued
+        // on the database thread rather than waited for by the spawning client.
+        self.drop_queued_env_soon(id);
         self.watch_shim(id, pid);
         tracing::info!(agent = id, pid, branch = %record.branch, "agent running");
         self.publish("agent.started", &record);

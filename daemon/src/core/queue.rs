@@ -177,6 +177,20 @@ impl Core {
             .await;
     }
 
+    /// Like [`Self::drop_queued_env`], queued on the database thread without waiting.
+    pub(super) fn drop_queued_env_soon(&self, id: &str) {
+        let owned = id.to_string();
+        let id = id.to_string();
+        let dropping = self
+            .db
+            .submit(move |conn| crate::db::agents::drop_queued_env(conn, &owned));
+        tokio::spawn(async move {
+            if let Err(e) = dropping.await {
+                tracing::error!(agent = %id, error = %e, "cannot delete a started agent's environment");
+            }
+        });
+    }
+
     /// Takes a queued agent out of the queue for good.
     pub(super) async fn cancel_queued(&mut self, id: &str) -> Option<AgentRecord> {
         let position = self.queue.iter().position(|q| q == id)?;
