@@ -378,7 +378,7 @@ fn agent_env(g: &Grove, out: &Path, extra: &[&str], caller: &[(&str, &str)]) -> 
 
 #[test]
 fn an_agent_gets_its_callers_environment_never_the_daemons() {
-    let g = Grove::new();
+    let g = Grove::new().with_env(&[("GROVE_ENV_ALLOW", "ALLOWED_VAR")]);
     // The shell that happens to start the daemon has a secret of its own.
     let started = g.run_env(&["list"], &[("SECRET_DAEMON", "x")]);
     assert_eq!(started.code, 0, "{}", started.stderr);
@@ -409,13 +409,17 @@ fn an_agent_gets_its_callers_environment_never_the_daemons() {
         &g,
         &out,
         &["--env-clear", "--env-keep", "KEEP_ME", "--env", "GIVEN=1"],
-        &[("CALLER_ONLY", "yes"), ("KEEP_ME", "kept")],
+        &[
+            ("CALLER_ONLY", "yes"),
+            ("KEEP_ME", "kept"),
+            ("ALLOWED_VAR", "allowed"),
+        ],
     );
     assert!(
         !env.iter().any(|l| l.starts_with("CALLER_ONLY=")),
         "{env:?}"
     );
-    for wanted in ["KEEP_ME=kept", "GIVEN=1"] {
+    for wanted in ["KEEP_ME=kept", "GIVEN=1", "ALLOWED_VAR=allowed"] {
         assert!(env.contains(&wanted.to_string()), "{wanted}: {env:?}");
     }
     assert!(env.iter().any(|l| l.starts_with("PATH=")), "{env:?}");
