@@ -309,9 +309,17 @@ pub struct SpawnArgs {
     /// [state] of the repository's .grove.toml.
     #[arg(long, value_name = "FILE")]
     pub schema: Option<PathBuf>,
-    /// Set a variable for the agent, as NAME=VALUE (repeatable). Values are never stored.
+    /// Set a variable for the agent, as NAME=VALUE (repeatable). The agent otherwise
+    /// gets this command's environment. Values stay on disk only until the agent starts.
     #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
     pub env: Vec<String>,
+    /// Give the agent a minimal environment: of this command's, only PATH, HOME, USER,
+    /// LOGNAME, LANG, the --env-keep names and the env_allow setting.
+    #[arg(long)]
+    pub env_clear: bool,
+    /// With --env-clear, also pass on this variable (repeatable).
+    #[arg(long, value_name = "NAME", requires = "env_clear")]
+    pub env_keep: Vec<String>,
     /// Stop the agent after this long (e.g. 90s, 10m, 2h).
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::{BufRead, BufReader, Read};
 use std::ops::Range;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -55,6 +55,7 @@ fn start_and_connect(dirs: &Dirs) -> Result<Client> {
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(0o600)
         .open(&lock_path)
         .with_context(|| format!("opening {}", lock_path.display()))?;
     let _start_lock = Flock::lock(lock_file, FlockArg::LockExclusive)

@@ -6,11 +6,17 @@ use anyhow::{Context, Result};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
 use tracing_subscriber::EnvFilter;
 
 pub fn run() -> Result<()> {
     let config = grove_daemon::Config::from_env()?;
-    std::fs::create_dir_all(&config.dirs.state_dir)
+    // Refused before the log or anything else is written there.
+    grove_daemon::check_socket_dir(&config.dirs)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&config.dirs.state_dir)
         .with_context(|| format!("creating {}", config.dirs.state_dir.display()))?;
     init_logging(&config.dirs.daemon_log())?;
     let notify = std::env::var_os("GROVE_NOTIFY_READY").is_some();

@@ -51,6 +51,11 @@ pub struct Config {
     pub default_timeout: Option<Duration>,
     /// Give each agent a cgroup v2 of its own where the kernel allows.
     pub cgroup: bool,
+    /// Most client connections served at once; more are answered with an error and
+    /// closed.
+    pub max_connections: usize,
+    /// Variables of the caller that an `--env-clear` spawn still passes on.
+    pub env_allow: Vec<String>,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -102,6 +107,8 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_procs", "GROVE_MAX_PROCS", ""),
     ("timeout", "GROVE_TIMEOUT", ""),
     ("cgroup", "GROVE_CGROUP", "true"),
+    ("max_connections", "GROVE_MAX_CONNECTIONS", "512"),
+    ("env_allow", "GROVE_ENV_ALLOW", ""),
 ];
 
 impl Config {
@@ -151,6 +158,8 @@ impl Config {
                 .map(|r| r.flag_duration())
                 .transpose()?,
             cgroup: get("cgroup")?.boolean()?,
+            max_connections: (get("max_connections")?.number()? as usize).max(1),
+            env_allow: get("env_allow")?.names()?,
             protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
                 Ok(v) => v.parse().unwrap_or(0),
                 Err(_) => grove_proto::PROTOCOL_VERSION,
@@ -356,6 +365,39 @@ impl Raw {
             return Err(self.invalid(&format!("`{}` is not an absolute path", relative.display())));
         }
         Ok(paths)
+    }
+
+    /// Variable names: a TOML array of strings, or one string with commas or spaces
+    /// between names.
+    fn names(&self) -> Result<Vec<String>, ConfigError> {
+        let text = self.text.trim();
+        let names: Vec<String> = if text.starts_with('[') {
+            let table: toml::Table = format!("names = {text}")
+                .parse()
+                .map_err(|_| self.invalid("expected a list of variable names"))?;
+            table
+                .get("names")
+                .and_then(toml::Value::as_array)
+                .and_then(|items| {
+                    items
+                        .iter()
+                        .map(|v| v.as_str().map(str::to_string))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .ok_or_else(|| self.invalid("expected a list of variable names (strings)"))?
+        } else {
+            text.split([',', ' '])
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        if let Some(bad) = names
+            .iter()
+            .find(|n| n.is_empty() || n.contains(['=', '\0']))
+        {
+            return Err(self.invalid(&format!("`{bad}` is not a variable name")));
+        }
+        Ok(names)
     }
 
     /// Like the spawn flags `--timeout` and `--cpu-time`: "90s", "10m", or a bare number

@@ -13,7 +13,7 @@ use nix::fcntl::{Flock, FlockArg};
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::future::Future;
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::net::UnixListener;
@@ -29,8 +29,12 @@ pub async fn run(
     ready: Ready,
 ) -> Result<(), Error> {
     let dirs = config.dirs.clone();
+    // Before anything is written: a socket directory someone else could write is
+    // refused, whatever else lives in it.
+    check_socket_dir(&dirs)?;
     make_private_dir(&dirs.state_dir)?;
     make_private_dir(&dirs.agents_dir())?;
+    make_state_private(&dirs);
     let _lock = take_instance_lock(&dirs.daemon_lock())?;
     match grove_agent_shim::leave_agent_cgroup() {
         Ok(true) => tracing::info!("started inside an agent's cgroup; moved out of it"),
@@ -82,6 +86,7 @@ pub async fn run(
         config: config.clone(),
         started_at_ms: now_ms(),
         stop: stop.clone(),
+        connections: server::ConnectionSlots::new(config.max_connections),
     });
     tracing::info!(socket = %dirs.socket.display(), pid = std::process::id(), "grove daemon ready");
     ready();
@@ -111,12 +116,61 @@ pub async fn run(
     Ok(())
 }
 
+/// Refuses to serve from a socket directory that another user owns or may write
+/// (see [`grove_proto::paths::secure_socket_dir`]).
+pub fn check_socket_dir(dirs: &grove_proto::paths::Dirs) -> Result<(), Error> {
+    grove_proto::paths::secure_socket_dir(dirs.socket_dir())
+        .map(|_| ())
+        .map_err(|e| Error::Refused(e.to_string()))
+}
+
+/// Creates `path` 0700, and makes it 0700 when it already existed with a looser mode.
 fn make_private_dir(path: &Path) -> Result<(), Error> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(path)
-        .map_err(|e| Error::Internal(format!("cannot create {}: {e}", path.display())))
+        .map_err(|e| Error::Internal(format!("cannot create {}: {e}", path.display())))?;
+    restrict(path, 0o700);
+    Ok(())
+}
+
+/// The state directory holds secrets (the database with queued agents' environments,
+/// tokens, logs): a directory that existed before grove, or files another program made
+/// there, may be readable by others. Directly inside it, directories become 0700 and
+/// files 0600; deeper entries are behind a 0700 directory. Symlinks are left alone.
+fn make_state_private(dirs: &grove_proto::paths::Dirs) {
+    let Ok(entries) = fs::read_dir(&dirs.state_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            restrict(&entry.path(), 0o700);
+        } else if kind.is_file() {
+            restrict(&entry.path(), 0o600);
+        }
+    }
+}
+
+/// Sets `mode` on `path` unless it has no more than that already (never follows a
+/// symlink: `path` was found not to be one, and a swapped one is skipped by `lstat`).
+fn restrict(path: &Path, mode: u32) {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return;
+    };
+    let current = meta.permissions().mode() & 0o7777;
+    if meta.file_type().is_symlink() || current & !mode == 0 {
+        return;
+    }
+    match fs::set_permissions(path, fs::Permissions::from_mode(current & mode)) {
+        Ok(()) => {
+            tracing::info!(path = %path.display(), from = format!("{current:o}"), "made private")
+        }
+        Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot make private"),
+    }
 }
 
 /// Holds the daemon lock for the life of the process: one daemon per GROVE_HOME.
@@ -126,6 +180,7 @@ fn take_instance_lock(path: &Path) -> Result<Flock<File>, Error> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(path)
         .map_err(|e| Error::Internal(format!("cannot open {}: {e}", path.display())))?;
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -153,6 +208,7 @@ fn take_instance_lock(path: &Path) -> Result<Flock<File>, Error> {
 fn bind(socket: &Path) -> Result<UnixListener, Error> {
     if let Some(dir) = socket.parent() {
         make_private_dir(dir)?;
+        grove_proto::paths::secure_socket_dir(dir).map_err(|e| Error::Refused(e.to_string()))?;
     }
     match fs::remove_file(socket) {
         Ok(()) => tracing::info!(socket = %socket.display(), "removed a stale socket"),

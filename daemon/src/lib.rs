@@ -19,5 +19,5 @@ mod worktree_setup;
 
 pub use config::Config;
 pub use error::Error;
-pub use instance::{run, Ready};
+pub use instance::{check_socket_dir, run, Ready};
 pub use janitor::disk::{measure as measure_disk, DiskUsage};

@@ -21,6 +21,10 @@ pub enum ClientError {
     Rpc(RpcError),
     #[error("the grove daemon sent something unexpected: {0}")]
     Protocol(String),
+    /// The socket's directory or whoever answers on it is not this user's: nothing was
+    /// sent.
+    #[error("{0}; nothing was sent")]
+    Untrusted(String),
 }
 
 impl ClientError {
@@ -70,6 +74,37 @@ fn hello_params() -> HelloParams {
     }
 }
 
+/// Refuses a socket whose directory someone else could write (see
+/// [`crate::paths::secure_socket_dir`]). A missing directory is left to `connect`, which
+/// then finds nothing to connect to.
+fn check_socket_dir(socket: &Path) -> Result<(), ClientError> {
+    let dir = socket.parent().unwrap_or(Path::new("/"));
+    crate::paths::secure_socket_dir(dir)
+        .map(|_| ())
+        .map_err(|e| ClientError::Untrusted(e.to_string()))
+}
+
+/// Refuses a server that is not run by this user, before a byte goes out: the directory
+/// may have been swapped between the check and the connect, and only the kernel's
+/// record of the listening process (SO_PEERCRED) is beyond an impostor's reach.
+fn check_server(stream: &impl std::os::fd::AsFd, socket: &Path) -> Result<(), ClientError> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let me = nix::unistd::geteuid().as_raw();
+    let cred = getsockopt(stream, PeerCredentials).map_err(|e| {
+        ClientError::Untrusted(format!("cannot tell who serves {}: {e}", socket.display()))
+    })?;
+    if cred.uid() != me {
+        return Err(ClientError::Untrusted(format!(
+            "{} is served by uid {} (pid {}), not by you (uid {me}): it is not your grove \
+             daemon; remove the socket's directory or set GROVE_HOME to a directory of yours",
+            socket.display(),
+            cred.uid(),
+            cred.pid()
+        )));
+    }
+    Ok(())
+}
+
 /// A blocking connection that has said hello.
 pub struct Client {
     reader: BufReader<UnixStream>,
@@ -113,10 +148,12 @@ impl Client {
     /// instead of two. A refused hello (another protocol version) is that call's error.
     /// The daemon reads `hello` before anything after it, so the order is safe.
     pub fn connect_pipelined(path: &Path) -> Result<Client, ClientError> {
+        check_socket_dir(path)?;
         let stream = UnixStream::connect(path).map_err(|source| ClientError::Unreachable {
             path: path.display().to_string(),
             source,
         })?;
+        check_server(&stream, path)?;
         let writer = stream.try_clone()?;
         let mut client = Client {
             // Long answers (agent.list pages) arrive in fewer reads. A buffer for a
@@ -128,9 +165,7 @@ impl Client {
         };
         let params = serde_json::to_value(hello_params())
             .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
-        client
-            .writer
-            .write_all(&encode_line(&Request::new(1, Hello::NAME, params)))?;
+        client.send(&encode_line(&Request::new(1, Hello::NAME, params)))?;
         Ok(client)
     }
 
@@ -160,10 +195,21 @@ impl Client {
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.writer
-            .write_all(&encode_line(&Request::new(id, method, params)))?;
+        self.send(&encode_line(&Request::new(id, method, params)))?;
         self.hello()?;
         self.next_response()
+    }
+
+    /// Writes a request. A daemon that turned the connection away (too many open) has
+    /// said why in its answer to `hello`: that reason beats a broken pipe.
+    fn send(&mut self, line: &[u8]) -> Result<(), ClientError> {
+        if let Err(e) = self.writer.write_all(line) {
+            if let Err(ClientError::Rpc(reason)) = self.hello() {
+                return Err(ClientError::Rpc(reason));
+            }
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// Sends a request and hands each line that arrives to `parse` until it returns a
@@ -177,8 +223,7 @@ impl Client {
     ) -> Result<T, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.writer
-            .write_all(&encode_line(&Request::new(id, method, params)))?;
+        self.send(&encode_line(&Request::new(id, method, params)))?;
         self.hello()?;
         loop {
             match read_frame(&mut self.reader, MAX_LINE_BYTES)? {
@@ -241,12 +286,14 @@ pub struct AsyncClient {
 
 impl AsyncClient {
     pub async fn connect(path: &Path) -> Result<AsyncClient, ClientError> {
+        check_socket_dir(path)?;
         let stream = tokio::net::UnixStream::connect(path)
             .await
             .map_err(|source| ClientError::Unreachable {
                 path: path.display().to_string(),
                 source,
             })?;
+        check_server(&stream, path)?;
         let (read, write) = stream.into_split();
         let mut client = AsyncClient {
             reader: tokio::io::BufReader::new(read),

@@ -155,8 +155,20 @@ pub struct SpawnParams {
     /// Branch, tag or commit to start from; default: the repository's HEAD.
     #[serde(default)]
     pub base: Option<String>,
+    /// Variables set for the agent on top of its environment (`--env`).
     #[serde(default)]
     pub env: Vec<EnvVar>,
+    /// The spawning client's own environment, which the agent runs with (less grove's
+    /// identity and git location variables). `None` (an older client): a minimal one.
+    #[serde(default)]
+    pub caller_env: Option<Vec<EnvVar>>,
+    /// Pass on only PATH, HOME, USER, LOGNAME, LANG, `env_keep` and the `env_allow`
+    /// setting of `caller_env` (`--env-clear`).
+    #[serde(default)]
+    pub env_clear: bool,
+    /// Names kept by `env_clear` (`--env-keep`).
+    #[serde(default)]
+    pub env_keep: Vec<String>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     #[serde(default)]

@@ -29,6 +29,9 @@ pub enum PathError {
         len: usize,
         max: usize,
     },
+    /// The directory of the socket could let someone else answer in grove's place.
+    #[error("{0}")]
+    UnsafeSocketDir(String),
 }
 
 fn var_path(name: &str) -> Option<PathBuf> {
@@ -130,6 +133,80 @@ pub fn check_socket_path(path: &Path) -> Result<(), PathError> {
     Ok(())
 }
 
+/// Makes sure that nobody but this user can put or replace a socket in `dir`, the
+/// directory of grove's socket: it must be a real directory (no symlink), owned by this
+/// user, and writable by nobody else. A directory that passes but is readable by others
+/// is tightened to 0700 (nobody else could have placed anything in it). `Ok(false)`:
+/// the directory does not exist yet.
+///
+/// Checked through a descriptor opened without following symlinks, so that the
+/// directory checked and the one tightened are the same.
+pub fn secure_socket_dir(dir: &Path) -> Result<bool, PathError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::{fchmod, fstat, Mode};
+    let shown = dir.display();
+    let unsafe_dir = |what: String| Err(PathError::UnsafeSocketDir(what));
+    let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_RDONLY;
+    let fd = match open(dir, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(false),
+        Err(Errno::ELOOP | Errno::ENOTDIR) if is_symlink(dir) => {
+            return unsafe_dir(format!(
+                "the socket directory {shown} is a symbolic link, which could lead anywhere: \
+                 remove it (grove makes a private one) or set GROVE_HOME to a directory of yours"
+            ))
+        }
+        Err(Errno::ENOTDIR) => {
+            return unsafe_dir(format!(
+                "the socket directory {shown} is not a directory: remove it or set GROVE_HOME \
+                 to a directory of yours"
+            ))
+        }
+        Err(e) => {
+            return unsafe_dir(format!("cannot open the socket directory {shown}: {e}"));
+        }
+    };
+    let stat =
+        fstat(&fd).map_err(|e| PathError::UnsafeSocketDir(format!("cannot stat {shown}: {e}")))?;
+    let me = nix::unistd::geteuid().as_raw();
+    if stat.st_uid != me {
+        return unsafe_dir(format!(
+            "the socket directory {shown} belongs to uid {}, not to you (uid {me}): whoever \
+             owns it could answer in grove's place and read what you send; remove it or set \
+             GROVE_HOME to a directory of yours",
+            stat.st_uid
+        ));
+    }
+    let mode = stat.st_mode & 0o7777;
+    if mode & 0o022 != 0 {
+        return unsafe_dir(format!(
+            "the socket directory {shown} has mode {mode:04o}: others may write there and \
+             could put their own socket in grove's place; run `chmod 700 {shown}`"
+        ));
+    }
+    if mode & 0o077 != 0 {
+        fchmod(&fd, Mode::from_bits_truncate(0o700)).map_err(|e| {
+            PathError::UnsafeSocketDir(format!(
+                "the socket directory {shown} has mode {mode:04o} and cannot be made 0700 \
+                 ({e}); run `chmod 700 {shown}`"
+            ))
+        })?;
+    }
+    Ok(true)
+}
+
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+impl Dirs {
+    /// The directory that holds the socket.
+    pub fn socket_dir(&self) -> &Path {
+        self.socket.parent().unwrap_or(Path::new("/"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +217,30 @@ mod tests {
         let err = check_socket_path(&long).expect_err("too long");
         assert!(err.to_string().contains("107-byte limit"), "{err}");
         assert!(check_socket_path(Path::new("/tmp/g/grove.sock")).is_ok());
+    }
+
+    #[test]
+    fn a_socket_dir_others_may_write_or_a_symlink_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).expect("mkdir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = secure_socket_dir(&open).expect_err("0777");
+        assert!(err.to_string().contains("chmod 700"), "{err}");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path(), &link).expect("symlink");
+        let err = secure_socket_dir(&link).expect_err("symlink");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(!secure_socket_dir(&dir.path().join("none")).expect("missing"));
+        let readable = dir.path().join("readable");
+        std::fs::create_dir(&readable).expect("mkdir");
+        std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert!(secure_socket_dir(&readable).expect("tightened"));
+        let mode = std::fs::metadata(&readable)
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
     }
 }

@@ -178,19 +178,41 @@ fn malformed_flags() {
 }
 
 #[test]
-fn command_that_does_not_exist_fails_with_127_and_is_collected() {
+fn command_that_does_not_exist_is_refused_at_spawn() {
     let g = Grove::new();
-    let id = g
-        .ok(&["spawn", "--", "no-such-command-anywhere", "--flag"])
-        .trim()
-        .to_string();
+    let out = g.run_env(
+        &["spawn", "--", "no-such-command-anywhere", "--flag"],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("command not found: no-such-command-anywhere; PATH searched: /usr/bin:/bin"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+}
+
+#[test]
+fn command_that_is_not_there_when_it_starts_fails_with_127_and_is_collected() {
+    let g = Grove::new();
+    let mut c = support::client(&g);
+    let spawned = support::call(
+        &mut c,
+        "agent.spawn",
+        // A path is looked up in the worktree, when the agent starts.
+        serde_json::json!({"argv": ["./no-such-command-anywhere", "--flag"], "repo": g.repo}),
+    )
+    .expect("spawn");
+    let id = spawned["id"].as_str().expect("id").to_string();
     let record = g.wait(&id);
     assert_eq!(record["status"], "collected");
     assert_eq!(record["outcome"], "failed");
     assert_eq!(record["exit_code"], 127);
     let log = g.ok(&["logs", &id]);
     assert!(
-        log.contains("cannot run `no-such-command-anywhere`: command not found"),
+        log.contains("cannot run `./no-such-command-anywhere`: command not found"),
         "{log}"
     );
     assert!(g.worktree_dirs().is_empty());

@@ -189,6 +189,8 @@ impl GroveTools {
             json!({
                 "argv": r.argv, "repo": repo, "name": r.name, "base": r.base,
                 "session": r.session, "timeout_ms": r.timeout_seconds.map(|s| s * 1000),
+                // The agent runs with this server's environment, as with `grove spawn`.
+                "caller_env": super::spawn::caller_env(),
             }),
         )
         .await

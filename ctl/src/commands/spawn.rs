@@ -94,6 +94,9 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         name: args.name.clone(),
         base: args.base.clone(),
         env: args.env.iter().map(|s| env_var(s)).collect::<Result<_>>()?,
+        caller_env: Some(caller_env()),
+        env_clear: args.env_clear,
+        env_keep: args.env_keep.clone(),
         timeout_ms: args.timeout.as_deref().map(duration_ms).transpose()?,
         limits: Limits {
             max_files: args.max_files,
@@ -127,6 +130,20 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
             })
             .transpose()?,
     })
+}
+
+/// This process's environment, which the agent runs with (the daemon drops grove's
+/// identity variables). Variables that are not UTF-8 cannot travel in JSON and stay
+/// behind.
+pub fn caller_env() -> Vec<EnvVar> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| {
+            Some(EnvVar {
+                name: k.into_string().ok()?,
+                value: v.into_string().ok()?,
+            })
+        })
+        .collect()
 }
 
 fn env_var(text: &str) -> Result<EnvVar> {

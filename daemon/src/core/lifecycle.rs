@@ -38,12 +38,8 @@ impl Core {
         if let Some(parent) = &new.parent {
             self.check_child_quota(parent)?;
         }
-        let env: Vec<(String, String)> = new
-            .params
-            .env
-            .iter()
-            .map(|v| (v.name.clone(), v.value.clone()))
-            .collect();
+        let env =
+            crate::supervisor::environment::spawn_environment(&new.params, &self.config.env_allow);
         let schema = new.schema.clone();
         let own_session = new.params.session.is_none();
         self.pool_note_spawn(&new.target, &new.base_commit);
@@ -58,8 +54,10 @@ impl Core {
         if self.queue.is_empty() && self.can_start(&id) {
             // Kept until the agent runs: a crash during preparation puts it back in the
             // queue, and it must start again with its variables.
+            // Queued on the database thread, not awaited: it commits before the
+            // `preparing` record that `begin_prepare` persists and waits for.
             if !env.is_empty() {
-                self.save_env(&id, &env).await?;
+                self.save_env_soon(&id, &env);
             }
             let (reply, started) = oneshot::channel();
             self.pending_starts.insert(id.clone(), reply);
@@ -247,6 +245,19 @@ impl Core {
         Ok(())
     }
 
+    fn save_env_soon(&self, id: &str, env: &[(String, String)]) {
+        let (owned, saved) = (id.to_string(), env.to_vec());
+        let id = id.to_string();
+        let saving = self
+            .db
+            .submit(move |conn| crate::db::agents::save_queued_env(conn, &owned, &saved));
+        tokio::spawn(async move {
+            if let Err(e) = saving.await {
+                tracing::error!(agent = %id, error = %e, "cannot keep the environment for a restart");
+            }
+        });
+    }
+
     async fn discard(&mut self, id: &str) {
         if let Some(row) = self.agents.remove(id) {
             // Its own session was made for it alone.
@@ -277,7 +288,9 @@ impl Core {
         row.pid_start = procfs::start_time(pid);
         let record = row.record.clone();
         self.persist(id).await;
-        self.drop_queued_env(id).await;
+        // The shim has the environment now. Wiping it (with a WAL checkpoint) is queued
+        // on the database thread rather than waited for by the spawning client.
+        self.drop_queued_env_soon(id);
         self.watch_shim(id, pid);
         tracing::info!(agent = id, pid, branch = %record.branch, "agent running");
         self.publish("agent.started", &record);

@@ -175,7 +175,8 @@ impl Core {
             .is_some_and(|row| !row.record.env_names.is_empty());
         match saved {
             Some(env) => Some(env),
-            None if !needs_env => Some(Vec::new()),
+            // An agent queued by an older grove, which saved nothing without --env.
+            None if !needs_env => Some(crate::supervisor::environment::minimal_environment()),
             None => {
                 if let Some(row) = self.agents.get_mut(id) {
                     row.record.status = AgentStatus::Cancelled;
@@ -198,6 +199,20 @@ impl Core {
             .db
             .call(move |conn| crate::db::agents::drop_queued_env(conn, &owned))
             .await;
+    }
+
+    /// Like [`Self::drop_queued_env`], queued on the database thread without waiting.
+    pub(super) fn drop_queued_env_soon(&self, id: &str) {
+        let owned = id.to_string();
+        let id = id.to_string();
+        let dropping = self
+            .db
+            .submit(move |conn| crate::db::agents::drop_queued_env(conn, &owned));
+        tokio::spawn(async move {
+            if let Err(e) = dropping.await {
+                tracing::error!(agent = %id, error = %e, "cannot delete a started agent's environment");
+            }
+        });
     }
 
     /// Takes a queued agent out of the queue for good.

@@ -109,16 +109,39 @@ pub fn load_queued_env(
     Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
 }
 
+/// Deletes a queued agent's environment so that no copy stays on disk: the row is
+/// overwritten (`secure_delete`), and the WAL, which still holds the frames written
+/// when it was saved, is checkpointed into the database and truncated to nothing.
 pub fn drop_queued_env(conn: &Connection, id: &str) -> rusqlite::Result<()> {
-    conn.execute("DELETE FROM queued_env WHERE agent_id = ?1", [id])?;
+    if conn.execute("DELETE FROM queued_env WHERE agent_id = ?1", [id])? > 0 {
+        wipe_wal(conn)?;
+    }
+    Ok(())
+}
+
+/// Copies every WAL frame into the database and empties the WAL file. With the one
+/// connection the daemon has, nothing holds a reader that could keep frames alive.
+pub fn wipe_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let (busy, _, _): (i64, i64, i64) =
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+    if busy != 0 {
+        tracing::warn!("the WAL could not be emptied: a reader holds it; retried at the next drop");
+    }
     Ok(())
 }
 
 pub fn delete_many(conn: &mut Connection, ids: &[String]) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
+    let mut envs = 0;
     for id in ids {
         tx.execute("DELETE FROM agents WHERE id = ?1", [id])?;
-        tx.execute("DELETE FROM queued_env WHERE agent_id = ?1", [id])?;
+        envs += tx.execute("DELETE FROM queued_env WHERE agent_id = ?1", [id])?;
     }
-    tx.commit()
+    tx.commit()?;
+    if envs > 0 {
+        wipe_wal(conn)?;
+    }
+    Ok(())
 }

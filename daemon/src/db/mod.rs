@@ -59,12 +59,28 @@ impl Db {
     }
 }
 
+/// Creates the database file 0600 so that nobody else can read it; SQLite gives its WAL
+/// and shared-memory files the database's mode.
+fn create_private(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+}
+
 fn open_connection(path: &Path) -> Result<Connection, DbError> {
     let open_err = |source| DbError::Open {
         path: path.to_path_buf(),
         source,
     };
+    create_private(path);
     let mut conn = Connection::open(path).map_err(open_err)?;
+    // Deleted rows (a queued agent's environment, say) are overwritten, not just
+    // unlinked from the b-tree: see `agents::drop_queued_env`.
+    conn.pragma_update(None, "secure_delete", "ON")
+        .map_err(open_err)?;
     // WAL with synchronous=FULL: every acknowledged commit survives a crash or power loss.
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(open_err)?;

@@ -16,9 +16,10 @@ use crate::state::StateHandle;
 use grove_proto::framing::encode_line;
 use grove_proto::{codes, Response, RpcError};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// What every request handler may use.
 pub struct Ctx {
@@ -32,6 +33,7 @@ pub struct Ctx {
     pub started_at_ms: u64,
     /// Set to true to stop the daemon.
     pub stop: watch::Sender<bool>,
+    pub connections: ConnectionSlots,
 }
 
 /// Serves until `ctx.stop` is set, then lets open connections flush their last
@@ -39,22 +41,38 @@ pub struct Ctx {
 pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
     let mut stopped = ctx.stop.subscribe();
     let mut connections = tokio::task::JoinSet::new();
+    let mut failures = AcceptFailures::default();
     loop {
+        let mut pause = None;
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((mut stream, _)) => {
+                    failures.recovered();
+                    let Some(slot) = ctx.connections.take() else {
+                        turn_away(&stream, &ctx.connections);
+                        continue;
+                    };
                     room_for_a_whole_line(&stream);
                     let ctx = ctx.clone();
                     connections.spawn(async move {
+                        let _slot = slot;
                         if admit(&mut stream).await {
                             connection::serve(stream, ctx).await;
                         }
                     });
                 }
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
+                Err(e) => pause = Some(failures.failed(&e)),
             },
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             _ = stopped.wait_for(|stop| *stop) => break,
+        }
+        // Out of descriptors, the connection stays queued and accept fails again at
+        // once: without a pause that is a busy loop.
+        if let Some(pause) = pause {
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                _ = stopped.wait_for(|stop| *stop) => break,
+            }
         }
     }
     drop(listener);
@@ -64,6 +82,106 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
         .is_err()
     {
         tracing::warn!("some connections did not close in time");
+    }
+}
+
+/// The connections served at once, capped by `max_connections`. Only the daemon's own
+/// uid is served, so this is the cap per uid.
+pub struct ConnectionSlots {
+    free: Arc<Semaphore>,
+    max: usize,
+}
+
+impl ConnectionSlots {
+    pub fn new(max: usize) -> ConnectionSlots {
+        ConnectionSlots {
+            free: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// Connections open now (of the daemon's uid, the only one it serves).
+    pub fn open(&self) -> usize {
+        self.max - self.free.available_permits()
+    }
+
+    fn take(&self) -> Option<OwnedSemaphorePermit> {
+        self.free.clone().try_acquire_owned().ok()
+    }
+}
+
+/// One line saying why, then the connection is closed. Written without waiting: a
+/// fresh socket has room for it, and a client that does not read loses only the line.
+fn turn_away(stream: &UnixStream, slots: &ConnectionSlots) {
+    let max = slots.max;
+    static LAST: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let error = RpcError::new(
+        codes::REFUSED,
+        format!(
+            "the grove daemon serves at most {max} connections at once (max_connections); \
+             close idle ones and try again"
+        ),
+    );
+    let _ = stream.try_write(&encode_line(&Response::err(serde_json::Value::Null, error)));
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if last.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+        *last = Some(Instant::now());
+        tracing::warn!(
+            max,
+            open = slots.open(),
+            "connection cap reached: turning new connections away (logged once per {}s)",
+            LOG_EVERY.as_secs()
+        );
+    }
+}
+
+/// How often a repeated accept failure is logged.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+const FIRST_PAUSE: Duration = Duration::from_millis(10);
+const LONGEST_PAUSE: Duration = Duration::from_secs(1);
+
+/// Failed accepts in a row: the pause before the next grows to a second, and the
+/// warning is logged once per interval with a count instead of once per failure.
+#[derive(Default)]
+struct AcceptFailures {
+    pause: Option<Duration>,
+    logged_at: Option<Instant>,
+    unlogged: u64,
+}
+
+impl AcceptFailures {
+    fn failed(&mut self, error: &std::io::Error) -> Duration {
+        let pause = self
+            .pause
+            .map_or(FIRST_PAUSE, |p| (p * 2).min(LONGEST_PAUSE));
+        self.pause = Some(pause);
+        self.unlogged += 1;
+        if self.logged_at.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
+            tracing::warn!(
+                error = %error,
+                failures = self.unlogged,
+                retry_in_ms = pause.as_millis() as u64,
+                "accept failed (logged once per {}s)",
+                LOG_EVERY.as_secs()
+            );
+            self.logged_at = Some(Instant::now());
+            self.unlogged = 0;
+        }
+        pause
+    }
+
+    /// Accepting again. The back-off starts over; the failures not logged yet are, if
+    /// the interval allows (failing and recovering in turn must not flood the log).
+    fn recovered(&mut self) {
+        if self.pause.take().is_none() {
+            return;
+        }
+        let due = self.logged_at.is_none_or(|at| at.elapsed() >= LOG_EVERY);
+        if due && self.unlogged > 0 {
+            tracing::warn!(failures = self.unlogged, "accept failed; accepting again");
+            self.logged_at = Some(Instant::now());
+            self.unlogged = 0;
+        }
     }
 }
 

@@ -180,18 +180,8 @@ fn validate(params: &SpawnParams) -> Result<(), Error> {
     if let Some(name) = &params.name {
         validate_name(name)?;
     }
-    for var in &params.env {
-        if var.name.is_empty() || var.name.contains(['=', '\0']) {
-            return bad(format!(
-                "environment variable name `{}` is not valid: give NAME=VALUE with a \
-                 non-empty NAME without `=`",
-                var.name
-            ));
-        }
-        if var.value.contains('\0') {
-            return bad(format!("the value of {} contains a NUL byte", var.name));
-        }
-    }
+    crate::supervisor::environment::validate(params)?;
+    crate::supervisor::environment::check_command(params)?;
     for dir in &params.sparse {
         let p = std::path::Path::new(dir);
         let escapes = dir.is_empty()
