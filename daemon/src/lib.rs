@@ -21,3 +21,4 @@ pub use config::Config;
 pub use error::Error;
 pub use instance::{check_socket_dir, run, Ready};
 pub use janitor::disk::{measure as measure_disk, DiskUsage};
+pub use supervisor::jail_paths::{probe as jail_probe, JailProbe};

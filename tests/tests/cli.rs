@@ -474,9 +474,9 @@ fn doctor_checks_this_machine() {
             .unwrap_or_else(|| panic!("no {name} line in {}", out.stdout))
             .to_string()
     };
-    let landlock = line("landlock");
-    assert!(landlock.starts_with("ok"), "{landlock}");
-    assert!(landlock.contains("ABI "), "{landlock}");
+    let jail = line("jail");
+    assert!(jail.starts_with("ok"), "{jail}");
+    assert!(jail.contains("ABI "), "{jail}");
     let disk = line("disk");
     assert!(
         disk.contains("% used of") && disk.contains("cleanup starts over 80%"),
@@ -498,8 +498,26 @@ fn doctor_checks_this_machine() {
             .cloned()
             .unwrap_or_else(|| panic!("no {name} in {report}"))
     };
-    assert_eq!(check("landlock")["status"], "ok");
-    assert!(check("landlock")["data"]["abi"].as_i64().unwrap_or(0) >= 1);
+    assert_eq!(check("jail")["status"], "ok");
+    assert!(check("jail")["data"]["abi"].as_i64().unwrap_or(0) >= 6);
+    // The same probe as a jailed spawn: a kernel with Landlock ABI 1 is not enough.
+    let old_kernel = g.run_env(&["--json", "doctor"], &[("GROVE_TEST_LANDLOCK_ABI", "1")]);
+    let old: Value = serde_json::from_str(&old_kernel.stdout).expect("json");
+    let jail = old["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == "jail")
+        .cloned()
+        .expect("jail check");
+    assert_eq!(jail["status"], "warn", "{jail}");
+    assert!(
+        jail["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Landlock ABI 6"),
+        "{jail}"
+    );
     let used = check("disk")["data"]["used_percent"]
         .as_f64()
         .expect("usage");

@@ -224,7 +224,9 @@ fn an_agent_connecting_directly_may_not_touch_what_is_not_its_own() {
             "{invisible}: {}",
             results[invisible]
         );
-        let message = results[invisible]["error"]["message"].as_str().unwrap_or("");
+        let message = results[invisible]["error"]["message"]
+            .as_str()
+            .unwrap_or("");
         assert!(
             message.starts_with("no agent has an id starting with"),
             "{invisible}: {message}"

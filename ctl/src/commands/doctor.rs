@@ -275,51 +275,28 @@ fn socket_err(error: &PathError) -> Check {
     }
 }
 
-/// The Landlock ABI version the kernel offers, or the errno that says why none.
-fn landlock_abi() -> std::result::Result<i64, i32> {
-    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
-    // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number; it reads
-    // no memory and creates no file descriptor.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if abi < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::ENOSYS))
-    } else {
-        Ok(abi)
-    }
-}
-
+/// The jail line: the daemon's own probe, the one a jailed spawn runs, so that doctor
+/// never says "ok" where `--jail` would be refused.
 fn landlock() -> Check {
-    match landlock_abi() {
-        Ok(abi) => check(
-            "landlock",
+    let probe = grove_daemon::jail_probe();
+    let data = json!({
+        "supported": probe.refusal.is_none(),
+        "abi": probe.abi,
+        "required_abi": probe.required_abi,
+        "cgroup": probe.cgroup,
+    });
+    match probe.refusal {
+        None => check(
+            "jail",
             Level::Ok,
-            format!("ABI {abi}: agents can be jailed to write only their worktree"),
-            json!({ "supported": true, "abi": abi }),
+            format!(
+                "Landlock ABI {} (needs {}) and a cgroup per agent: `--jail` holds agents to \
+                 their worktree",
+                probe.abi, probe.required_abi
+            ),
+            data,
         ),
-        Err(errno) => {
-            let why = if errno == libc::EOPNOTSUPP {
-                "not supported: the kernel has Landlock but it is disabled (add landlock to the lsm= boot parameter)"
-            } else if errno == libc::ENOSYS {
-                "not supported: this kernel has no Landlock (Linux 5.13 or newer with CONFIG_SECURITY_LANDLOCK)"
-            } else {
-                "not supported here"
-            };
-            check(
-                "landlock",
-                Level::Warn,
-                format!("{why}; agents run without a write jail"),
-                json!({ "supported": false, "errno": errno }),
-            )
-        }
+        Some(why) => check("jail", Level::Warn, why, data),
     }
 }
 

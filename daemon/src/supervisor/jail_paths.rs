@@ -68,6 +68,30 @@ pub fn landlock_abi() -> i32 {
     })
 }
 
+/// Whether `--jail` can be had here, by the same checks a jailed spawn makes: for
+/// `grove doctor`, so that what it says and what a spawn does never differ.
+#[derive(Debug)]
+pub struct JailProbe {
+    pub abi: i32,
+    pub required_abi: i32,
+    pub cgroup: bool,
+    /// Why a jailed spawn would be refused; `None` when it would run.
+    pub refusal: Option<String>,
+}
+
+pub fn probe() -> JailProbe {
+    let refusal = check_kernel()
+        .and_then(|()| check_cgroup())
+        .err()
+        .map(|e| e.to_string());
+    JailProbe {
+        abi: landlock_abi(),
+        required_abi: REQUIRED_ABI,
+        cgroup: grove_agent_shim::cgroup::usable(),
+        refusal,
+    }
+}
+
 /// Refuses a jailed spawn on a kernel that cannot enforce the whole jail.
 pub fn check_kernel() -> Result<(), Error> {
     let abi = landlock_abi();
