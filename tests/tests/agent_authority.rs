@@ -112,16 +112,22 @@ fn a_process_named_like_a_daemon_that_left_its_cgroup_dies_with_its_agent() {
     };
     let g = Grove::new();
     let pidfile = g.dir.path().join("survivor.pid");
-    // `python3 daemon run`: the argv grove once spared as "a daemon", moved to the root
-    // cgroup so that cgroup.kill does not reach it.
+    let shimfile = g.dir.path().join("shim.pid");
+    // `python3 daemon run` and `python3 __shim`: the argv grove once spared as "a
+    // daemon" and "a shim", moved to the root cgroup so that cgroup.kill misses them.
     let script = format!(
         r#"printf 'import time\ntime.sleep(600)\n' > daemon
+        cp daemon __shim
         python3 daemon run &
         echo $! > {pid}
+        echo $! > {procs}
+        python3 __shim &
+        echo $! > {shim}
         echo $! > {procs}
         echo escaped
         sleep 600"#,
         pid = pidfile.display(),
+        shim = shimfile.display(),
         procs = mount.join("cgroup.procs").display()
     );
     let id = g.spawn(&[], &script);
@@ -130,18 +136,21 @@ fn a_process_named_like_a_daemon_that_left_its_cgroup_dies_with_its_agent() {
         Duration::from_secs(20),
         || g.ok(&["logs", &id]).contains("escaped"),
     );
-    let pid: i32 = fs::read_to_string(&pidfile)
-        .expect("pid file")
-        .trim()
-        .parse()
-        .expect("pid");
-    assert!(process_exists(pid));
+    let read = |file: &PathBuf| -> i32 {
+        fs::read_to_string(file)
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid")
+    };
+    let (daemon_like, shim_like) = (read(&pidfile), read(&shimfile));
+    assert!(process_exists(daemon_like) && process_exists(shim_like));
     g.ok(&["kill", &id]);
     assert_eq!(g.wait(&id)["outcome"], "killed");
     eventually(
-        "the process named like a daemon is gone",
+        "the processes named like grove's are gone",
         Duration::from_secs(10),
-        || !process_exists(pid),
+        || !process_exists(daemon_like) && !process_exists(shim_like),
     );
 }
 
