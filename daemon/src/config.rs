@@ -54,6 +54,8 @@ pub struct Config {
     /// Most client connections served at once; more are answered with an error and
     /// closed.
     pub max_connections: usize,
+    /// Connections one agent's processes may hold open at once.
+    pub agent_max_connections: usize,
     /// Variables of the caller that an `--env-clear` spawn still passes on.
     pub env_allow: Vec<String>,
     /// Where each setting came from.
@@ -108,6 +110,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("timeout", "GROVE_TIMEOUT", ""),
     ("cgroup", "GROVE_CGROUP", "true"),
     ("max_connections", "GROVE_MAX_CONNECTIONS", "512"),
+    ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
 ];
 
@@ -159,6 +162,7 @@ impl Config {
                 .transpose()?,
             cgroup: get("cgroup")?.boolean()?,
             max_connections: (get("max_connections")?.number()? as usize).max(1),
+            agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
             protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
                 Ok(v) => v.parse().unwrap_or(0),
