@@ -47,6 +47,8 @@ pub struct Config {
     pub default_timeout: Option<Duration>,
     /// Give each agent a cgroup v2 of its own where the kernel allows.
     pub cgroup: bool,
+    /// Files larger than this are left out of a salvage (recorded; the worktree kept).
+    pub salvage_max_file: u64,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -95,6 +97,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_files", "GROVE_MAX_FILES", ""),
     ("timeout", "GROVE_TIMEOUT", ""),
     ("cgroup", "GROVE_CGROUP", "true"),
+    ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
 ];
 
 impl Config {
@@ -138,6 +141,7 @@ impl Config {
                 .map(|r| r.flag_duration())
                 .transpose()?,
             cgroup: get("cgroup")?.boolean()?,
+            salvage_max_file: get("salvage_max_file")?.bytes()?,
             protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
                 Ok(v) => v.parse().unwrap_or(0),
                 Err(_) => grove_proto::PROTOCOL_VERSION,

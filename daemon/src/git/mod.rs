@@ -4,9 +4,11 @@
 
 pub mod collect;
 pub mod lane;
+pub mod own_repo;
 pub mod pool;
 pub mod refs;
 pub mod salvage;
+pub mod scratch;
 pub mod setup;
 pub mod target;
 pub mod worktree;
@@ -31,7 +33,6 @@ pub fn git_command() -> Command {
 /// helper runs. Repository config is still read by git; it must be config grove wrote
 /// (or the user's own, in a repository no jailed agent can write), never the agent's.
 /// Identity for commits made with it comes from the environment (`GIT_AUTHOR_*`).
-#[allow(dead_code)] // first users: the jailed layout and setup (issue 14)
 pub fn hardened_git() -> Command {
     let mut command = git_command();
     command

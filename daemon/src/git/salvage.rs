@@ -1,4 +1,6 @@
-//! Salvage: commit whatever a worktree holds before grove removes it.
+//! Salvage of worktrees no agent owns (orphans, warm-pool worktrees): commit whatever
+//! they hold onto a salvage ref before grove removes them. Agents' worktrees are
+//! salvaged by `collect` through a scratch repository instead.
 
 use crate::error::Error;
 use git2::{IndexAddOption, Oid, Repository, Signature};
@@ -13,16 +15,6 @@ fn git_err<'a>(what: &str, path: &'a Path) -> impl FnOnce(git2::Error) -> Error 
             e.message()
         ))
     }
-}
-
-/// Commits tracked changes and untracked, non-ignored files onto the worktree's HEAD.
-/// Returns the new commit, or `None` when there was nothing to commit. git2, not the CLI:
-/// salvage must never run the user's hooks, which could refuse the commit.
-/// `placed` lists paths grove itself put there (setup copies and links): they are left
-/// out, so that a shared `node_modules` link or a copied `.env` never lands on a branch.
-pub fn salvage(worktree: &Path, message: &str, placed: &[String]) -> Result<Option<Oid>, Error> {
-    let repo = Repository::open(worktree).map_err(git_err("opening", worktree))?;
-    commit_everything(&repo, worktree, message, Some("HEAD"), placed)
 }
 
 /// For a worktree grove cannot match to an agent: commit its leftovers without moving
@@ -77,10 +69,10 @@ fn free_ref_name(repo: &Repository, name: &str) -> String {
 }
 
 /// Stages a sparse worktree with `git add -A`: git2 does not honour skip-worktree
-/// entries and would record every file outside the cone as deleted. (`git add` runs
-/// no hooks.)
+/// entries and would record every file outside the cone as deleted. Hardened: no
+/// hook, fsmonitor or driver of global or system config runs on the files.
 fn stage_sparse(worktree: &Path, placed: &[String]) -> Result<(), Error> {
-    let mut command = crate::git::git_command();
+    let mut command = crate::git::hardened_git();
     command
         .arg("-C")
         .arg(worktree)
