@@ -211,8 +211,15 @@ impl Scratch {
                 excluded.push(path.clone());
             }
         }
+        let paths: Vec<&String> = tracked.iter().chain(&untracked).collect();
+        let specs = included(sparse, &paths);
+        if specs.is_empty() {
+            // Nothing in the cone, tracked or not: the index stays the tip's.
+            let tree = run(git().arg("write-tree"), "write-tree")?;
+            return parse_oid(&tree);
+        }
         let mut pathspec: Vec<u8> = Vec::new();
-        for spec in included(sparse) {
+        for spec in specs {
             pathspec.extend_from_slice(spec.as_bytes());
             pathspec.push(0);
         }
@@ -276,17 +283,38 @@ impl Drop for Scratch {
 
 /// What `git add -A` looks at: everything, or for a cone-mode sparse checkout the
 /// files at the top, the cone's directories and the files directly in their parents.
-fn included(sparse: &[String]) -> Vec<String> {
+/// A pathspec that matches nothing is an error to git, so only those that match some
+/// of `paths` (tracked and untracked) are given.
+fn included(sparse: &[String], paths: &[&String]) -> Vec<String> {
     if sparse.is_empty() {
         return vec![".".into()];
     }
-    let mut specs = vec![":(glob)*".to_string()];
+    let files_directly_in = |dir: &str| {
+        paths.iter().any(|p| {
+            let rest = if dir.is_empty() {
+                Some(p.as_str())
+            } else {
+                p.strip_prefix(dir).and_then(|r| r.strip_prefix('/'))
+            };
+            rest.is_some_and(|r| !r.is_empty() && !r.contains('/'))
+        })
+    };
+    let mut specs = Vec::new();
+    if files_directly_in("") {
+        specs.push(":(glob)*".to_string());
+    }
     for dir in sparse {
         let dir = dir.trim_matches('/');
-        specs.push(format!(":(literal){dir}"));
+        let prefix = format!("{dir}/");
+        if paths.iter().any(|p| p.starts_with(&prefix)) {
+            specs.push(format!(":(literal){dir}"));
+        }
         let mut parent = Path::new(dir).parent();
         while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
-            specs.push(format!(":(glob){}/*", p.display()));
+            let p_text = p.to_string_lossy();
+            if files_directly_in(&p_text) {
+                specs.push(format!(":(glob){p_text}/*"));
+            }
             parent = p.parent();
         }
     }
@@ -347,4 +375,26 @@ pub fn fetch_into(common: &Path, scratch: &Path, refs: &[(String, String)]) -> R
         command.arg(format!("+refs/heads/{from}:{to}"));
     }
     run(&mut command, "fetch").map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sparse_cone_is_staged_only_where_it_matches_something() {
+        let owned: Vec<String> = ["top.txt", "a/f", "c/deep/f", "c/x", "b/f"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let paths: Vec<&String> = owned.iter().collect();
+        let cone = ["a".to_string(), "c/deep".to_string(), "gone".to_string()];
+        assert_eq!(
+            included(&cone, &paths),
+            [":(glob)*", ":(literal)a", ":(literal)c/deep", ":(glob)c/*"]
+        );
+        let no_parent_files: Vec<&String> = paths.iter().copied().filter(|p| *p != "c/x").collect();
+        assert!(!included(&cone, &no_parent_files).contains(&":(glob)c/*".to_string()));
+        assert_eq!(included(&[], &paths), ["."]);
+    }
 }
