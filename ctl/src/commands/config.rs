@@ -131,6 +131,7 @@ fn value_of(config: &Config, key: &str) -> String {
         "retention" => duration(config.retention),
         "kill_grace" => duration(config.kill_grace),
         "max_depth" => config.max_depth.to_string(),
+        "salvage_max_file" => config.salvage_max_file.to_string(),
         // A setting added to the daemon before this command learned it.
         _ => "(see the daemon)".into(),
     }
