@@ -388,3 +388,53 @@ fn rm_says_removed_and_where_the_work_is_only_after_both_happened() {
     assert!(!worktree.exists());
     assert_eq!(g.git(&["show", &format!("{branch}:kept.txt")]), "kept\n");
 }
+
+#[test]
+fn a_jailed_agents_child_starts_from_the_agents_own_commits() {
+    if !landlock() {
+        return;
+    }
+    let g = Grove::new();
+    // The parent commits in its own repository; its child (spawned from there, no
+    // --base) must see that commit, which grove brings into the user's repository.
+    let script = r#"
+        echo from-parent > p.txt && git add p.txt && git commit -qm parent-commit || exit 1
+        child=$("$GROVE_BIN" spawn -- sh -c 'cat p.txt > seen.txt') || exit 1
+        echo "$child" > child.id
+        "$GROVE_BIN" wait "$child" > /dev/null; true
+    "#;
+    let id = spawn_with(&g, &["--jail"], &[("GROVE_BIN", BIN.to_string())], script);
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
+    let child = g
+        .git(&["show", &format!("grove/{id}:child.id")])
+        .trim()
+        .to_string();
+    let child_record = g.wait(&child);
+    assert_eq!(child_record["outcome"], "succeeded", "{child_record}");
+    assert_eq!(child_record["base_ref"], format!("grove/{id}"));
+    let parent_commit = rev(&g, &format!("grove/{id}~1"));
+    assert_eq!(child_record["base_commit"], parent_commit.as_str());
+    assert_eq!(
+        g.git(&["show", &format!("grove/{child}:seen.txt")]),
+        "from-parent\n"
+    );
+    g.git(&["fsck", "--strict"]);
+}
+
+#[test]
+fn jail_with_sparse_is_refused_clearly_and_leaves_nothing() {
+    if !landlock() {
+        return;
+    }
+    let g = Grove::new();
+    let out = g.run(&["spawn", "--jail", "--sparse", "src", "--", "true"]);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("--sparse") && out.stderr.contains("--jail"),
+        "{}",
+        out.stderr
+    );
+    assert!(g.worktree_dirs().is_empty());
+    assert!(!g.git(&["branch", "--list", "grove/*"]).contains("grove/"));
+}

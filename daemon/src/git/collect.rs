@@ -11,6 +11,7 @@
 
 use super::lane::RepoLane;
 use super::own_repo;
+use super::salvage::salvage_linked;
 use super::scratch::{fetch_into, Scratch, Stage};
 use super::worktree;
 use crate::error::Error;
@@ -62,12 +63,15 @@ pub struct Collected {
 #[derive(Default)]
 pub struct Salvage {
     scratch: Option<Scratch>,
-    /// The branch's new tip, as `refs/heads/out` of the scratch repository.
+    /// The objects are in the scratch repository, not yet the user's (jailed layout).
+    fetch: bool,
+    /// The branch's new tip (`refs/heads/out` of the scratch repository when fetched).
     out: Option<Oid>,
     /// What the branch must still point at in the user's repository to be moved.
     expected: Option<Oid>,
-    /// The agent's HEAD, off its branch: kept under `refs/grove/salvage/<id>`.
-    head_off_branch: bool,
+    /// The agent's HEAD (or a salvage of it), off its branch: kept under
+    /// `refs/grove/salvage/<id>` (`refs/heads/head` of the scratch when fetched).
+    head_ref: Option<Oid>,
     salvaged: bool,
     left_out: Vec<String>,
     tampered: Option<String>,
@@ -88,21 +92,22 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
         job.agent_id, job.reason
     );
     let mut result = Salvage::default();
-    let (objects, tip, head) = if job.jailed {
+    let (objects, write_to, tip, head) = if job.jailed {
         let expected = match &job.head_commit {
             Some(head) => oid(head)?,
             None => base,
         };
         result.expected = Some(expected);
+        result.fetch = true;
         match own_repo::git_dir(&job.worktree) {
             Ok(git_dir) => {
                 let (tip, head) = own_repo::read_tips(&git_dir, &job.branch);
                 let objects = vec![git_dir.join("objects"), user_objects];
-                (objects, tip, head)
+                (objects, None, tip, head)
             }
             Err(problem) => {
                 result.tampered = Some(problem);
-                (vec![user_objects], Some(expected), None)
+                (vec![user_objects], None, Some(expected), None)
             }
         }
     } else {
@@ -122,12 +127,33 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
             .ok()
             .and_then(|r| r.target());
         result.expected = tip;
+        if job.sparse.is_empty() {
+            let linked = salvage_linked(
+                &job.worktree,
+                &job.placed,
+                job.max_file,
+                &message,
+                job.time_s,
+            )?;
+            if let Some(linked) = linked {
+                result.salvaged = linked.commit.is_some();
+                result.left_out = linked.left_out;
+                let made = linked.commit.or(linked.head);
+                if tip.is_none() || linked.head == tip {
+                    result.out = linked.commit;
+                } else if made.is_some_and(|m| !contains(&repo, tip, m)) {
+                    result.head_ref = made;
+                }
+                return Ok(result);
+            }
+        }
         let head = Repository::open(&job.worktree)
             .ok()
             .and_then(|r| r.head().ok().and_then(|h| h.target()));
-        (vec![user_objects], tip.or(Some(base)), head)
+        let objects = vec![user_objects.clone()];
+        (objects, Some(user_objects), tip.or(Some(base)), head)
     };
-    let scratch = Scratch::create(&job.scratch, &objects)?;
+    let scratch = Scratch::create(&job.scratch, &objects, write_to.as_deref())?;
     let tip = [tip, head, result.expected, Some(base)]
         .into_iter()
         .flatten()
@@ -139,6 +165,7 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
         placed: &job.placed,
         sparse: &job.sparse,
         max_file: job.max_file,
+        index_seed: result.admin.as_ref().map(|a| a.join("index")).as_deref(),
         message: &message,
         time_s: job.time_s,
     })?;
@@ -150,7 +177,7 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
             .is_ok_and(|r| r.graph_descendant_of(tip, head).unwrap_or(false));
         if !contained {
             scratch.set_ref("head", head)?;
-            result.head_off_branch = true;
+            result.head_ref = Some(head);
         }
     }
     result.salvaged = staged.commit.is_some();
@@ -158,6 +185,11 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
     result.out = Some(out);
     result.scratch = Some(scratch);
     Ok(result)
+}
+
+/// True when `tip` has `commit` in its history (or is it).
+fn contains(repo: &Repository, tip: Option<Oid>, commit: Oid) -> bool {
+    tip.is_some_and(|t| t == commit || repo.graph_descendant_of(t, commit).unwrap_or(false))
 }
 
 /// In the lane: brings the salvage in, measures the branch, removes the worktree
@@ -175,16 +207,7 @@ pub fn finish(lane: &mut RepoLane, job: &CollectJob, salvage: Salvage) -> Result
     // branch: a lock left on the branch (a git killed mid-commit, a daemon killed
     // mid-update) is stale and would stop the update.
     worktree::clear_stale_ref_lock(repo, &job.branch);
-    if let (Some(scratch), Some(out)) = (&salvage.scratch, salvage.out) {
-        import(
-            lane,
-            job,
-            scratch,
-            out,
-            salvage.expected,
-            salvage.head_off_branch,
-        )?;
-    }
+    import(lane, job, &salvage)?;
     let repo = &lane.repo;
     let tip = repo
         .find_branch(&job.branch, BranchType::Local)
@@ -220,56 +243,62 @@ pub fn finish(lane: &mut RepoLane, job: &CollectJob, salvage: Salvage) -> Result
     Ok(result)
 }
 
-/// Fetches the salvage into the user's repository and moves the branch onto it, if the
-/// branch is still where grove (or the agent, unjailed) left it.
-fn import(
-    lane: &RepoLane,
-    job: &CollectJob,
-    scratch: &Scratch,
-    out: Oid,
-    expected: Option<Oid>,
-    head_off_branch: bool,
-) -> Result<(), Error> {
+/// Brings the salvage into the user's repository (one hardened fetch, for the jailed
+/// layout) and moves the branch onto it, if the branch is still where grove (or the
+/// agent, unjailed) left it.
+fn import(lane: &RepoLane, job: &CollectJob, salvage: &Salvage) -> Result<(), Error> {
     let repo = &lane.repo;
     let branch_ref = format!("refs/heads/{}", job.branch);
     let current = repo.refname_to_id(&branch_ref).ok();
     let salvage_ref = format!("refs/grove/salvage/{}", job.agent_id);
     let temp = format!("refs/grove/import/{}", job.agent_id);
-    let mut refs = Vec::new();
-    if current != Some(out) {
-        refs.push(("out".to_string(), temp.clone()));
+    let out = salvage.out.filter(|out| current != Some(*out));
+    if let (true, Some(scratch)) = (salvage.fetch, &salvage.scratch) {
+        let mut refs = Vec::new();
+        if out.is_some() {
+            refs.push(("out".to_string(), temp.clone()));
+        }
+        if salvage.head_ref.is_some() {
+            refs.push(("head".to_string(), salvage_ref.clone()));
+        }
+        if !refs.is_empty() {
+            fetch_into(&lane.target.common_dir, scratch.path(), &refs)?;
+        }
+    } else if let Some(head) = salvage.head_ref {
+        repo.reference(
+            &salvage_ref,
+            head,
+            true,
+            "grove: agent left HEAD off its branch",
+        )
+        .map_err(|e| Error::Git(format!("cannot write {salvage_ref}: {}", e.message())))?;
     }
-    if head_off_branch {
-        refs.push(("head".to_string(), salvage_ref.clone()));
-    }
-    if refs.is_empty() {
-        return Ok(());
-    }
-    fetch_into(&lane.target.common_dir, scratch.path(), &refs)?;
-    if head_off_branch {
+    if salvage.head_ref.is_some() {
         tracing::warn!(agent = %job.agent_id, reference = %salvage_ref, "the agent left HEAD off its branch; kept it");
     }
-    if current == Some(out) {
+    let Some(out) = out else {
         return Ok(());
-    }
-    let moved_since = current
-        .is_some_and(|c| Some(c) != expected && !repo.graph_descendant_of(out, c).unwrap_or(false));
-    let done = if moved_since {
-        Err(Error::Git(format!(
+    };
+    let moved_since = current.is_some_and(|c| {
+        Some(c) != salvage.expected && !repo.graph_descendant_of(out, c).unwrap_or(false)
+    });
+    if moved_since {
+        if !salvage.fetch {
+            let _ = repo.reference(&temp, out, true, "grove: salvage kept aside");
+        }
+        return Err(Error::Git(format!(
             "branch {} moved while grove collected it; the salvage is kept as {temp}",
             job.branch
-        )))
-    } else {
-        repo.reference(&branch_ref, out, true, "grove: collect")
-            .map(|_| ())
-            .map_err(|e| Error::Git(format!("cannot move {branch_ref}: {}", e.message())))
-    };
-    if done.is_ok() {
+        )));
+    }
+    repo.reference(&branch_ref, out, true, "grove: collect")
+        .map_err(|e| Error::Git(format!("cannot move {branch_ref}: {}", e.message())))?;
+    if salvage.fetch {
         if let Ok(mut reference) = repo.find_reference(&temp) {
             let _ = reference.delete();
         }
     }
-    done
+    Ok(())
 }
 
 /// A worktree that stays: its lock (linked layout) would only stop the user from

@@ -176,6 +176,7 @@ pub fn import_head(
             git_dir.join("objects"),
             lane.target.common_dir.join("objects"),
         ],
+        None,
     )?;
     if !scratch.is_commit(commit) {
         return Err(Error::BadInput(format!(

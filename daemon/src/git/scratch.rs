@@ -19,6 +19,8 @@ const MAX_NESTING: usize = 8;
 pub struct Scratch {
     dir: PathBuf,
     indexes: std::cell::Cell<usize>,
+    /// Where new objects go when not into the scratch repository itself.
+    write_to: Option<PathBuf>,
 }
 
 /// What staging a worktree produced.
@@ -38,6 +40,9 @@ pub struct Stage<'a> {
     /// Cone-mode directories of a sparse checkout (empty: the whole tree).
     pub sparse: &'a [String],
     pub max_file: u64,
+    /// An index whose cached file stats spare hashing unchanged files (a linked
+    /// worktree's own, verified); without one every file is hashed.
+    pub index_seed: Option<&'a Path>,
     pub message: &'a str,
     /// Author and committer time (seconds): the same job makes the same commit, so a
     /// collect that a crash interrupted and that runs again changes nothing.
@@ -45,8 +50,14 @@ pub struct Stage<'a> {
 }
 
 impl Scratch {
-    /// A fresh scratch repository at `dir` that reads objects from `objects`.
-    pub fn create(dir: &Path, objects: &[PathBuf]) -> Result<Scratch, Error> {
+    /// A fresh scratch repository at `dir` that reads objects from `objects`, and
+    /// writes new ones to `write_to` when given (a linked worktree's salvage goes
+    /// straight into the user's repository, whose objects its agent could write anyway).
+    pub fn create(
+        dir: &Path,
+        objects: &[PathBuf],
+        write_to: Option<&Path>,
+    ) -> Result<Scratch, Error> {
         let fail = |what: &str, e: std::io::Error| {
             Error::Git(format!("salvage: cannot {what} {}: {e}", dir.display()))
         };
@@ -72,6 +83,7 @@ impl Scratch {
         Ok(Scratch {
             dir: dir.to_path_buf(),
             indexes: std::cell::Cell::new(0),
+            write_to: write_to.map(Path::to_path_buf),
         })
     }
 
@@ -93,6 +105,9 @@ impl Scratch {
             .env("GIT_WORK_TREE", worktree)
             .env("GIT_INDEX_FILE", index)
             .env("GIT_NO_REPLACE_OBJECTS", "1");
+        if let Some(objects) = &self.write_to {
+            command.env("GIT_OBJECT_DIRECTORY", objects);
+        }
         command
     }
 
@@ -122,7 +137,7 @@ impl Scratch {
         let tip = stage.tip.to_string();
         let tree = self.stage_dir(
             stage.worktree,
-            Some(&tip),
+            Some((&tip, stage.index_seed)),
             stage.placed,
             stage.sparse,
             stage.max_file,
@@ -174,7 +189,7 @@ impl Scratch {
     fn stage_dir(
         &self,
         dir: &Path,
-        start: Option<&str>,
+        start: Option<(&str, Option<&Path>)>,
         placed: &[String],
         sparse: &[String],
         max_file: u64,
@@ -185,9 +200,21 @@ impl Scratch {
         let index = self.new_index();
         let git = || self.git(dir, &index);
         match start {
-            Some(tree) => run(git().args(["read-tree", tree]), "read-tree")?,
-            None => run(git().args(["read-tree", "--empty"]), "read-tree")?,
-        };
+            Some((tree, seed)) => {
+                // A one-way merge onto the seed keeps the stats of entries it leaves.
+                let seeded = seed.is_some_and(|seed| {
+                    fs::copy(seed, &index).is_ok()
+                        && run(git().args(["read-tree", "--reset", tree]), "read-tree").is_ok()
+                });
+                if !seeded {
+                    let _ = fs::remove_file(&index);
+                    run(git().args(["read-tree", tree]), "read-tree")?;
+                }
+            }
+            None => {
+                run(git().args(["read-tree", "--empty"]), "read-tree")?;
+            }
+        }
         let tracked = list(git().args(["ls-files", "-z"]))?;
         let untracked = list(git().args(["ls-files", "-z", "-o", "--exclude-standard"]))?;
         let nested: Vec<String> = untracked
