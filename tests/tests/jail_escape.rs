@@ -324,6 +324,10 @@ fn nested_repositories_are_salvaged_file_by_file() {
 fn a_file_over_the_salvage_cap_keeps_the_worktree_and_every_message_says_so() {
     let jailed = landlock();
     let g = Grove::new().with_env(&[("GROVE_SALVAGE_MAX_FILE", "1k"), ("GROVE_MAX_IDLE", "1ms")]);
+    // A big file already on main that the agent leaves alone is no work left out.
+    fs::write(g.repo.join("asset.bin"), vec![7u8; 4096]).expect("write");
+    g.git(&["add", "asset.bin"]);
+    g.git(&["commit", "-qm", "asset"]);
     // A 4 GiB sparse file: salvage must neither hash it nor hold the lane for it.
     let script = r#"
         truncate -s 4G big.bin && echo small > small.txt
@@ -342,6 +346,7 @@ fn a_file_over_the_salvage_cap_keeps_the_worktree_and_every_message_says_so() {
             problem.contains("big.bin") && problem.contains("salvage_max_file"),
             "{mode:?}: {record}"
         );
+        assert!(!problem.contains("asset.bin"), "{problem}");
         let worktree = PathBuf::from(record["worktree"].as_str().expect("path"));
         assert!(
             worktree.join("big.bin").exists(),

@@ -227,16 +227,35 @@ impl Scratch {
             .map(|p| p.trim_end_matches('/').to_string())
             .collect();
         excluded.extend(nested.iter().cloned());
-        for path in tracked.iter().chain(&untracked) {
-            if path.ends_with('/') {
-                continue;
-            }
-            let big = fs::symlink_metadata(dir.join(path))
-                .is_ok_and(|m| m.file_type().is_file() && m.len() > max_file);
-            if big {
-                left_out.push(format!("{prefix}{path}"));
-                excluded.push(path.clone());
-            }
+        let size_of = |path: &String| {
+            fs::symlink_metadata(dir.join(path))
+                .ok()
+                .filter(|m| m.file_type().is_file())
+                .map(|m| m.len())
+        };
+        let big_new = untracked
+            .iter()
+            .filter(|p| !p.ends_with('/') && size_of(p).is_some_and(|n| n > max_file));
+        // A tracked file over the cap that kept its size is taken as it is (a big
+        // asset the agent never touched must not count as work left out): git hashes
+        // it. One that changed size is left out.
+        let big_tracked: Vec<&String> = tracked
+            .iter()
+            .filter(|p| size_of(p).is_some_and(|n| n > max_file))
+            .collect();
+        let sizes = match (start, big_tracked.is_empty()) {
+            (Some((tree, _)), false) => blob_sizes(&run(
+                git().args(["ls-tree", "-r", "-l", "-z", tree]),
+                "ls-tree",
+            )?),
+            _ => Default::default(),
+        };
+        let big_changed = big_tracked
+            .into_iter()
+            .filter(|p| sizes.get(p.as_str()) != size_of(p).as_ref());
+        for path in big_new.chain(big_changed) {
+            left_out.push(format!("{prefix}{path}"));
+            excluded.push(path.clone());
         }
         let paths: Vec<&String> = tracked.iter().chain(&untracked).collect();
         let specs = included(sparse, &paths);
@@ -348,6 +367,18 @@ fn included(sparse: &[String], paths: &[&String]) -> Vec<String> {
     specs
 }
 
+/// Sizes of blobs by path, from `git ls-tree -r -l -z`.
+fn blob_sizes(listing: &str) -> std::collections::HashMap<String, u64> {
+    listing
+        .split('\0')
+        .filter_map(|line| {
+            let (meta, path) = line.split_once('\t')?;
+            let size = meta.split_whitespace().nth(3)?.parse().ok()?;
+            Some((path.to_string(), size))
+        })
+        .collect()
+}
+
 fn parse_oid(text: &str) -> Result<Oid, Error> {
     Oid::from_str(text.trim()).map_err(|_| {
         Error::Git(format!(
@@ -423,5 +454,13 @@ mod tests {
         let no_parent_files: Vec<&String> = paths.iter().copied().filter(|p| *p != "c/x").collect();
         assert!(!included(&cone, &no_parent_files).contains(&":(glob)c/*".to_string()));
         assert_eq!(included(&[], &paths), ["."]);
+    }
+
+    #[test]
+    fn blob_sizes_are_read_from_ls_tree() {
+        let listing = "100644 blob 0123 12\ta b.txt\0100644 blob 4567    3\tdir/c\0";
+        let sizes = blob_sizes(listing);
+        assert_eq!(sizes.get("a b.txt"), Some(&12));
+        assert_eq!(sizes.get("dir/c"), Some(&3));
     }
 }
