@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn blob_sizes_are_read_from_ls_tree() {
-        let listing = "100644 blob 0123 12\ta b.txt\0100644 blob 4567    3\tdir/c\0";
+        let listing = "100644 blob 0123 12\ta b.txt\x00100644 blob 4567    3\tdir/c\x00";
         let sizes = blob_sizes(listing);
         assert_eq!(sizes.get("a b.txt"), Some(&12));
         assert_eq!(sizes.get("dir/c"), Some(&3));
