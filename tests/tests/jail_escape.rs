@@ -373,7 +373,13 @@ fn a_file_over_the_salvage_cap_keeps_the_worktree_and_every_message_says_so() {
         assert!(!out.stdout.contains("removed"), "{}", out.stdout);
         assert!(out.stderr.contains("big.bin"), "{}", out.stderr);
         let gc = g.ok(&["gc"]);
-        assert!(!gc.contains(&id), "{gc}");
+        let gc_removed: Vec<&str> = gc.lines().filter(|l| !l.starts_with("kept: ")).collect();
+        assert!(!gc_removed.iter().any(|l| l.contains(&id)), "{gc}");
+        assert!(
+            gc.lines()
+                .any(|l| l.starts_with("kept: ") && l.contains("big.bin")),
+            "{gc}"
+        );
         assert!(worktree.join("big.bin").exists());
         let after: Value = g.record(&id);
         assert!(after["salvage_error"].is_string());
