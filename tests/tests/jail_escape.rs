@@ -440,7 +440,7 @@ fn jail_with_sparse_is_refused_clearly_and_leaves_nothing() {
     }
     let g = Grove::new();
     let out = g.run(&["spawn", "--jail", "--sparse", "src", "--", "true"]);
-    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert_eq!(out.code, 2, "{}", out.stdout);
     assert!(
         out.stderr.contains("--sparse") && out.stderr.contains("--jail"),
         "{}",
@@ -448,4 +448,5 @@ fn jail_with_sparse_is_refused_clearly_and_leaves_nothing() {
     );
     assert!(g.worktree_dirs().is_empty());
     assert!(!g.git(&["branch", "--list", "grove/*"]).contains("grove/"));
+    assert!(g.ok(&["--json", "list", "--all"]).contains("[]"));
 }

@@ -25,11 +25,7 @@ pub fn create(
     sparse: &[String],
 ) -> Result<(), Error> {
     if !sparse.is_empty() {
-        return Err(Error::BadInput(
-            "--sparse cannot be combined with --jail yet: a jailed agent gets a repository \
-             of its own, checked out in full; drop --sparse or --jail"
-                .into(),
-        ));
+        return Err(sparse_refusal());
     }
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
@@ -47,6 +43,15 @@ pub fn create(
         super::worktree::rollback(&lane.repo, path, branch);
     }
     made
+}
+
+/// Why `--jail --sparse` is refused.
+pub fn sparse_refusal() -> Error {
+    Error::BadInput(
+        "--sparse cannot be combined with --jail yet: a jailed agent gets a repository of \
+         its own, checked out in full; drop --sparse or --jail"
+            .into(),
+    )
 }
 
 fn init(

@@ -44,6 +44,9 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
             }
         }
     }
+    if params.jail == Some(true) && !params.sparse.is_empty() {
+        return Err(crate::git::own_repo::sparse_refusal());
+    }
     let repo_path = params.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo_path))
         .await
