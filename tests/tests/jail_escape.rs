@@ -450,3 +450,48 @@ fn jail_with_sparse_is_refused_clearly_and_leaves_nothing() {
     assert!(!g.git(&["branch", "--list", "grove/*"]).contains("grove/"));
     assert!(g.ok(&["--json", "list", "--all"]).contains("[]"));
 }
+
+#[test]
+fn a_crash_during_a_jailed_collect_is_finished_by_the_next_daemon_without_loss() {
+    if !landlock() {
+        return;
+    }
+    for point in ["mid_salvage", "after_import"] {
+        let g = Grove::new();
+        let gate = g.dir.path().join("gate");
+        let script = format!(
+            "echo committed > c.txt && git add c.txt && git commit -qm own && \
+             echo loose > loose.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
+            gate.display()
+        );
+        let out = g.run_env(
+            &["spawn", "--jail", "--", "sh", "-c", &script],
+            &[("GROVE_TEST_CRASH_AT", point)],
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let id = out.stdout.trim().to_string();
+        let pid = g.json(&["daemon", "status"])["pid"].as_i64().expect("pid") as i32;
+        fs::write(&gate, "").expect("gate");
+        eventually(
+            "the daemon crashed collecting",
+            std::time::Duration::from_secs(30),
+            || !process_exists(pid),
+        );
+        assert!(g.daemon_log().contains("crashing on purpose"), "{point}");
+        let record = g.wait(&id);
+        assert_eq!(record["status"], "collected", "{point}: {record}");
+        assert!(record["salvage_error"].is_null(), "{point}: {record}");
+        let branch = format!("grove/{id}");
+        assert_eq!(g.git(&["show", &format!("{branch}:c.txt")]), "committed\n");
+        assert_eq!(g.git(&["show", &format!("{branch}:loose.txt")]), "loose\n");
+        assert_eq!(
+            g.git(&["log", "--format=%s", &format!("main..{branch}")])
+                .lines()
+                .count(),
+            2,
+            "{point}: one salvage commit on top of the agent's own"
+        );
+        assert!(g.worktree_dirs().is_empty(), "{point}");
+        g.git(&["fsck", "--strict"]);
+    }
+}

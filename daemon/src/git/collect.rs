@@ -208,6 +208,7 @@ pub fn finish(lane: &mut RepoLane, job: &CollectJob, salvage: Salvage) -> Result
     // mid-update) is stale and would stop the update.
     worktree::clear_stale_ref_lock(repo, &job.branch);
     import(lane, job, &salvage)?;
+    crate::faults::point("after_import");
     let repo = &lane.repo;
     let tip = repo
         .find_branch(&job.branch, BranchType::Local)
