@@ -224,7 +224,7 @@ fn a_jailed_agent_whose_git_dir_points_at_the_users_gets_its_files_saved_not_mai
 }
 
 #[test]
-fn an_unjailed_worktree_whose_git_file_was_rewritten_is_kept_and_marked_tampered() {
+fn an_unjailed_worktree_whose_git_layout_was_rewritten_is_kept_and_marked_tampered() {
     let g = Grove::new();
     let marker = g.dir.path().join("marker");
     let main = rev(&g, "main");
@@ -245,11 +245,21 @@ fn an_unjailed_worktree_whose_git_file_was_rewritten_is_kept_and_marked_tampered
         echo "gitdir: $PWD/trap.git" > .git
         exit 0
     "#;
+    // And one leaves `.git` alone but points its admin dir's `commondir` elsewhere.
+    let commondir = r#"
+        echo work > work.txt
+        git init -q --bare "$PWD/fake.git"
+        git --git-dir="$PWD/fake.git" config filter.trap.clean "sh -c 'touch \"$MARKER\"; cat'"
+        echo '* filter=trap' > .gitattributes
+        admin=$(sed 's/^gitdir: //' .git)
+        echo "$PWD/fake.git" > "$admin/commondir"
+        exit 0
+    "#;
     let vars = [
         ("COMMON", g.repo.join(".git").display().to_string()),
         ("MARKER", marker.display().to_string()),
     ];
-    for script in [at_main, at_trap] {
+    for script in [at_main, at_trap, commondir] {
         let id = spawn_with(&g, &["--no-jail"], &vars, script);
         let record = g.wait(&id);
         assert_eq!(record["tampered"], true, "{record}");
