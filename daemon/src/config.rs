@@ -58,6 +58,8 @@ pub struct Config {
     pub agent_max_connections: usize,
     /// Variables of the caller that an `--env-clear` spawn still passes on.
     pub env_allow: Vec<String>,
+    /// Files larger than this are left out of a salvage (recorded; the worktree kept).
+    pub salvage_max_file: u64,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -112,6 +114,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_connections", "GROVE_MAX_CONNECTIONS", "512"),
     ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
+    ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
 ];
 
 impl Config {
@@ -164,6 +167,7 @@ impl Config {
             max_connections: (get("max_connections")?.number()? as usize).max(1),
             agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
+            salvage_max_file: get("salvage_max_file")?.bytes()?,
             protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
                 Ok(v) => v.parse().unwrap_or(0),
                 Err(_) => grove_proto::PROTOCOL_VERSION,

@@ -2,7 +2,8 @@
 //! with SIGKILL on reaching that point, so tests can prove that a crash there loses
 //! nothing and leaves nothing half done. Points: `after_branch_create`,
 //! `after_worktree_add`, `mid_pool_adopt` (a warm-pool worktree moved, git not yet
-//! told), `mid_salvage`, `mid_state_commit`.
+//! told), `mid_salvage`, `after_import` (a salvage in the user's repository, the
+//! worktree not yet removed), `mid_state_commit`.
 
 use std::sync::OnceLock;
 

@@ -5,9 +5,11 @@
 
 pub mod collect;
 pub mod lane;
+pub mod own_repo;
 pub mod pool;
 pub mod refs;
 pub mod salvage;
+pub mod scratch;
 pub mod target;
 pub mod worktree;
 
