@@ -222,10 +222,10 @@ impl Scratch {
             .filter(|p| p.ends_with('/'))
             .map(|p| p.trim_end_matches('/').to_string())
             .collect();
-        let mut excluded: Vec<String> = placed
-            .iter()
-            .map(|p| p.trim_end_matches('/').to_string())
-            .collect();
+        // Paths the setup placed are not excluded from `add -A` (git refuses an exclude
+        // naming an ignored path or one beyond a symbolic link): their entries are put
+        // back as the start tree had them afterwards, see `restore_placed`.
+        let mut excluded: Vec<String> = Vec::new();
         excluded.extend(nested.iter().cloned());
         let size_of = |path: &String| {
             fs::symlink_metadata(dir.join(path))
@@ -286,6 +286,7 @@ impl Scratch {
                 .arg(format!("--pathspec-from-file={}", spec_file.display())),
             "add -A",
         )?;
+        restore_placed(git, start.map(|(tree, _)| tree), placed)?;
         for path in &nested {
             if depth >= MAX_NESTING {
                 return Err(Error::Git(format!(
@@ -377,6 +378,84 @@ fn blob_sizes(listing: &str) -> std::collections::HashMap<String, u64> {
             Some((path.to_string(), size))
         })
         .collect()
+}
+
+/// Puts the index entries under the paths the setup placed back as `tree` had them
+/// (removing those it did not have), so that a copied `.env` or a shared
+/// `node_modules` link never lands on a branch, whatever `add -A` took.
+fn restore_placed(
+    git: impl Fn() -> Command,
+    tree: Option<&str>,
+    placed: &[String],
+) -> Result<(), Error> {
+    if placed.is_empty() {
+        return Ok(());
+    }
+    let under = |path: &str| {
+        placed.iter().any(|p| {
+            let p = p.trim_end_matches('/');
+            path == p
+                || path
+                    .strip_prefix(p)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    };
+    let listed = run(git().args(["ls-files", "-s", "-z"]), "ls-files")?;
+    let in_tree = match tree {
+        Some(tree) => run(
+            git().args(["ls-tree", "-r", "-z", "--full-tree", tree]),
+            "ls-tree",
+        )?,
+        None => String::new(),
+    };
+    // ls-tree: `<mode> <type> <oid>\t<path>`; ls-files -s: `<mode> <oid> <stage>\t<path>`.
+    let mut keep = std::collections::HashMap::new();
+    for record in in_tree.split('\0').filter(|r| !r.is_empty()) {
+        let Some((meta, path)) = record.split_once('\t') else {
+            continue;
+        };
+        let fields: Vec<&str> = meta.split(' ').collect();
+        if let ([mode, _, oid], true) = (fields.as_slice(), under(path)) {
+            keep.insert(path, format!("{mode} {oid}\t{path}\0"));
+        }
+    }
+    let mut info = String::new();
+    for record in listed.split('\0').filter(|r| !r.is_empty()) {
+        let Some((meta, path)) = record.split_once('\t') else {
+            continue;
+        };
+        let oid_len = meta.split(' ').nth(1).map_or(40, str::len);
+        if under(path) && !keep.contains_key(path) {
+            info.push_str(&format!("0 {}\t{path}\0", "0".repeat(oid_len)));
+        }
+    }
+    info.extend(keep.into_values());
+    if info.is_empty() {
+        return Ok(());
+    }
+    let mut child = git()
+        .args(["update-index", "-z", "--index-info"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Git(format!("salvage: cannot run git update-index: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        stdin
+            .write_all(info.as_bytes())
+            .map_err(|e| Error::Git(format!("salvage: git update-index: {e}")))?;
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| Error::Git(format!("salvage: git update-index: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Git(format!(
+            "salvage: git update-index failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 fn parse_oid(text: &str) -> Result<Oid, Error> {
