@@ -168,9 +168,9 @@ impl Config {
             agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
             salvage_max_file: get("salvage_max_file")?.bytes()?,
-            protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
-                Ok(v) => v.parse().unwrap_or(0),
-                Err(_) => grove_proto::PROTOCOL_VERSION,
+            protocol_version: match crate::faults::test_var("GROVE_TEST_PROTOCOL_VERSION") {
+                Some(v) => v.parse().unwrap_or(0),
+                None => grove_proto::PROTOCOL_VERSION,
             },
             checkout_workers: cores,
             sources,

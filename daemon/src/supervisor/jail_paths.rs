@@ -42,8 +42,7 @@ const DEVICES: &[&str] = &[
 pub fn landlock_abi() -> i32 {
     static ABI: OnceLock<i32> = OnceLock::new();
     *ABI.get_or_init(|| {
-        std::env::var("GROVE_TEST_LANDLOCK_ABI")
-            .ok()
+        crate::faults::test_var("GROVE_TEST_LANDLOCK_ABI")
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(kernel_abi)
     })
