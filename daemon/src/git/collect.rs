@@ -251,7 +251,7 @@ fn import(lane: &RepoLane, job: &CollectJob, salvage: &Salvage) -> Result<(), Er
     let repo = &lane.repo;
     let branch_ref = format!("refs/heads/{}", job.branch);
     let current = repo.refname_to_id(&branch_ref).ok();
-    let salvage_ref = format!("refs/grove/salvage/{}", job.agent_id);
+    let salvage_ref = format!("{}{}", super::refs::SALVAGE_PREFIX, job.agent_id);
     let temp = format!("refs/grove/import/{}", job.agent_id);
     let out = salvage.out.filter(|out| current != Some(*out));
     if let (true, Some(scratch)) = (salvage.fetch, &salvage.scratch) {

@@ -58,7 +58,7 @@ pub fn salvage_if_dirty(worktree: &Path, name: &str) -> Result<Option<(String, O
 }
 
 fn free_ref_name(repo: &Repository, name: &str) -> String {
-    let base = format!("refs/grove/salvage/{name}");
+    let base = format!("{}{name}", super::refs::SALVAGE_PREFIX);
     if repo.find_reference(&base).is_err() {
         return base;
     }
