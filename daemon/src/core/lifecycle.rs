@@ -315,9 +315,12 @@ impl Core {
     /// The shim is gone: take its exit record (or note that there is none) and collect.
     pub(super) async fn shim_exited(&mut self, id: &str) {
         let exit_path = self.config.dirs.agent_dir(id).join(EXIT_RECORD_FILE);
-        // The shim removes the agent's TMPDIR and cgroup; this covers a shim that died first.
+        // The shim kills the tree and removes the agent's TMPDIR and cgroup; this covers a
+        // shim that died first: what it left running is killed before anything is saved.
+        if let Some(cgroup) = crate::supervisor::reap::kill_leftovers(id) {
+            tokio::task::spawn_blocking(move || crate::supervisor::reap::remove_when_empty(cgroup));
+        }
         let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id).join("tmp"));
-        grove_agent_shim::remove_stale_cgroup(id);
         let Some(row) = self.agents.get_mut(id) else {
             return;
         };

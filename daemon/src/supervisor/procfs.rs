@@ -40,6 +40,20 @@ pub fn cgroup(pid: u32) -> Option<String> {
         .map(|path| path.trim().to_string())
 }
 
+/// Where the cgroup2 hierarchy is mounted (from /proc/self/mountinfo).
+pub fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        (after.split_whitespace().next()? == "cgroup2").then(|| {
+            before
+                .split_whitespace()
+                .nth(4)
+                .map(std::path::PathBuf::from)
+        })?
+    })
+}
+
 /// True when `pid` is alive and is the process that started at `started`.
 pub fn is_same_process(pid: u32, started: u64) -> bool {
     start_time(pid) == Some(started) && !is_zombie(pid)
