@@ -473,10 +473,7 @@ impl Core {
                 tracing::error!(agent = id, error = %e, "collect failed; worktree kept");
                 let note = format!("collect failed, worktree kept: {e}");
                 record.salvage_error = Some(note.clone());
-                record.error = Some(match record.error.take() {
-                    Some(previous) => format!("{previous}; {note}"),
-                    None => note,
-                });
+                record.error = Some(with_collect_note(record.error.take(), &note));
             }
         }
         if !record.status.is_final() {
@@ -660,6 +657,21 @@ impl Core {
     }
 }
 
+/// The agent's error with the latest collect failure: a failure of an earlier collect
+/// (a disk-pressure pass tries again) is replaced, not repeated, so the error never grows
+/// by one identical sentence per pass.
+fn with_collect_note(previous: Option<String>, note: &str) -> String {
+    const MARK: &str = "collect failed, worktree kept: ";
+    match previous {
+        None => note.to_string(),
+        Some(previous) => match previous.find(MARK) {
+            Some(0) => note.to_string(),
+            Some(at) => format!("{}; {note}", previous[..at].trim_end_matches("; ")),
+            None => format!("{previous}; {note}"),
+        },
+    }
+}
+
 /// The claim and abandon markers of one start attempt (see `ShimSpec::claim`).
 pub(super) fn start_markers(
     agent_dir: &std::path::Path,
@@ -669,4 +681,24 @@ pub(super) fn start_markers(
         agent_dir.join(format!("start-{attempt}.claim")),
         agent_dir.join(format!("start-{attempt}.abandon")),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_collect_note;
+
+    #[test]
+    fn a_repeated_collect_failure_replaces_the_last_one() {
+        let note = "collect failed, worktree kept: disk full";
+        let once = with_collect_note(Some("exit 1".into()), note);
+        assert_eq!(once, "exit 1; collect failed, worktree kept: disk full");
+        assert_eq!(with_collect_note(Some(once.clone()), note), once);
+        let other = "collect failed, worktree kept: locked";
+        assert_eq!(
+            with_collect_note(Some(once), other),
+            "exit 1; collect failed, worktree kept: locked"
+        );
+        assert_eq!(with_collect_note(None, note), note);
+        assert_eq!(with_collect_note(Some(note.into()), other), other);
+    }
 }
