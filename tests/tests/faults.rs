@@ -247,3 +247,68 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
         .expect("check");
     assert_eq!(check, "ok");
 }
+
+/// A git the daemon started dies with it (issue 20): here `git worktree add` waits
+/// three seconds behind a wrapper, the daemon is SIGKILLed meanwhile, and the wrapper
+/// never gets to run the real git on grove's paths.
+#[test]
+fn a_git_of_a_killed_daemon_dies_with_it() {
+    let g = Grove::new();
+    let bin = g.dir.path().join("slowgit");
+    fs::create_dir_all(&bin).expect("mkdir");
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .expect("which git")
+            .stdout,
+    )
+    .expect("utf8");
+    let marks = g.dir.path().join("marks");
+    fs::create_dir_all(&marks).expect("mkdir");
+    let wrapper = format!(
+        "#!/bin/sh\ncase \"$*\" in *'worktree add'*)\n  echo $$ > {m}/wrapper.pid\n  sleep 3 & echo $! > {m}/sleep.pid; wait\n  echo ran > {m}/git-ran;;\nesac\nexec {real} \"$@\"\n",
+        m = marks.display(),
+        real = real.trim()
+    );
+    let git = bin.join("git");
+    fs::write(&git, wrapper).expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&git, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let g = g.with_env(&[("PATH", path.as_str())]);
+    g.ok(&["list"]);
+    let mut spawn = g
+        .command()
+        .args(["spawn", "--", "true"])
+        .spawn()
+        .expect("spawn");
+    let pid_of = |name: &str| -> Option<i32> {
+        fs::read_to_string(marks.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    eventually("git worktree add started", Duration::from_secs(20), || {
+        pid_of("sleep.pid").is_some()
+    });
+    let wrapper = pid_of("wrapper.pid").expect("wrapper pid");
+    let sleeper = pid_of("sleep.pid").expect("sleep pid");
+    g.crash_daemon();
+    let _ = spawn.wait();
+    eventually("the daemon's git is gone", Duration::from_secs(5), || {
+        !process_exists(wrapper)
+    });
+    // The wrapper's own timer runs out; had the wrapper lived, git would have run then.
+    eventually(
+        "the wrapper's timer ran out",
+        Duration::from_secs(10),
+        || !process_exists(sleeper),
+    );
+    assert!(!marks.join("git-ran").exists(), "git ran for a dead daemon");
+}

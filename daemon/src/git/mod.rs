@@ -17,8 +17,27 @@ use std::process::Command;
 
 /// A `git` command that ignores the daemon's own GIT_* environment, so that a daemon
 /// started from inside a git hook or a worktree never acts on the wrong repository.
+/// It dies with the daemon (SIGKILL on parent death): a git of a crashed daemon must not
+/// go on writing a worktree that the next daemon rolls back or reuses. The parent-death
+/// signal follows the thread that started git, so git is only ever run by a thread
+/// that waits for it (a repository lane, a blocking task).
 pub fn git_command() -> Command {
-    grove_proto::git::command()
+    use std::os::unix::process::CommandExt;
+    let mut command = grove_proto::git::command();
+    let daemon = nix::unistd::getpid();
+    // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
+    // calls (prctl, getppid).
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+            // The daemon died between the fork and the prctl: do not start at all.
+            if nix::unistd::getppid() != daemon {
+                return Err(std::io::Error::other("the grove daemon is gone"));
+            }
+            Ok(())
+        });
+    }
+    command
 }
 
 /// A `git` command for content an agent could have written (its files, its commits,
