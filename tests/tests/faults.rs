@@ -312,3 +312,25 @@ fn a_git_of_a_killed_daemon_dies_with_it() {
     );
     assert!(!marks.join("git-ran").exists(), "git ran for a dead daemon");
 }
+
+/// A stale trash directory of an earlier removal of the same worktree (its deletion
+/// interrupted) does not stop this removal (issue 20: "Directory not empty").
+#[test]
+fn a_stale_trash_directory_does_not_stop_a_removal() {
+    let g = Grove::new();
+    let gate = g.dir.path().join("gate");
+    let id = g.spawn(
+        &[],
+        &format!("until [ -e {} ]; do sleep 0.02; done", gate.display()),
+    );
+    let worktree = std::path::PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
+    let stale = worktree.with_file_name(format!(".grove-trash-{id}"));
+    fs::create_dir_all(stale.join("left")).expect("stale trash");
+    fs::write(stale.join("left/file"), "x").expect("write");
+    fs::write(&gate, "").expect("gate");
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{record}");
+    assert_eq!(record["status"], "collected", "{record}");
+    assert!(record["error"].is_null(), "{record}");
+    assert!(!worktree.exists());
+}

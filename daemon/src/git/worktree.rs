@@ -247,12 +247,21 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
 /// Prefix of worktrees that are being deleted (already salvaged and unregistered).
 pub const TRASH_PREFIX: &str = ".grove-trash-";
 
+/// A trash name of its own for each removal: a stale trash directory of an earlier
+/// removal of the same path (its deletion interrupted) must never make this one fail.
 fn trash_path(path: &Path) -> std::path::PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    path.with_file_name(format!("{TRASH_PREFIX}{name}"))
+    let unique = crate::ids::random_hex(4).unwrap_or_else(|_| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        format!("{:x}{nanos:x}", std::process::id())
+    });
+    path.with_file_name(format!("{TRASH_PREFIX}{name}-{unique}"))
 }
 
 /// Start-up tidying of one repository's worktree metadata, limited to worktrees under
