@@ -173,7 +173,25 @@ pub enum Command {
     },
     /// Print the man page (roff), e.g. `grove man | man -l -`.
     Man,
-    /// Serve grove's tools over MCP on stdio, for AI agents (spawn, wait, diff, state...).
+    /// Serve grove's tools over MCP on stdio, for AI agents (spawn, wait, diff, merge...).
+    ///
+    /// Tools: spawn_agent, list_agents, agent_status, wait_agents, agent_logs, agent_diff,
+    /// review_agents, overlaps, merge_agent, discard_agent, report_agent, kill_agent,
+    /// session_list, session_show, state_get, state_update, state_history, state_fork.
+    /// Agents go to the repository the server runs in unless a tool names another.
+    /// wait_agents returns after timeout_s (default 50) with what still runs; call it again.
+    ///
+    /// Register grove with an MCP host (it starts `grove mcp` in your project):
+    ///
+    ///   Claude Code:  claude mcp add grove -- grove mcp
+    ///
+    ///   Codex:        codex mcp add grove -- grove mcp
+    ///
+    ///   Gemini CLI:   gemini mcp add grove grove mcp
+    ///
+    ///   Cursor:       in .cursor/mcp.json (or ~/.cursor/mcp.json):
+    ///                 {"mcpServers": {"grove": {"command": "grove", "args": ["mcp"]}}}
+    #[command(verbatim_doc_comment)]
     Mcp,
     /// Control the daemon (it starts by itself when needed).
     Daemon {

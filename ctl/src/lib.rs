@@ -7,6 +7,7 @@ mod daemon_process;
 mod exit;
 mod gitcli;
 mod log_file;
+mod mcp;
 mod output;
 mod progress;
 

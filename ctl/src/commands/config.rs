@@ -212,12 +212,8 @@ fn paths(config: &Config) -> Vec<Setting> {
         path_setting(
             "socket",
             &dirs.socket,
-            // Without XDG_RUNTIME_DIR the socket lives in the state directory.
-            &if home {
-                vec!["GROVE_HOME"]
-            } else {
-                vec!["XDG_RUNTIME_DIR", "XDG_STATE_HOME"]
-            },
+            // The socket lives in the state directory, whatever else is set.
+            &pick("GROVE_HOME", "XDG_STATE_HOME"),
         ),
         path_setting("worktree_root", &dirs.worktree_root, &{
             let mut vars = vec!["GROVE_WORKTREE_ROOT"];

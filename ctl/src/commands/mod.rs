@@ -10,7 +10,6 @@ mod gc;
 mod kill;
 mod list;
 mod logs;
-mod mcp;
 mod merge;
 mod overlaps;
 mod queue;
@@ -26,6 +25,8 @@ mod state;
 mod top;
 mod trust;
 mod wait;
+
+pub use spawn::caller_env;
 
 use crate::cli::{Cli, Command};
 use anyhow::Result;
@@ -66,7 +67,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config => config::run(json),
         Command::Completions { shell } => completions::completions(shell),
         Command::Man => completions::man(),
-        Command::Mcp => mcp::run(),
+        Command::Mcp => crate::mcp::run(),
         Command::Daemon { command } => daemon::run(command, json),
     }
 }
