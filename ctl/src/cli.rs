@@ -42,13 +42,16 @@ pub enum Command {
         /// Include collected, lost and cancelled agents.
         #[arg(long, short)]
         all: bool,
+        #[command(flatten)]
+        filter: ListFilter,
     },
     /// Show everything known about an agent.
     Show { id: String },
     /// Print an agent's output (on a terminal, control characters escaped; see --raw).
     Logs {
         id: String,
-        /// Keep printing as the agent writes, until it ends.
+        /// Keep printing as the agent writes, until it ends; then print its outcome line
+        /// (on stderr) and exit 1 unless it succeeded, as `grove wait` does.
         #[arg(long, short)]
         follow: bool,
         /// Write the output as the agent wrote it, escape sequences included, even to a
@@ -200,6 +203,30 @@ pub enum Command {
     },
 }
 
+/// Which agents `grove list` shows.
+#[derive(Debug, Args, Default)]
+pub struct ListFilter {
+    /// Only agents of this repository (a path in it).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// Only agents with this status or outcome (queued, running, collected, lost,
+    /// cancelled, succeeded, failed, killed, timed_out); finished ones need no --all.
+    #[arg(long, value_name = "STATUS", value_parser = [
+        "queued", "preparing", "running", "exited", "collected", "lost", "cancelled",
+        "succeeded", "failed", "killed", "timed_out",
+    ])]
+    pub status: Option<String>,
+    /// Only agents with this name.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+impl ListFilter {
+    pub fn is_empty(&self) -> bool {
+        self.repo.is_none() && self.status.is_none() && self.name.is_none()
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum DaemonCommand {
     /// Run the daemon in the foreground.
@@ -289,7 +316,11 @@ pub enum StateCommand {
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
     /// Every session: channels, checkpoints, last update, agents.
-    List,
+    List {
+        /// Include the sessions grove made for agents spawned without --session.
+        #[arg(long, short)]
+        all: bool,
+    },
     /// One session: its agents and their statuses, schema, sizes.
     Show { name: String },
 }

@@ -36,7 +36,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Spawn(args) => spawn::run(*args, json),
-        Command::List { all } => list::run(all, json),
+        Command::List { all, filter } => list::run(all, &filter, json),
         Command::Show { id } => show::run(&id, json),
         Command::Logs { id, follow, raw } => logs::run(&id, follow, raw, json),
         Command::Wait { ids, any } => wait::run(ids, any, json),

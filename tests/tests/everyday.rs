@@ -1,0 +1,152 @@
+//! Everyday polish of the command line (issue 16): JSON errors, `logs -f` ending with
+//! the outcome, every setting's effective value, list filters, automatic sessions
+//! hidden, and a hint for `grove spawn sh -c ...` without `--`.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+#[test]
+fn with_json_errors_are_json_on_stderr_with_the_same_exit_codes() {
+    let g = Grove::new();
+    let text = g.run(&["show", "zzzz"]);
+    let json = g.run(&["--json", "show", "zzzz"]);
+    assert_eq!(text.code, 2);
+    assert_eq!(json.code, text.code, "{}", json.stderr);
+    assert!(text.stderr.starts_with("grove: error:"), "{}", text.stderr);
+    let error: Value = serde_json::from_str(json.stderr.trim()).expect("JSON on stderr");
+    assert_eq!(error["error"]["code"], 2);
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("zzzz"),
+        "{error}"
+    );
+    assert!(json.stdout.is_empty());
+    // A usage error found before any command runs, too.
+    let usage = g.run(&["--json", "list", "--bogus"]);
+    assert_eq!(usage.code, 2);
+    let error: Value = serde_json::from_str(usage.stderr.trim()).expect("JSON on stderr");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("--bogus"),
+        "{error}"
+    );
+}
+
+#[test]
+fn spawn_without_dashes_says_to_put_the_command_after_them_and_starts_nothing() {
+    let g = Grove::new();
+    let out = g.run(&["spawn", "--name", "x", "sh", "-c", "echo hi > F"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "put the agent's command after `--`: grove spawn --name x -- sh -c 'echo hi > F'"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+}
+
+#[test]
+fn logs_follow_ends_with_the_outcome_line_and_the_agents_status() {
+    let g = Grove::new();
+    let failing = g.spawn(&[], "sleep 1; echo last words; exit 3");
+    let out = g.run(&["logs", "-f", &failing]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("last words"), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains(&failing),
+        "the outcome is not in the agent's output"
+    );
+    assert!(
+        out.stderr.contains(&failing) && out.stderr.contains("exit 3"),
+        "{}",
+        out.stderr
+    );
+    let fine = g.spawn(&[], "echo fine");
+    g.wait(&fine);
+    let out = g.run(&["logs", "-f", &fine]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("succeeded"), "{}", out.stderr);
+}
+
+#[test]
+fn config_shows_the_effective_value_of_every_setting() {
+    let g = Grove::new().with_env(&[
+        ("GROVE_TIMEOUT", "10m"),
+        ("GROVE_ENV_ALLOW", "A,B"),
+        ("GROVE_JAIL", "true"),
+    ]);
+    let config = g.json(&["config"]);
+    let settings = config["settings"].as_array().expect("settings");
+    let value = |key: &str| {
+        settings
+            .iter()
+            .find(|s| s["key"] == key)
+            .map(|s| s["value"].clone())
+            .unwrap_or_default()
+    };
+    for s in settings {
+        assert!(
+            !s["value"].as_str().unwrap_or("").contains("see the daemon"),
+            "{s}"
+        );
+    }
+    assert_eq!(value("timeout"), "10m");
+    assert_eq!(value("env_allow"), "A,B");
+    assert_eq!(value("jail"), "true");
+    assert_eq!(value("max_files"), "none");
+}
+
+#[test]
+fn list_filters_by_repo_status_and_name_and_session_list_hides_automatic_sessions() {
+    let g = Grove::new();
+    let good = g.spawn(&["--name", "good"], "true");
+    let bad = g.spawn(&["--name", "bad", "--session", "shared"], "exit 1");
+    g.wait(&good);
+    g.wait(&bad);
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["list"];
+        all.extend_from_slice(args);
+        g.json(&all)["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .filter_map(|a| a["id"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(ids(&["--all", "--name", "good"]), vec![good.clone()]);
+    assert_eq!(ids(&["--status", "failed"]), vec![bad.clone()]);
+    assert_eq!(ids(&["--status", "succeeded"]), vec![good.clone()]);
+    let repo = g.repo.to_string_lossy().into_owned();
+    assert_eq!(ids(&["--all", "--repo", &repo]).len(), 2);
+    let elsewhere = g.dir.path().to_string_lossy().into_owned();
+    assert!(ids(&["--all", "--repo", &elsewhere]).is_empty());
+    let text = g.ok(&["list", "--all", "--name", "bad"]);
+    assert!(text.contains(&bad) && !text.contains(&good), "{text}");
+    let bogus = g.run(&["list", "--status", "sleepy"]);
+    assert_eq!(bogus.code, 2);
+
+    let sessions = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["session", "list"];
+        all.extend_from_slice(args);
+        g.json(&all)["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .filter_map(|s| s["name"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(sessions(&[]), ["shared"]);
+    let every = sessions(&["--all"]);
+    assert!(
+        every.contains(&good) && every.contains(&"shared".to_string()),
+        "{every:?}"
+    );
+}
