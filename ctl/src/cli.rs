@@ -344,7 +344,8 @@ pub struct SpawnArgs {
     /// Name the agent; its branch becomes grove/<name>-<id>.
     #[arg(long)]
     pub name: Option<String>,
-    /// Branch, tag or commit to start from (default: the repository's HEAD).
+    /// Branch, tag or commit to start from, or an agent's id or name for its branch
+    /// (default: the repository's HEAD).
     #[arg(long)]
     pub base: Option<String>,
     /// The repository (default: the current directory).

@@ -150,3 +150,48 @@ fn list_filters_by_repo_status_and_name_and_session_list_hides_automatic_session
         "{every:?}"
     );
 }
+
+#[test]
+fn a_name_works_wherever_an_id_does_and_an_ambiguous_one_lists_the_candidates() {
+    let g = Grove::new();
+    let beta = g.spawn(&["--name", "beta"], "echo b > B");
+    g.wait(&beta);
+    assert_eq!(g.record("beta")["id"], beta.as_str());
+    assert!(g.ok(&["diff", "beta"]).contains("+b"));
+    // --base takes an agent's name (or id) for its branch.
+    let child = g.spawn(&["--base", "beta"], "test -f B");
+    assert_eq!(g.wait(&child)["outcome"], "succeeded");
+    let by_id = g.spawn(&["--base", &beta], "test -f B");
+    assert_eq!(g.wait(&by_id)["outcome"], "succeeded");
+    let twin = g.spawn(&["--name", "beta"], "true");
+    g.wait(&twin);
+    let out = g.run(&["show", "beta"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("2 agents are named `beta`")
+            && out.stderr.contains(&beta)
+            && out.stderr.contains(&twin),
+        "{}",
+        out.stderr
+    );
+    let out = g.run(&["show", "gamma"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("the name `gamma`"), "{}", out.stderr);
+}
+
+#[test]
+fn a_grove_toml_with_an_unknown_table_is_refused_with_the_known_ones() {
+    let g = Grove::new();
+    std::fs::write(g.repo.join(".grove.toml"), "[worktre]\ncopy = [\".env\"]\n").expect("write");
+    let out = g.run(&["spawn", "--", "true"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown table or key `worktre`")
+            && out.stderr.contains("[state] and [worktree]"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+    let out = g.run(&["trust"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}

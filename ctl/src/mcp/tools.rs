@@ -27,7 +27,7 @@ fn texts(description: &str) -> Value {
     json!({ "type": "array", "items": { "type": "string" }, "description": description })
 }
 
-const AGENT_ID: &str = "Agent id (or a unique prefix of it).";
+const AGENT_ID: &str = "Agent id (or a unique prefix of it), or the agent's name.";
 
 fn object(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
     let mut schema = json!({
@@ -121,8 +121,8 @@ pub fn all() -> Vec<Tool> {
                     "argv": { "type": "array", "items": { "type": "string" }, "minItems": 1,
                               "description": "The command to run, as argv: e.g. [\"claude\", \"-p\", \"fix the failing test\"] or [\"sh\", \"-c\", \"make test\"]." },
                     "repo": text("Path of the git repository (default: the directory grove mcp runs in)."),
-                    "name": text("Short name; the branch becomes grove/<name>-<id>."),
-                    "base": text("Branch, tag or commit to start from (default: the repository's current HEAD)."),
+                    "name": text("Short name; the branch becomes grove/<name>-<id>. Tools take it where they take an id."),
+                    "base": text("Branch, tag or commit to start from, or an agent's id or name for its branch (default: the repository's current HEAD)."),
                     "session": text("Session to join (agents of one session share state); created on first use."),
                     "schema": text("State schema for a new session: TOML text with a [state] table (default: the [state] of the repository's .grove.toml)."),
                     "schema_file": text("Like schema, read from this file (relative to the repository)."),
@@ -172,7 +172,7 @@ pub fn all() -> Vec<Tool> {
             object(
                 json!({
                     "ids": { "type": "array", "items": { "type": "string" }, "minItems": 1,
-                             "description": "Agent ids (or unique prefixes) to wait for." },
+                             "description": "Agent ids (or unique prefixes, or names) to wait for." },
                     "mode": { "type": "string", "enum": ["all", "any"],
                               "description": "\"all\" (default): until every agent has finished; \"any\": until one has." },
                     "timeout_s": { "type": "number", "minimum": 0,
@@ -235,7 +235,7 @@ pub fn all() -> Vec<Tool> {
              diffstat.",
             object(
                 json!({
-                    "id": text("Show this agent in detail (id or unique prefix)."),
+                    "id": text("Show this agent in detail (id, unique prefix or name)."),
                     "repo": text("The repository (default: the directory grove mcp runs in)."),
                 }),
                 &[],
@@ -520,9 +520,7 @@ pub async fn call(
 /// An id passed on to the command line must not read as an option.
 fn dash_safe(tool: &str, id: String) -> Result<String, String> {
     if id.starts_with('-') || id.is_empty() {
-        return Err(format!(
-            "{tool}: `{id}` is not an agent id; ids are hex, like 3fa1c2d4"
-        ));
+        return Err(format!("{tool}: `{id}` is not an agent id or name"));
     }
     Ok(id)
 }
