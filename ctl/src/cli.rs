@@ -176,6 +176,10 @@ pub enum Command {
     },
     /// Print the man page (roff), e.g. `grove man | man -l -`.
     Man,
+    /// Print the ids and names of known agents, one a line, for shell completion (a
+    /// daemon that does not run is not started: nothing is printed).
+    #[command(name = "__agents", hide = true)]
+    CompleteAgents,
     /// Serve grove's tools over MCP on stdio, for AI agents (spawn, wait, diff, merge...).
     ///
     /// Tools: spawn_agent, list_agents, agent_status, wait_agents, agent_logs, agent_diff,

@@ -176,7 +176,11 @@ fn a_name_works_wherever_an_id_does_and_an_ambiguous_one_lists_the_candidates() 
     );
     let out = g.run(&["show", "gamma"]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("the name `gamma`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("`gamma` or that name"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -194,4 +198,57 @@ fn a_grove_toml_with_an_unknown_table_is_refused_with_the_known_ones() {
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
     let out = g.run(&["trust"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+#[test]
+fn bash_completion_completes_agent_ids_and_names() {
+    let g = Grove::new();
+    let id = g.spawn(&["--name", "tabbed"], "true");
+    g.wait(&id);
+    // The script calls `grove`: this grove under that name, first on PATH.
+    let bin = g.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin dir");
+    std::os::unix::fs::symlink(BIN, bin.join("grove")).expect("symlink");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let complete = |words: &str, cword: usize| -> Vec<String> {
+        let script = format!(
+            "source <(grove completions bash) || exit 9\n\
+             COMP_WORDS=({words}); COMP_CWORD={cword}\n\
+             _grove_with_agents grove \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
+             printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        );
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .envs(grove_env(&g))
+            .env("PATH", &path)
+            .output()
+            .expect("bash");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    let all = complete("grove --json show ''", 3);
+    assert!(
+        all.contains(&id) && all.contains(&"tabbed".to_string()),
+        "{all:?}"
+    );
+    assert_eq!(complete("grove merge tab", 2), ["tabbed"]);
+    let prefix = &id[..3];
+    assert_eq!(
+        complete(&format!("grove wait {prefix}"), 2),
+        vec![id.clone()]
+    );
+    // Subcommands still complete as before.
+    assert!(complete("grove sho", 1).contains(&"show".to_string()));
 }

@@ -67,6 +67,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config => config::run(json),
         Command::Completions { shell } => completions::completions(shell),
         Command::Man => completions::man(),
+        Command::CompleteAgents => completions::agents(),
         Command::Mcp => crate::mcp::run(),
         Command::Daemon { command } => daemon::run(command, json),
     }

@@ -64,7 +64,7 @@ impl Core {
             .collect();
         match matches.len() {
             0 => Err(Error::NotFound(format!(
-                "no agent has an id starting with `{prefix}` or the name `{prefix}`; `grove list --all` shows every agent"
+                "no agent has an id starting with `{prefix}` or that name; `grove list --all` shows every agent"
             ))),
             1 => Ok(matches.remove(0)),
             n => {
