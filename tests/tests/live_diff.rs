@@ -1,0 +1,72 @@
+//! `grove diff` and `agent.diff` on a running agent: what its worktree holds now
+//! (commits, staged, unstaged and untracked files) against the commit it started from,
+//! read without touching the agent's own index.
+
+mod support;
+
+use std::time::Duration;
+use support::*;
+
+#[test]
+fn diff_of_a_running_agent_shows_its_worktree_now_and_leaves_its_index_alone() {
+    let g = Grove::new();
+    let script = r#"
+        echo committed > COMMITTED.txt && git add COMMITTED.txt && git commit -qm work
+        echo staged > STAGED.txt && git add STAGED.txt
+        echo changed >> README.md
+        echo untracked > UNTRACKED.txt
+        echo skipped > cache.ignored
+        touch ready.ignored
+        sleep 60"#;
+    let id = g.spawn(
+        &[
+            "--env",
+            "GIT_AUTHOR_NAME=A",
+            "--env",
+            "GIT_AUTHOR_EMAIL=a@x",
+            "--env",
+            "GIT_COMMITTER_NAME=A",
+            "--env",
+            "GIT_COMMITTER_EMAIL=a@x",
+        ],
+        script,
+    );
+    let worktree = std::path::PathBuf::from(
+        g.record(&id)["worktree"]
+            .as_str()
+            .expect("worktree")
+            .to_string(),
+    );
+    eventually(
+        "the agent made its changes",
+        Duration::from_secs(20),
+        || worktree.join("ready.ignored").exists(),
+    );
+    let status_before = git_in(&worktree, &["status", "--porcelain"]);
+
+    let diff = g.ok(&["diff", &id]);
+    for wanted in ["+committed", "+staged", "+changed", "+untracked"] {
+        assert!(diff.contains(wanted), "{wanted} missing from:\n{diff}");
+    }
+    assert!(!diff.contains("skipped"), "ignored files stay out:\n{diff}");
+    let stat = g.ok(&["diff", "--stat", &id]);
+    assert!(stat.contains("4 files changed"), "{stat}");
+    let json = g.json(&["diff", &id]);
+    assert_eq!(
+        json["diff"].as_str(),
+        Some(diff.as_str()),
+        "one definition for both"
+    );
+    let only = g.ok(&["diff", &id, "--", "README.md"]);
+    assert!(
+        only.contains("+changed") && !only.contains("+untracked"),
+        "{only}"
+    );
+
+    assert_eq!(
+        git_in(&worktree, &["status", "--porcelain"]),
+        status_before,
+        "the agent's index is as it left it"
+    );
+    g.ok(&["kill", &id]);
+}
