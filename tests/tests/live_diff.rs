@@ -70,3 +70,52 @@ fn diff_of_a_running_agent_shows_its_worktree_now_and_leaves_its_index_alone() {
     );
     g.ok(&["kill", &id]);
 }
+
+/// Landlock must be there for the jailed case (CI has it and requires it).
+fn landlock() -> bool {
+    use grove_agent_shim::jail::{kernel_abi, REQUIRED_ABI};
+    let abi = kernel_abi();
+    let missing = (abi < REQUIRED_ABI)
+        .then(|| format!("the kernel's Landlock ABI is {abi}, the jail needs {REQUIRED_ABI}"));
+    can_run("landlock", missing)
+}
+
+#[test]
+fn a_jailed_agent_cannot_make_the_live_diff_run_its_filter_outside_the_jail() {
+    if !landlock() {
+        return;
+    }
+    let g = Grove::new();
+    let marker = g.dir.path().join("filter-ran");
+    // The agent's repository is its own: it names a clean filter there, which `git add`
+    // would run as the user, outside the jail, if grove read its worktree with it.
+    let script = format!(
+        r#"git config filter.evil.clean "touch {marker}; cat"
+        echo '*.txt filter=evil' > .gitattributes
+        echo bait > BAIT.txt
+        touch ready.ignored
+        sleep 60"#,
+        marker = marker.display()
+    );
+    let id = g.spawn(&["--jail"], &script);
+    let worktree = std::path::PathBuf::from(
+        g.record(&id)["worktree"]
+            .as_str()
+            .expect("worktree")
+            .to_string(),
+    );
+    eventually("the agent set its trap", Duration::from_secs(20), || {
+        worktree.join("ready.ignored").exists()
+    });
+    assert!(
+        git_in(&worktree, &["config", "--get", "filter.evil.clean"]).contains("touch"),
+        "the trap is set"
+    );
+    let out = g.run(&["diff", &id]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!marker.exists(), "the agent's filter ran outside its jail");
+    assert!(!out.stdout.contains("BAIT"), "{}", out.stdout);
+    g.ok(&["kill", &id]);
+    g.wait(&id);
+    assert!(!marker.exists(), "the agent's filter ran outside its jail");
+}
