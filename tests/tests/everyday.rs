@@ -252,3 +252,21 @@ fn bash_completion_completes_agent_ids_and_names() {
     // Subcommands still complete as before.
     assert!(complete("grove sho", 1).contains(&"show".to_string()));
 }
+
+#[test]
+fn an_untracked_grove_toml_does_not_block_a_merge_that_does_not_touch_it() {
+    let g = Grove::new();
+    std::fs::write(g.repo.join(".grove.toml"), "[worktree]\n").expect("write");
+    g.git(&["config", "user.name", "Test User"]);
+    g.git(&["config", "user.email", "user@example.invalid"]);
+    let id = g.spawn(&[], "echo work > WORK.txt");
+    g.wait(&id);
+    let out = g.run(&["merge", &id]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(g.repo.join("WORK.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(g.repo.join(".grove.toml")).unwrap_or_default(),
+        "[worktree]\n",
+        "the untracked file is as it was"
+    );
+}
