@@ -92,10 +92,13 @@ pub enum Command {
         #[arg(last = true, value_name = "PATHS")]
         paths: Vec<String>,
     },
-    /// Review finished agents' branches: all of them, or one in detail.
+    /// Review finished agents' branches: the unmerged ones, or one in detail.
     Review {
         /// Show this agent's report, commits and diffstat.
         id: Option<String>,
+        /// Include branches already merged (by git, or by `grove merge --squash/--rebase`).
+        #[arg(long, short)]
+        all: bool,
     },
     /// Merge an agent's branch with git (hooks and config apply); nothing changes on conflict.
     Merge(MergeArgs),
@@ -341,6 +344,9 @@ pub struct MergeArgs {
     /// Merge into this branch (default: the branch checked out in the repository).
     #[arg(long, value_name = "BRANCH")]
     pub into: Option<String>,
+    /// Delete the agent's branch once merged (grove's merge record keeps its tip).
+    #[arg(long)]
+    pub delete: bool,
 }
 
 #[derive(Debug, Args)]

@@ -43,14 +43,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Report { text, id } => report::run(&text, id, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
         Command::Diff { id, stat, paths } => diff::run(&id, stat, &paths, json),
-        Command::Review { id } => review::run(id, json),
+        Command::Review { id, all } => review::run(id, all, json),
         Command::Merge(args) => {
             let mode = match (args.squash, args.rebase) {
                 (true, _) => merge::Mode::Squash,
                 (_, true) => merge::Mode::Rebase,
                 _ => merge::Mode::Merge,
             };
-            merge::run(&args.id, mode, args.into, json)
+            merge::run(&args.id, mode, args.into, args.delete, json)
         }
         Command::Discard { id, yes } => discard::run(&id, yes, json),
         Command::Overlaps { hunks } => overlaps::run(hunks, json),

@@ -212,6 +212,12 @@ impl Radar {
                 (i, overlaps, moved)
             })
             .collect();
+        // Only work that is done and good is worth merging; overlaps still count every
+        // branch that may collide.
+        order.retain(|&(i, _, _)| {
+            let r = &self.works[i].record;
+            r.status.is_final() && r.outcome == Some(grove_proto::types::Outcome::Succeeded)
+        });
         order.sort_by_key(|&(i, overlaps, moved)| {
             (overlaps, moved, self.works[i].record.created_at_ms)
         });

@@ -89,6 +89,8 @@ pub struct Diff {
 pub struct Review {
     pub id: Option<String>,
     pub repo: Option<String>,
+    #[serde(default)]
+    pub all: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,6 +110,8 @@ pub struct Merge {
     #[serde(default)]
     pub rebase: bool,
     pub into: Option<String>,
+    #[serde(default)]
+    pub delete: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -230,13 +230,13 @@ pub fn all() -> Vec<Tool> {
         )),
         read_only(tool(
             "review_agents",
-            "Review finished agents' branches: without id, every agent's outcome, branch, \
-             diffstat and the order to merge them in; with id, that agent's report, commits and \
-             diffstat.",
+            "Review finished agents' branches: without id, every unmerged one's outcome, \
+             branch and diffstat; with id, that agent's report, commits and diffstat.",
             object(
                 json!({
                     "id": text("Show this agent in detail (id, unique prefix or name)."),
                     "repo": text("The repository (default: the directory grove mcp runs in)."),
+                    "all": boolean("Include branches already merged (by git, or by merge_agent with squash or rebase)."),
                 }),
                 &[],
             ),
@@ -266,6 +266,7 @@ pub fn all() -> Vec<Tool> {
                     "squash": boolean("Squash the branch into one new commit on the target."),
                     "rebase": boolean("Rebase the branch onto the target, then fast-forward the target."),
                     "into": text("Merge into this branch (default: the branch checked out in the repository)."),
+                    "delete": boolean("Delete the agent's branch once merged (grove's merge record keeps its tip)."),
                 }),
                 &["id"],
             ),
@@ -425,6 +426,9 @@ pub async fn call(
             let r: args::Review = args::parse(name, arguments)?;
             let mut argv = vec!["review".to_string()];
             argv.extend(r.id.map(|id| dash_safe(name, id)).transpose()?);
+            if r.all {
+                argv.push("--all".into());
+            }
             cli(server.repo(r.repo), argv).await
         }
         "overlaps" => {
@@ -449,6 +453,9 @@ pub async fn call(
             }
             if let Some(into) = r.into {
                 argv.push(format!("--into={into}"));
+            }
+            if r.delete {
+                argv.push("--delete".into());
             }
             cli(server.default_repo.clone(), argv).await
         }
