@@ -104,7 +104,12 @@ pub enum Command {
     Merge(MergeArgs),
     /// Delete an agent's branch; its tip stays reachable at refs/grove/salvage/discarded-ID.
     Discard {
-        id: String,
+        #[arg(required_unless_present = "merged", conflicts_with = "merged")]
+        id: Option<String>,
+        /// Every finished agent's branch that is merged (by git, or by `grove merge
+        /// --squash/--rebase`); one confirmation for all.
+        #[arg(long)]
+        merged: bool,
         /// Do not ask for confirmation.
         #[arg(long, short)]
         yes: bool,

@@ -114,3 +114,37 @@ fn merge_delete_removes_the_branch_and_the_record_keeps_its_tip() {
     );
     assert!(g.repo.join("GONE.txt").exists());
 }
+
+#[test]
+fn discard_merged_drops_every_merged_branch_and_keeps_their_tips() {
+    let g = grove_with_identity();
+    let squashed = done(&g, &[], "echo s > S.txt");
+    let plain = done(&g, &[], "echo p > P.txt");
+    let pending = done(&g, &[], "echo u > U.txt");
+    g.json(&["merge", "--squash", &squashed]);
+    g.json(&["merge", &plain]);
+    // Without a terminal to ask on, it needs --yes, and changes nothing.
+    let refused = g.run(&["discard", "--merged"]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--yes"), "{}", refused.stderr);
+    assert_eq!(reviewed(&g, &["--all"]).len(), 3);
+
+    let out = g.json(&["discard", "--merged", "--yes"]);
+    let mut gone: Vec<&str> = out["discarded"]
+        .as_array()
+        .expect("discarded")
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    gone.sort_unstable();
+    let mut want = vec![squashed.as_str(), plain.as_str()];
+    want.sort_unstable();
+    assert_eq!(gone, want, "{out}");
+    for id in [&squashed, &plain] {
+        assert!(!g
+            .git(&["rev-parse", &format!("refs/grove/salvage/discarded-{id}")])
+            .trim()
+            .is_empty());
+    }
+    assert_eq!(reviewed(&g, &["--all"]), [pending]);
+}

@@ -52,7 +52,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             };
             merge::run(&args.id, mode, args.into, args.delete, json)
         }
-        Command::Discard { id, yes } => discard::run(&id, yes, json),
+        Command::Discard { id, merged, yes } => match id {
+            Some(id) if !merged => discard::run(&id, yes, json),
+            _ => discard::run_merged(yes, json),
+        },
         Command::Overlaps { hunks } => overlaps::run(hunks, json),
         Command::Queue => queue::run(json),
         Command::Rm { id } => rm::run(&id, json),
