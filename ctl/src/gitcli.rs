@@ -420,6 +420,31 @@ impl Hunk {
     }
 }
 
+/// The changes a patch as `git diff` prints it describes (a live agent's diff from the
+/// daemon, say): every path it names, and its hunks, context lines included.
+pub fn changes_from_patch(patch: &str) -> Changes {
+    let mut files = std::collections::BTreeSet::new();
+    for line in patch.lines() {
+        if let Some(path) = line.strip_prefix("--- ").and_then(|p| path_of(p, "a/")) {
+            files.insert(path);
+        } else if let Some(path) = line.strip_prefix("+++ ").and_then(|p| path_of(p, "b/")) {
+            files.insert(path);
+        } else if let Some(names) = line.strip_prefix("diff --git a/") {
+            // Binary files have no ---/+++ lines; a plain name is enough here.
+            if !names.contains('"') {
+                if let Some((old, new)) = names.rsplit_once(" b/") {
+                    files.insert(old.to_string());
+                    files.insert(new.to_string());
+                }
+            }
+        }
+    }
+    Changes {
+        files: files.into_iter().collect(),
+        hunks: parse_hunks(patch),
+    }
+}
+
 fn parse_hunks(patch: &str) -> BTreeMap<String, Vec<Hunk>> {
     let mut hunks: BTreeMap<String, Vec<Hunk>> = BTreeMap::new();
     let mut old: Option<String> = None;

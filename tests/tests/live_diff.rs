@@ -119,3 +119,57 @@ fn a_jailed_agent_cannot_make_the_live_diff_run_its_filter_outside_the_jail() {
     g.wait(&id);
     assert!(!marker.exists(), "the agent's filter ran outside its jail");
 }
+
+#[test]
+fn overlaps_sees_running_agents_uncommitted_and_untracked_changes() {
+    let g = Grove::new();
+    let a = g.spawn(
+        &[],
+        "echo a >> src/lib.txt; echo a > NEW.txt; touch ready.ignored; sleep 60",
+    );
+    let b = g.spawn(
+        &[],
+        "echo b >> src/lib.txt; echo b > NEW.txt; touch ready.ignored; sleep 60",
+    );
+    let c = g.spawn(&[], "echo c > OTHER.txt; touch ready.ignored; sleep 60");
+    for id in [&a, &b, &c] {
+        let worktree = std::path::PathBuf::from(
+            g.record(id)["worktree"]
+                .as_str()
+                .expect("worktree")
+                .to_string(),
+        );
+        eventually("the agent wrote", Duration::from_secs(20), || {
+            worktree.join("ready.ignored").exists()
+        });
+    }
+    let overlaps = g.json(&["overlaps", "--hunks"]);
+    let files: Vec<(String, Vec<String>)> = overlaps["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| {
+            let mut ids: Vec<String> = f["agents"]
+                .as_array()
+                .expect("agents")
+                .iter()
+                .filter_map(|x| x["id"].as_str().map(String::from))
+                .collect();
+            ids.sort();
+            (f["path"].as_str().unwrap_or("").to_string(), ids)
+        })
+        .collect();
+    let mut both = vec![a.clone(), b.clone()];
+    both.sort();
+    assert_eq!(
+        files,
+        [
+            ("NEW.txt".to_string(), both.clone()),
+            ("src/lib.txt".to_string(), both)
+        ],
+        "{overlaps}"
+    );
+    for id in [&a, &b, &c] {
+        g.ok(&["kill", id]);
+    }
+}

@@ -14,10 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn run(hunks: bool, json: bool) -> Result<ExitCode> {
-    let records = crate::connect::list_agents(&mut connect(&dirs()?)?, true)?;
+    let mut client = connect(&dirs()?)?;
+    let records = crate::connect::list_agents(&mut client, true)?;
     let mut cache = ChangeCache::open()?;
-    let radar = Radar::new(candidates(records)?, &mut cache)?;
+    let mut radar = Radar::new(candidates(records)?, &mut cache)?;
     cache.save(true);
+    radar.with_live_changes(&mut client)?;
     let files = radar.shared_files(hunks);
     if json {
         print_json(&OverlapsJson { files })?;
@@ -133,6 +135,28 @@ impl Radar {
             base.push(cache.changes(&w.git, &w.merge_base, &w.base_tip)?);
         }
         Ok(Radar { works, own, base })
+    }
+
+    /// Running agents' work as their worktrees hold it now (the daemon's `agent.diff`):
+    /// uncommitted and untracked files collide too, and earliest is best to know. Their
+    /// hunks carry git's context lines, so line overlaps are a little wider than exact.
+    pub fn with_live_changes(&mut self, client: &mut grove_proto::Client) -> Result<()> {
+        use grove_proto::methods::{Diff, DiffParams};
+        for (i, w) in self.works.iter().enumerate() {
+            if !w.live() {
+                continue;
+            }
+            let live = client.call::<Diff>(&DiffParams {
+                id: w.record.id.clone(),
+                stat: false,
+                paths: Vec::new(),
+            });
+            // An agent that ended meanwhile keeps what its branch says.
+            if let Ok(live) = live {
+                self.own[i] = crate::gitcli::changes_from_patch(&live.diff);
+            }
+        }
+        Ok(())
     }
 
     /// Files changed by two or more branches of one repository, by repository and path.
