@@ -42,13 +42,16 @@ pub enum Command {
         /// Include collected, lost and cancelled agents.
         #[arg(long, short)]
         all: bool,
+        #[command(flatten)]
+        filter: ListFilter,
     },
     /// Show everything known about an agent.
     Show { id: String },
     /// Print an agent's output (on a terminal, control characters escaped; see --raw).
     Logs {
         id: String,
-        /// Keep printing as the agent writes, until it ends.
+        /// Keep printing as the agent writes, until it ends; then print its outcome line
+        /// (on stderr) and exit 1 unless it succeeded, as `grove wait` does.
         #[arg(long, short)]
         follow: bool,
         /// Write the output as the agent wrote it, escape sequences included, even to a
@@ -89,16 +92,24 @@ pub enum Command {
         #[arg(last = true, value_name = "PATHS")]
         paths: Vec<String>,
     },
-    /// Review finished agents' branches: all of them, or one in detail.
+    /// Review finished agents' branches: the unmerged ones, or one in detail.
     Review {
         /// Show this agent's report, commits and diffstat.
         id: Option<String>,
+        /// Include branches already merged (by git, or by `grove merge --squash/--rebase`).
+        #[arg(long, short)]
+        all: bool,
     },
     /// Merge an agent's branch with git (hooks and config apply); nothing changes on conflict.
     Merge(MergeArgs),
     /// Delete an agent's branch; its tip stays reachable at refs/grove/salvage/discarded-ID.
     Discard {
-        id: String,
+        #[arg(required_unless_present = "merged", conflicts_with = "merged")]
+        id: Option<String>,
+        /// Every finished agent's branch that is merged (by git, or by `grove merge
+        /// --squash/--rebase`); one confirmation for all.
+        #[arg(long)]
+        merged: bool,
         /// Do not ask for confirmation.
         #[arg(long, short)]
         yes: bool,
@@ -173,13 +184,59 @@ pub enum Command {
     },
     /// Print the man page (roff), e.g. `grove man | man -l -`.
     Man,
-    /// Serve grove's tools over MCP on stdio, for AI agents (spawn, wait, diff, state...).
+    /// Print the ids and names of known agents, one a line, for shell completion (a
+    /// daemon that does not run is not started: nothing is printed).
+    #[command(name = "__agents", hide = true)]
+    CompleteAgents,
+    /// Serve grove's tools over MCP on stdio, for AI agents (spawn, wait, diff, merge...).
+    ///
+    /// Tools: spawn_agent, list_agents, agent_status, wait_agents, agent_logs, agent_diff,
+    /// review_agents, overlaps, merge_agent, discard_agent, report_agent, kill_agent,
+    /// session_list, session_show, state_get, state_update, state_history, state_fork.
+    /// Agents go to the repository the server runs in unless a tool names another.
+    /// wait_agents returns after timeout_s (default 50) with what still runs; call it again.
+    ///
+    /// Register grove with an MCP host (it starts `grove mcp` in your project):
+    ///
+    ///   Claude Code:  claude mcp add grove -- grove mcp
+    ///
+    ///   Codex:        codex mcp add grove -- grove mcp
+    ///
+    ///   Gemini CLI:   gemini mcp add grove grove mcp
+    ///
+    ///   Cursor:       in .cursor/mcp.json (or ~/.cursor/mcp.json):
+    ///                 {"mcpServers": {"grove": {"command": "grove", "args": ["mcp"]}}}
+    #[command(verbatim_doc_comment)]
     Mcp,
     /// Control the daemon (it starts by itself when needed).
     Daemon {
         #[command(subcommand)]
         command: DaemonCommand,
     },
+}
+
+/// Which agents `grove list` shows.
+#[derive(Debug, Args, Default)]
+pub struct ListFilter {
+    /// Only agents of this repository (a path in it).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// Only agents with this status or outcome (queued, running, collected, lost,
+    /// cancelled, succeeded, failed, killed, timed_out); finished ones need no --all.
+    #[arg(long, value_name = "STATUS", value_parser = [
+        "queued", "preparing", "running", "exited", "collected", "lost", "cancelled",
+        "succeeded", "failed", "killed", "timed_out",
+    ])]
+    pub status: Option<String>,
+    /// Only agents with this name.
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+impl ListFilter {
+    pub fn is_empty(&self) -> bool {
+        self.repo.is_none() && self.status.is_none() && self.name.is_none()
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -271,7 +328,11 @@ pub enum StateCommand {
 #[derive(Debug, Subcommand)]
 pub enum SessionCommand {
     /// Every session: channels, checkpoints, last update, agents.
-    List,
+    List {
+        /// Include the sessions grove made for agents spawned without --session.
+        #[arg(long, short)]
+        all: bool,
+    },
     /// One session: its agents and their statuses, schema, sizes.
     Show { name: String },
 }
@@ -288,6 +349,9 @@ pub struct MergeArgs {
     /// Merge into this branch (default: the branch checked out in the repository).
     #[arg(long, value_name = "BRANCH")]
     pub into: Option<String>,
+    /// Delete the agent's branch once merged (grove's merge record keeps its tip).
+    #[arg(long)]
+    pub delete: bool,
 }
 
 #[derive(Debug, Args)]
@@ -295,7 +359,8 @@ pub struct SpawnArgs {
     /// Name the agent; its branch becomes grove/<name>-<id>.
     #[arg(long)]
     pub name: Option<String>,
-    /// Branch, tag or commit to start from (default: the repository's HEAD).
+    /// Branch, tag or commit to start from, or an agent's id or name for its branch
+    /// (default: the repository's HEAD).
     #[arg(long)]
     pub base: Option<String>,
     /// The repository (default: the current directory).

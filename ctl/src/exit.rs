@@ -15,6 +15,19 @@ pub fn code_for(error: &anyhow::Error) -> ExitCode {
     ExitCode::from(number_for(error))
 }
 
+/// An error as `--json` callers read it on stderr: `{"error": {"code", "message"}}`,
+/// `code` being the exit code (and `rpc_code` the daemon's JSON-RPC code, if it said no).
+pub fn json_error(error: &anyhow::Error) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "code": number_for(error),
+        "message": format!("{error:#}"),
+    });
+    if let Some(ClientError::Rpc(rpc)) = error.downcast_ref::<ClientError>() {
+        body["rpc_code"] = rpc.code.into();
+    }
+    serde_json::json!({ "error": body })
+}
+
 fn number_for(error: &anyhow::Error) -> u8 {
     match error.downcast_ref::<ClientError>() {
         Some(ClientError::Unreachable { .. }) => UNREACHABLE,

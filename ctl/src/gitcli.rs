@@ -86,6 +86,19 @@ impl Git {
         self.commit(&format!("refs/heads/{branch}"))
     }
 
+    /// The agent tip grove last merged into `target` (squash and rebase included, which
+    /// git cannot see), if it merged one.
+    pub fn recorded_merge(&self, target: &str, id: &str) -> Result<Option<String>> {
+        self.commit(&merge_record(target, id))
+    }
+
+    /// Remembers that grove merged `tip` of agent `id` into `target`.
+    pub fn record_merge(&self, target: &str, id: &str, tip: &str) -> Result<()> {
+        let message = format!("grove merge {id} into {target}");
+        self.run(&["update-ref", "-m", &message, &merge_record(target, id), tip])
+            .map(|_| ())
+    }
+
     pub fn head(&self) -> Result<String> {
         Ok(self.run(&["rev-parse", "HEAD"])?.trim().to_string())
     }
@@ -407,6 +420,31 @@ impl Hunk {
     }
 }
 
+/// The changes a patch as `git diff` prints it describes (a live agent's diff from the
+/// daemon, say): every path it names, and its hunks, context lines included.
+pub fn changes_from_patch(patch: &str) -> Changes {
+    let mut files = std::collections::BTreeSet::new();
+    for line in patch.lines() {
+        if let Some(path) = line.strip_prefix("--- ").and_then(|p| path_of(p, "a/")) {
+            files.insert(path);
+        } else if let Some(path) = line.strip_prefix("+++ ").and_then(|p| path_of(p, "b/")) {
+            files.insert(path);
+        } else if let Some(names) = line.strip_prefix("diff --git a/") {
+            // Binary files have no ---/+++ lines; a plain name is enough here.
+            if !names.contains('"') {
+                if let Some((old, new)) = names.rsplit_once(" b/") {
+                    files.insert(old.to_string());
+                    files.insert(new.to_string());
+                }
+            }
+        }
+    }
+    Changes {
+        files: files.into_iter().collect(),
+        hunks: parse_hunks(patch),
+    }
+}
+
 fn parse_hunks(patch: &str) -> BTreeMap<String, Vec<Hunk>> {
     let mut hunks: BTreeMap<String, Vec<Hunk>> = BTreeMap::new();
     let mut old: Option<String> = None;
@@ -503,6 +541,13 @@ fn parse_shortstat(out: &str) -> (u64, u64, u64) {
     stat
 }
 
+/// Where grove keeps the merges it made: `refs/grove/merged/<target>/<id>`, the agent's
+/// tip that went into the target. git's history shows a true merge; a squash or a rebase
+/// leaves no trace of the branch there.
+fn merge_record(target: &str, id: &str) -> String {
+    format!("refs/grove/merged/{target}/{id}")
+}
+
 /// An agent's branch as git sees it now; the record may be stale (a branch deleted by
 /// hand, a base that moved on).
 pub struct Work {
@@ -514,6 +559,8 @@ pub struct Work {
     pub base: String,
     pub base_tip: String,
     pub merge_base: String,
+    /// grove merged this very tip into the base (by squash or rebase, say).
+    pub merged_by_grove: bool,
 }
 
 impl Work {
@@ -533,6 +580,7 @@ impl Work {
         let merge_base = git
             .merge_base(&base_tip, &tip)?
             .unwrap_or_else(|| record.base_commit.clone());
+        let merged_by_grove = git.recorded_merge(&base, &record.id)?.as_ref() == Some(&tip);
         Ok(Some(Work {
             record,
             git,
@@ -540,6 +588,7 @@ impl Work {
             base,
             base_tip,
             merge_base,
+            merged_by_grove,
         }))
     }
 
@@ -547,9 +596,9 @@ impl Work {
         !self.record.status.is_final()
     }
 
-    /// True once the base contains the whole branch.
+    /// True once the base contains the whole branch, or grove merged it there.
     pub fn merged(&self) -> bool {
-        self.tip == self.merge_base
+        self.tip == self.merge_base || self.merged_by_grove
     }
 
     /// The base for people: a branch name, or a short commit.

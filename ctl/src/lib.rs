@@ -7,6 +7,7 @@ mod daemon_process;
 mod exit;
 mod gitcli;
 mod log_file;
+mod mcp;
 mod output;
 mod progress;
 
@@ -22,7 +23,10 @@ pub fn main() -> ExitCode {
     {
         return grove_agent_shim::main();
     }
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => parse_failed(error),
+    };
     output::init_color(cli.color);
     if !matches!(
         cli.command,
@@ -35,8 +39,13 @@ pub fn main() -> ExitCode {
         // SAFETY: setting a signal's disposition to the default touches no memory.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
+    let json = cli.json;
     match commands::run(cli) {
         Ok(code) => code,
+        Err(error) if json => {
+            eprintln!("{}", exit::json_error(&error));
+            exit::code_for(&error)
+        }
         Err(error) => {
             // Errors quote agents' names, paths and git's words: escaped like all output.
             eprintln!(
@@ -45,5 +54,61 @@ pub fn main() -> ExitCode {
             );
             exit::code_for(&error)
         }
+    }
+}
+
+/// clap's refusal, with two additions: `grove spawn sh -c ...` without `--` says where
+/// the command goes, and with `--json` the error is JSON on stderr.
+fn parse_failed(mut error: clap::Error) -> ! {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let spawning = args.iter().find(|a| !a.starts_with('-')) == Some(&"spawn".to_string());
+    if spawning && error.kind() == ErrorKind::UnknownArgument && !args.contains(&"--".into()) {
+        if let Some(ContextValue::String(first)) = error.get(ContextKind::InvalidArg).cloned() {
+            let from = args.iter().position(|a| *a == first).unwrap_or(args.len());
+            let (options, command) = args.split_at(from);
+            let options = &options[options
+                .iter()
+                .position(|a| a == "spawn")
+                .map_or(0, |i| i + 1)..];
+            let mut fixed = vec!["grove spawn".to_string()];
+            fixed.extend(options.iter().map(|a| quoted(a)));
+            fixed.push("--".into());
+            fixed.extend(command.iter().map(|a| quoted(a)));
+            error.insert(
+                ContextKind::Suggested,
+                ContextValue::StyledStrs(vec![format!(
+                    "put the agent's command after `--`: {}",
+                    fixed.join(" ")
+                )
+                .into()]),
+            );
+        }
+    }
+    if error.use_stderr() && std::env::args().any(|a| a == "--json") {
+        let message = error.render().to_string();
+        let message = message
+            .trim()
+            .strip_prefix("error: ")
+            .unwrap_or(message.trim());
+        eprintln!(
+            "{}",
+            serde_json::json!({ "error": { "code": exit::USAGE, "message": message } })
+        );
+        std::process::exit(i32::from(exit::USAGE));
+    }
+    error.exit()
+}
+
+/// An argument as a shell reads it back.
+fn quoted(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
     }
 }

@@ -22,7 +22,7 @@ pub enum PathError {
     NoHome,
     #[error(
         "socket path {path} is {len} bytes, over the {max}-byte limit of Unix sockets; \
-         set GROVE_HOME (or XDG_RUNTIME_DIR) to a shorter directory"
+         set GROVE_HOME to a shorter directory"
     )]
     SocketPathTooLong {
         path: String,
@@ -82,10 +82,7 @@ impl Dirs {
         let config_dir = var_path("XDG_CONFIG_HOME")
             .unwrap_or_else(|| home.join(".config"))
             .join("grove");
-        let socket = match var_path("XDG_RUNTIME_DIR") {
-            Some(runtime) => runtime.join("grove").join("grove.sock"),
-            None => state_dir.join("grove.sock"),
-        };
+        let socket = socket_for_state_dir(&state_dir);
         Ok(Dirs {
             socket,
             worktree_root: data_dir.join("worktrees"),
@@ -119,6 +116,32 @@ impl Dirs {
     pub fn start_lock(&self) -> PathBuf {
         self.state_dir.join("start.lock")
     }
+}
+
+/// The socket of the daemon that keeps its state in `state_dir`. It depends on nothing
+/// but the state directory and the uid, so that every command of the user reaches the
+/// same daemon whatever its environment: MCP hosts start `grove mcp` with a reduced
+/// one (no `XDG_RUNTIME_DIR`, say), and a socket chosen from such variables led to a
+/// second daemon that the first one's lock refused.
+pub fn socket_for_state_dir(state_dir: &Path) -> PathBuf {
+    let socket = state_dir.join("grove.sock");
+    if socket.as_os_str().len() <= MAX_SOCKET_PATH_BYTES {
+        return socket;
+    }
+    // A deep home: a short per-user directory, one socket per state directory in it.
+    let uid = nix::unistd::geteuid().as_raw();
+    PathBuf::from(format!("/tmp/grove-{uid}")).join(format!(
+        "{:016x}.sock",
+        fnv1a(state_dir.as_os_str().as_encoded_bytes())
+    ))
+}
+
+/// A stable name, not a secret: who may use the directory is checked by
+/// `secure_socket_dir`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 pub fn check_socket_path(path: &Path) -> Result<(), PathError> {
@@ -217,6 +240,18 @@ mod tests {
         let err = check_socket_path(&long).expect_err("too long");
         assert!(err.to_string().contains("107-byte limit"), "{err}");
         assert!(check_socket_path(Path::new("/tmp/g/grove.sock")).is_ok());
+    }
+
+    #[test]
+    fn the_socket_follows_the_state_dir_and_a_long_one_gets_a_short_socket() {
+        let short = Path::new("/home/u/.local/state/grove");
+        assert_eq!(socket_for_state_dir(short), short.join("grove.sock"));
+        let deep = PathBuf::from(format!("/home/{}/.local/state/grove", "d".repeat(100)));
+        let socket = socket_for_state_dir(&deep);
+        assert!(check_socket_path(&socket).is_ok(), "{}", socket.display());
+        assert_eq!(socket, socket_for_state_dir(&deep), "stable");
+        let other = PathBuf::from(format!("/home/{}/.local/state/grove", "e".repeat(100)));
+        assert_ne!(socket, socket_for_state_dir(&other));
     }
 
     #[test]

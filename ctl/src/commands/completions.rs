@@ -10,9 +10,104 @@ use std::process::ExitCode;
 
 pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
     let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "grove", &mut script);
+    let script = with_agents(shell, String::from_utf8_lossy(&script).into_owned());
     let mut out = std::io::stdout().lock();
-    clap_complete::generate(shell, &mut command, "grove", &mut out);
-    out.flush().context("writing the completion script")?;
+    out.write_all(script.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing the completion script")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The commands whose argument is an agent.
+const TAKE_AN_AGENT: &str = "show logs wait kill diff review merge discard rm";
+
+/// clap's script, taught to complete agent ids and names (asked of `grove __agents`
+/// at each completion, so they are always the current ones).
+fn with_agents(shell: clap_complete::Shell, script: String) -> String {
+    use clap_complete::Shell;
+    match shell {
+        Shell::Bash => format!(
+            "{script}\n{}",
+            BASH_AGENTS.replace("TAKE_AN_AGENT", &TAKE_AN_AGENT.replace(' ', "|"))
+        ),
+        Shell::Zsh => {
+            let script = script
+                .replace("':id:_default'", "':id:_grove_agents'")
+                .replace("'*::ids:_default'", "'*::ids:_grove_agents'");
+            match script.find("if [ \"$funcstack[1]\" = \"_grove\" ]") {
+                Some(at) => format!("{}{ZSH_AGENTS}\n{}", &script[..at], &script[at..]),
+                None => script,
+            }
+        }
+        Shell::Fish => format!(
+            "{script}complete -c grove -n \"__fish_grove_using_subcommand {TAKE_AN_AGENT}\" -f \
+             -a \"(grove __agents 2>/dev/null)\"\n"
+        ),
+        _ => script,
+    }
+}
+
+const BASH_AGENTS: &str = r#"_grove_with_agents() {
+    local i cmd="" cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i]}" in
+            --color) ((i++)) ;;
+            -*) ;;
+            *) cmd="${COMP_WORDS[i]}"; break ;;
+        esac
+    done
+    case "$cmd" in
+        TAKE_AN_AGENT)
+            case "$cur$prev" in
+                -*|*--into|*--color|*--repo) ;;
+                *)
+                    COMPREPLY=($(compgen -W "$(grove __agents 2>/dev/null)" -- "$cur"))
+                    return 0 ;;
+            esac ;;
+    esac
+    _grove "$@"
+}
+if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERSINFO[0]}" -gt 4 ]]; then
+    complete -F _grove_with_agents -o nosort -o bashdefault -o default grove
+else
+    complete -F _grove_with_agents -o bashdefault -o default grove
+fi
+"#;
+
+const ZSH_AGENTS: &str = r#"(( $+functions[_grove_agents] )) ||
+_grove_agents() {
+    local -a agents
+    agents=(${(f)"$(grove __agents 2>/dev/null)"})
+    compadd -a agents
+}
+"#;
+
+/// `grove __agents`: ids and names, from a daemon that already runs.
+pub fn agents() -> Result<ExitCode> {
+    let Ok(dirs) = crate::connect::dirs() else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let Ok(mut client) = crate::connect::connect_existing(&dirs) else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let agents = crate::connect::list_agents(&mut client, true).unwrap_or_default();
+    let mut words: Vec<&str> = agents.iter().map(|a| a.id.as_str()).collect();
+    words.extend(agents.iter().filter_map(|a| a.name.as_deref()));
+    words.sort_unstable();
+    words.dedup();
+    let mut out = std::io::stdout().lock();
+    for word in words {
+        // A name with whitespace or a shell metacharacter would complete as garbage.
+        if !word.is_empty()
+            && word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            writeln!(out, "{word}")?;
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -136,8 +136,31 @@ fn value_of(config: &Config, key: &str) -> String {
         "agent_max_connections" => config.agent_max_connections.to_string(),
         "max_connections" => config.max_connections.to_string(),
         "salvage_max_file" => config.salvage_max_file.to_string(),
+        "jail" => config.jail.to_string(),
+        "jail_write" => list(config.jail_write.iter().map(|p| p.display().to_string())),
+        "memory" => or_none(config.default_limits.memory_bytes),
+        "cpu_time" => or_none(config.default_limits.cpu_seconds.map(|s| format!("{s}s"))),
+        "max_files" => or_none(config.default_limits.max_files),
+        "max_procs" => or_none(config.default_limits.max_procs),
+        "timeout" => or_none(config.default_timeout.map(duration)),
+        "cgroup" => config.cgroup.to_string(),
+        "env_allow" => list(config.env_allow.iter().cloned()),
         // A setting added to the daemon before this command learned it.
         _ => "(see the daemon)".into(),
+    }
+}
+
+/// An unset limit: nothing is set, and the table says so instead of leaving a hole.
+fn or_none(value: Option<impl ToString>) -> String {
+    value.map_or_else(|| "none".into(), |v| v.to_string())
+}
+
+fn list(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(",")
     }
 }
 
@@ -212,12 +235,8 @@ fn paths(config: &Config) -> Vec<Setting> {
         path_setting(
             "socket",
             &dirs.socket,
-            // Without XDG_RUNTIME_DIR the socket lives in the state directory.
-            &if home {
-                vec!["GROVE_HOME"]
-            } else {
-                vec!["XDG_RUNTIME_DIR", "XDG_STATE_HOME"]
-            },
+            // The socket lives in the state directory, whatever else is set.
+            &pick("GROVE_HOME", "XDG_STATE_HOME"),
         ),
         path_setting("worktree_root", &dirs.worktree_root, &{
             let mut vars = vec!["GROVE_WORKTREE_ROOT"];

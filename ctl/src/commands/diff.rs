@@ -2,16 +2,32 @@ use crate::connect::{connect, dirs};
 use crate::gitcli::Work;
 use crate::output::print_json;
 use anyhow::{Context, Result};
-use grove_proto::methods::{Get, IdParams};
+use grove_proto::methods::{Diff, DiffParams, Get, IdParams};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::process::{Command, ExitCode};
 
 /// Runs `git diff <base>...<branch>` (the branch against its merge-base with the base) in
-/// the repository: git's own output, with its pager and colours on a terminal.
+/// the repository: git's own output, with its pager and colours on a terminal. A live
+/// agent's diff comes from the daemon: its worktree as it is now, against its base.
 pub fn run(id: &str, stat: bool, paths: &[String], json: bool) -> Result<ExitCode> {
-    let record = connect(&dirs()?)?.call::<Get>(&IdParams { id: id.into() })?;
+    let mut client = connect(&dirs()?)?;
+    let record = client.call::<Get>(&IdParams { id: id.into() })?;
     let id = record.id.clone();
+    if !record.status.is_final() {
+        // Still at work: the daemon reads its worktree as it is now (agent.diff).
+        let live = client.call::<Diff>(&DiffParams {
+            id: id.clone(),
+            stat,
+            paths: paths.to_vec(),
+        })?;
+        if json {
+            print_json(&live)?;
+        } else {
+            print!("{}", live.diff);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let Some(work) = Work::load(record)? else {
         eprintln!(
             "grove: agent {id} has no branch: it left no commits beyond its base, or its branch was deleted"

@@ -51,8 +51,78 @@ pub fn run(id: &str, yes: bool, json: bool) -> Result<ExitCode> {
         eprintln!("grove: kept {}", safe(branch));
         return Ok(ExitCode::from(1));
     }
+    let discarded = discard(&work)?;
+    if json {
+        print_json(&discarded)?;
+    } else {
+        said(&discarded);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `grove discard --merged`: every finished agent's branch that is merged (by git, or by
+/// `grove merge --squash/--rebase`) and checked out nowhere, after one confirmation.
+pub fn run_merged(yes: bool, json: bool) -> Result<ExitCode> {
+    let records = crate::connect::list_agents(&mut connect(&dirs()?)?, true)?;
+    let works: Vec<Work> = crate::gitcli::works(records)?
+        .into_iter()
+        .filter(|w| !w.live() && w.merged())
+        .collect();
+    let mut merged = Vec::new();
+    for work in works {
+        let checked_out = work
+            .git
+            .worktrees()?
+            .into_iter()
+            .any(|w| w.branch.as_deref() == Some(work.record.branch.as_str()));
+        if checked_out {
+            eprintln!(
+                "grove: kept {}: it is checked out (`grove rm {}` removes a kept worktree)",
+                safe(&work.record.branch),
+                work.record.id
+            );
+        } else {
+            merged.push(work);
+        }
+    }
+    if merged.is_empty() {
+        if json {
+            print_json(&serde_json::json!({ "discarded": [] }))?;
+        } else {
+            println!("no merged agent branch to discard");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !yes && !confirm_all(&merged)? {
+        eprintln!("grove: kept them all");
+        return Ok(ExitCode::from(1));
+    }
+    let mut discarded = Vec::new();
+    for work in &merged {
+        discarded.push(discard(work)?);
+    }
+    if json {
+        print_json(&serde_json::json!({ "discarded": discarded }))?;
+    } else {
+        discarded.iter().for_each(said);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn said(discarded: &Discarded) {
+    println!(
+        "discarded {} (was {}); its commits stay reachable at {} until grove's prune pass expires it",
+        safe(&discarded.branch),
+        short(&discarded.commit),
+        safe(&discarded.salvage_ref)
+    );
+}
+
+/// The tip goes under the salvage refs first, then the branch goes: if deleting the
+/// branch fails, nothing is lost either way.
+fn discard(work: &Work) -> Result<Discarded> {
+    let (id, branch) = (&work.record.id, &work.record.branch);
     let salvage_ref = format!("{}discarded-{id}", grove_proto::git::SALVAGE_PREFIX);
-    // The ref first: if deleting the branch fails, nothing is lost either way.
     work.git
         .run(&[
             "update-ref",
@@ -65,23 +135,39 @@ pub fn run(id: &str, yes: bool, json: bool) -> Result<ExitCode> {
     work.git
         .run(&["branch", "-D", branch])
         .with_context(|| format!("deleting {branch}"))?;
-    let discarded = Discarded {
-        id,
+    Ok(Discarded {
+        id: id.clone(),
         branch: branch.clone(),
         commit: work.tip.clone(),
         salvage_ref,
-    };
-    if json {
-        print_json(&discarded)?;
-    } else {
-        println!(
-            "discarded {} (was {}); its commits stay reachable at {} until grove's prune pass expires it",
-            safe(&discarded.branch),
-            short(&discarded.commit),
-            safe(&discarded.salvage_ref)
-        );
+    })
+}
+
+fn confirm_all(works: &[Work]) -> Result<bool> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(UsageError(format!(
+            "not discarding {} merged branches without confirmation, and there is no \
+             terminal to ask on; pass --yes to discard them",
+            works.len()
+        ))
+        .into());
     }
-    Ok(ExitCode::SUCCESS)
+    eprintln!("merged agent branches:");
+    for w in works {
+        eprintln!("  {}  {}", safe(&w.record.branch), short(&w.tip));
+    }
+    eprint!("Delete these {} branches? [y/N] ", works.len());
+    std::io::stderr().flush().ok();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .context("reading the answer")?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }
 
 fn confirm(work: &Work) -> Result<bool> {

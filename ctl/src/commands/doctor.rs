@@ -289,7 +289,7 @@ fn unsafe_socket_dir(dir: &Path) -> Option<String> {
     if meta.uid() != me {
         return Some(format!(
             "the socket directory {shown} belongs to uid {}, not to you (uid {me}); grove \
-             refuses it: remove it, or set XDG_RUNTIME_DIR / GROVE_HOME elsewhere",
+             refuses it: remove it, or set GROVE_HOME elsewhere",
             meta.uid()
         ));
     }
@@ -310,7 +310,7 @@ fn socket_err(error: &PathError) -> Check {
             Level::Fail,
             format!(
                 "{path}: {len} bytes, over the {max}-byte limit of Unix sockets; set GROVE_HOME \
-                 (or XDG_RUNTIME_DIR) to a shorter directory"
+                 to a shorter directory"
             ),
             json!({ "path": path, "bytes": len, "max_bytes": max }),
         ),
@@ -576,6 +576,32 @@ fn daemon(dirs: &Dirs) -> Check {
                 )
             }
         }
+        Err(ClientError::Unreachable { .. }) if daemon_elsewhere(dirs).is_some() => {
+            let (pid, sockets) = daemon_elsewhere(dirs).unwrap_or_default();
+            let listed: Vec<String> = sockets.iter().map(|p| p.display().to_string()).collect();
+            let ours = dirs.socket.display().to_string();
+            let why = if listed.is_empty() || listed.contains(&ours) {
+                "its socket file was removed or replaced".to_string()
+            } else {
+                format!(
+                    "it listens on {}: a grove with another socket location started it (an \
+                     older grove, or one run with other environment variables)",
+                    listed.join(", ")
+                )
+            };
+            check(
+                "daemon",
+                Level::Fail,
+                format!(
+                    "a daemon (pid {pid}) holds the state directory {} but does not answer on \
+                     {ours}: {why}. Commands here cannot reach it and cannot start another: \
+                     stop it with `kill {pid}` (its agents keep running), then any grove \
+                     command starts one here.",
+                    dirs.state_dir.display(),
+                ),
+                json!({ "running": true, "pid": pid, "socket": ours, "listening_on": listed }),
+            )
+        }
         Err(ClientError::Unreachable { .. }) => check(
             "daemon",
             Level::Ok,
@@ -595,6 +621,51 @@ fn daemon(dirs: &Dirs) -> Check {
             json!({ "running": null, "error": e.to_string() }),
         ),
     }
+}
+
+/// A daemon that holds this state directory's lock while our socket is unreachable:
+/// its pid (from the lock file) and the Unix sockets it listens on.
+fn daemon_elsewhere(dirs: &Dirs) -> Option<(i32, Vec<PathBuf>)> {
+    let file = std::fs::File::open(dirs.daemon_lock()).ok()?;
+    if nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock).is_ok() {
+        return None;
+    }
+    let pid: i32 = std::fs::read_to_string(dirs.daemon_lock())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some((pid, listening_sockets(pid)))
+}
+
+fn listening_sockets(pid: i32) -> Vec<PathBuf> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(
+                link.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    // /proc/net/unix: Num RefCount Protocol Flags Type St Inode Path; state 01 listens.
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let path = fields.get(7)?;
+            (fields.get(5) == Some(&"01")
+                && inodes.iter().any(|i| Some(&i.as_str()) == fields.get(6)))
+            .then(|| PathBuf::from(path))
+        })
+        .collect()
 }
 
 #[cfg(test)]

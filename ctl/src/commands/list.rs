@@ -1,17 +1,32 @@
+use crate::cli::ListFilter;
 use crate::connect::{connect, dirs};
 use crate::output::{ago, pretty_into, record_changes, safe, safe_os, status_cell, table};
 use anyhow::Result;
 use comfy_table::Cell;
+use grove_proto::types::AgentRecord;
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub fn run(all: bool, json: bool) -> Result<ExitCode> {
+pub fn run(all: bool, filter: &ListFilter, json: bool) -> Result<ExitCode> {
     let mut client = connect(&dirs()?)?;
-    if json {
+    if json && filter.is_empty() {
         print_json_list(&mut client, all)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let agents = crate::connect::list_agents(&mut client, all)?;
+    // A status of finished agents needs the finished ones.
+    let all = all || filter.status.is_some();
+    let keep = Keep::new(filter)?;
+    let mut agents = crate::connect::list_agents(&mut client, all)?;
+    agents.retain(|a| keep.keeps(a));
+    if json {
+        crate::output::print_json(&serde_json::json!({ "agents": agents }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if agents.is_empty() && !filter.is_empty() {
+        println!("no agent matches; `grove list --all` shows every agent");
+        return Ok(ExitCode::SUCCESS);
+    }
     if agents.is_empty() {
         if all {
             println!("no agents yet; start one with `grove spawn -- COMMAND`");
@@ -79,4 +94,39 @@ fn print_json_list(client: &mut grove_proto::Client, all: bool) -> Result<()> {
     out.extend_from_slice(if any { b"\n  ]\n}\n" } else { b"]\n}\n" });
     stdout.write_all(&out)?;
     Ok(())
+}
+
+/// The filter of `grove list`, with the repository resolved once.
+struct Keep<'a> {
+    filter: &'a ListFilter,
+    repo: Option<PathBuf>,
+}
+
+impl<'a> Keep<'a> {
+    fn new(filter: &'a ListFilter) -> Result<Self> {
+        let repo =
+            match &filter.repo {
+                Some(path) => Some(std::fs::canonicalize(path).map_err(|e| {
+                    crate::exit::UsageError(format!("--repo {}: {e}", path.display()))
+                })?),
+                None => None,
+            };
+        Ok(Keep { filter, repo })
+    }
+
+    fn keeps(&self, agent: &AgentRecord) -> bool {
+        let repo_ok = self.repo.as_ref().is_none_or(|path| {
+            let theirs = std::fs::canonicalize(&agent.repo).unwrap_or(agent.repo.clone());
+            path.starts_with(&theirs)
+        });
+        let status_ok = self.filter.status.as_deref().is_none_or(|wanted| {
+            agent.status.as_str() == wanted || agent.outcome.is_some_and(|o| o.as_str() == wanted)
+        });
+        let name_ok = self
+            .filter
+            .name
+            .as_deref()
+            .is_none_or(|name| agent.name.as_deref() == Some(name));
+        repo_ok && status_ok && name_ok
+    }
 }

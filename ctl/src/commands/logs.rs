@@ -1,5 +1,6 @@
 //! `grove logs`: the agent's output file, read directly (same user, same machine).
-//! `-f` follows with inotify and ends when the exit record appears: no polling.
+//! `-f` follows with inotify and ends when the exit record appears (no polling), with
+//! the outcome line and the agent's status as exit code.
 //! The output is the agent's, so on a terminal its control characters are escaped
 //! (an escape sequence could retitle the window or rewrite what is on screen);
 //! newlines and tabs pass. `--raw`, or a pipe, gets the bytes as they are.
@@ -7,7 +8,7 @@
 use crate::connect::{connect, dirs};
 use anyhow::{Context, Result};
 use grove_agent_shim::EXIT_RECORD_FILE;
-use grove_proto::methods::{Get, IdParams};
+use grove_proto::methods::{Get, IdParams, Wait, WaitParams};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Write};
@@ -28,12 +29,36 @@ pub fn run(id: &str, follow: bool, raw: bool, json: bool) -> Result<ExitCode> {
     }
     let agent_dir = log.parent().context("log path has no directory")?;
     let raw = raw || !io::stdout().is_terminal();
-    if !follow || record.status.is_final() {
+    if !follow {
         copy_new(log, &mut 0, raw, true)?;
         return Ok(ExitCode::SUCCESS);
     }
-    follow_until_exit(log, agent_dir, raw)?;
-    Ok(ExitCode::SUCCESS)
+    if record.status.is_final() {
+        copy_new(log, &mut 0, raw, true)?;
+    } else {
+        follow_until_exit(log, agent_dir, raw)?;
+    }
+    outcome(&record.id)
+}
+
+/// `-f` ends as `grove wait` does: the outcome line (on stderr, so that the agent's
+/// output stays as it was on stdout) and exit 1 unless the agent succeeded.
+fn outcome(id: &str) -> Result<ExitCode> {
+    let finished = connect(&dirs()?)?
+        .call::<Wait>(&WaitParams {
+            ids: vec![id.to_string()],
+            mode: Default::default(),
+        })?
+        .agents;
+    let Some(done) = finished.into_iter().next() else {
+        anyhow::bail!("the daemon returned no result for agent {id}");
+    };
+    eprintln!("{}", crate::output::result_line(&done));
+    Ok(if done.succeeded() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::exit::AGENT_FAILED)
+    })
 }
 
 fn follow_until_exit(log: &Path, agent_dir: &Path, raw: bool) -> Result<()> {

@@ -56,6 +56,9 @@ struct Report {
     conflicts: Vec<Conflict>,
     /// Suggested order for the other unmerged agent branches of the repository.
     order: Vec<Next>,
+    /// With `--delete`: "deleted", or why the branch was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deleted: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -87,7 +90,13 @@ enum Attempt {
     Conflict(Vec<String>),
 }
 
-pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<ExitCode> {
+pub fn run(
+    id: &str,
+    mode: Mode,
+    into: Option<String>,
+    delete: bool,
+    json: bool,
+) -> Result<ExitCode> {
     let mut client = connect(&dirs()?)?;
     let record = client.call::<Get>(&IdParams { id: id.into() })?;
     let id = record.id.clone();
@@ -127,11 +136,16 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
         ))
     })?;
 
+    // A squash or a rebase leaves nothing git could recognise: grove's own record says
+    // this tip is in the target already, and merging it again would only add an empty
+    // commit.
+    let already = git.recorded_merge(&target, &id)?.as_ref() == Some(&work.tip);
+
     // Every check before the first change: a refusal leaves everything as it was.
     let checked_out = |name: &str| worktrees.iter().find(|w| w.branch.as_deref() == Some(name));
     let target_wt = checked_out(&target);
     let target_writes = touched(&git, &before, &work.tip)?;
-    if let Some(wt) = target_wt {
+    if let (Some(wt), false) = (target_wt, already) {
         usable(wt, &target, &target_writes, false)?;
     }
     let (agent_wt, agent_writes) = match mode {
@@ -165,6 +179,7 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
     let t = &target_place.git;
     let was = Snapshot::take(t, &target_writes)?;
     let attempt = match mode {
+        _ if already => Attempt::UpToDate,
         Mode::Merge => merge(t, &branch, &was)?,
         Mode::Squash => squash(t, &work, &was)?,
         Mode::Rebase => {
@@ -193,6 +208,7 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
         commit: None,
         conflicts: Vec::new(),
         order: Vec::new(),
+        deleted: None,
     };
     drop(target_place);
     let others: Vec<AgentRecord> = crate::connect::list_agents(&mut client, true)?
@@ -213,6 +229,12 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
         Attempt::UpToDate => report.result = "up_to_date",
         Attempt::Merged(commit) => report.commit = Some(commit),
     }
+    // A rebase moved the branch: its new tip is what the target holds.
+    let merged_tip = git.branch_tip(&branch)?.unwrap_or_else(|| work.tip.clone());
+    git.record_merge(&target, &id, &merged_tip)?;
+    if delete {
+        report.deleted = Some(delete_branch(&git, &branch, &worktrees)?);
+    }
     let mut cache = ChangeCache::open()?;
     let radar = Radar::new(candidates(others)?, &mut cache)?;
     cache.save(false);
@@ -232,6 +254,22 @@ pub fn run(id: &str, mode: Mode, into: Option<String>, json: bool) -> Result<Exi
         print!("{}", success_text(&report));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--delete`: the merged branch goes; its tip stays under grove's merge record. A
+/// branch checked out somewhere (a kept worktree) stays, and the answer says why.
+fn delete_branch(git: &Git, branch: &str, worktrees: &[Worktree]) -> Result<String> {
+    if let Some(wt) = worktrees
+        .iter()
+        .find(|w| w.branch.as_deref() == Some(branch))
+    {
+        return Ok(format!(
+            "kept: {branch} is checked out in {} (`grove rm` removes a kept worktree)",
+            wt.path.display()
+        ));
+    }
+    git.run(&["branch", "-D", "--end-of-options", branch])?;
+    Ok("deleted".into())
 }
 
 fn usage(message: String) -> anyhow::Error {
@@ -800,10 +838,19 @@ fn success_text(r: &Report) -> String {
     } else {
         String::new()
     };
+    let deleted = match r.deleted.as_deref() {
+        Some("deleted") => format!("deleted {branch}\n"),
+        Some(why) => format!("{}\n", safe(why)),
+        None => String::new(),
+    };
     let mut text = match (r.result, r.mode) {
         ("up_to_date", _) => {
             format!("{target} already has everything on {branch}; nothing to do\n")
         }
+        (_, "squash") if r.deleted.is_some() => format!(
+            "squashed {branch} into one commit {} on {target}{place}\n",
+            at(&r.commit),
+        ),
         (_, "squash") => format!(
             "squashed {branch} into one commit {} on {target}{place}\n\
              the branch is kept; `grove discard {id}` deletes it\n",
@@ -818,6 +865,7 @@ fn success_text(r: &Report) -> String {
             at(&r.commit)
         ),
     };
+    text.push_str(&deleted);
     if r.order.is_empty() {
         text.push_str("no other unmerged agent branches in this repository\n");
         return text;

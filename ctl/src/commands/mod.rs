@@ -10,7 +10,6 @@ mod gc;
 mod kill;
 mod list;
 mod logs;
-mod mcp;
 mod merge;
 mod overlaps;
 mod queue;
@@ -27,6 +26,8 @@ mod top;
 mod trust;
 mod wait;
 
+pub use spawn::caller_env;
+
 use crate::cli::{Cli, Command};
 use anyhow::Result;
 use std::process::ExitCode;
@@ -35,23 +36,26 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Spawn(args) => spawn::run(*args, json),
-        Command::List { all } => list::run(all, json),
+        Command::List { all, filter } => list::run(all, &filter, json),
         Command::Show { id } => show::run(&id, json),
         Command::Logs { id, follow, raw } => logs::run(&id, follow, raw, json),
         Command::Wait { ids, any } => wait::run(ids, any, json),
         Command::Report { text, id } => report::run(&text, id, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
         Command::Diff { id, stat, paths } => diff::run(&id, stat, &paths, json),
-        Command::Review { id } => review::run(id, json),
+        Command::Review { id, all } => review::run(id, all, json),
         Command::Merge(args) => {
             let mode = match (args.squash, args.rebase) {
                 (true, _) => merge::Mode::Squash,
                 (_, true) => merge::Mode::Rebase,
                 _ => merge::Mode::Merge,
             };
-            merge::run(&args.id, mode, args.into, json)
+            merge::run(&args.id, mode, args.into, args.delete, json)
         }
-        Command::Discard { id, yes } => discard::run(&id, yes, json),
+        Command::Discard { id, merged, yes } => match id {
+            Some(id) if !merged => discard::run(&id, yes, json),
+            _ => discard::run_merged(yes, json),
+        },
         Command::Overlaps { hunks } => overlaps::run(hunks, json),
         Command::Queue => queue::run(json),
         Command::Rm { id } => rm::run(&id, json),
@@ -66,7 +70,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config => config::run(json),
         Command::Completions { shell } => completions::completions(shell),
         Command::Man => completions::man(),
-        Command::Mcp => mcp::run(),
+        Command::CompleteAgents => completions::agents(),
+        Command::Mcp => crate::mcp::run(),
         Command::Daemon { command } => daemon::run(command, json),
     }
 }

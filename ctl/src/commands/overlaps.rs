@@ -14,10 +14,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn run(hunks: bool, json: bool) -> Result<ExitCode> {
-    let records = crate::connect::list_agents(&mut connect(&dirs()?)?, true)?;
+    let mut client = connect(&dirs()?)?;
+    let records = crate::connect::list_agents(&mut client, true)?;
     let mut cache = ChangeCache::open()?;
-    let radar = Radar::new(candidates(records)?, &mut cache)?;
+    let mut radar = Radar::new(candidates(records)?, &mut cache)?;
     cache.save(true);
+    radar.with_live_changes(&mut client)?;
     let files = radar.shared_files(hunks);
     if json {
         print_json(&OverlapsJson { files })?;
@@ -135,6 +137,28 @@ impl Radar {
         Ok(Radar { works, own, base })
     }
 
+    /// Running agents' work as their worktrees hold it now (the daemon's `agent.diff`):
+    /// uncommitted and untracked files collide too, and earliest is best to know. Their
+    /// hunks carry git's context lines, so line overlaps are a little wider than exact.
+    pub fn with_live_changes(&mut self, client: &mut grove_proto::Client) -> Result<()> {
+        use grove_proto::methods::{Diff, DiffParams};
+        for (i, w) in self.works.iter().enumerate() {
+            if !w.live() {
+                continue;
+            }
+            let live = client.call::<Diff>(&DiffParams {
+                id: w.record.id.clone(),
+                stat: false,
+                paths: Vec::new(),
+            });
+            // An agent that ended meanwhile keeps what its branch says.
+            if let Ok(live) = live {
+                self.own[i] = crate::gitcli::changes_from_patch(&live.diff);
+            }
+        }
+        Ok(())
+    }
+
     /// Files changed by two or more branches of one repository, by repository and path.
     pub fn shared_files(&self, with_hunks: bool) -> Vec<SharedFile> {
         let mut by_file: BTreeMap<(&Path, &str), Vec<usize>> = BTreeMap::new();
@@ -212,6 +236,12 @@ impl Radar {
                 (i, overlaps, moved)
             })
             .collect();
+        // Only work that is done and good is worth merging; overlaps still count every
+        // branch that may collide.
+        order.retain(|&(i, _, _)| {
+            let r = &self.works[i].record;
+            r.status.is_final() && r.outcome == Some(grove_proto::types::Outcome::Succeeded)
+        });
         order.sort_by_key(|&(i, overlaps, moved)| {
             (overlaps, moved, self.works[i].record.created_at_ms)
         });

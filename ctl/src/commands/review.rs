@@ -49,7 +49,7 @@ struct Commit {
     subject: String,
 }
 
-pub fn run(id: Option<String>, json: bool) -> Result<ExitCode> {
+pub fn run(id: Option<String>, all: bool, json: bool) -> Result<ExitCode> {
     let mut client = connect(&dirs()?)?;
     match id {
         Some(id) => {
@@ -63,7 +63,10 @@ pub fn run(id: Option<String>, json: bool) -> Result<ExitCode> {
         }
         None => {
             let records = crate::connect::list_agents(&mut client, true)?;
-            let mut works: Vec<Work> = works(records)?.into_iter().filter(|w| !w.live()).collect();
+            let mut works: Vec<Work> = works(records)?
+                .into_iter()
+                .filter(|w| !w.live() && (all || !w.merged()))
+                .collect();
             works.sort_by_key(|w| std::cmp::Reverse(w.record.created_at_ms));
             let entries = works.iter().map(entry).collect::<Result<Vec<_>>>()?;
             summary(entries, json)

@@ -9,12 +9,22 @@ use std::process::ExitCode;
 pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
     let mut client = connect(&dirs()?)?;
     match command {
-        SessionCommand::List => {
-            let list = client.call::<SessionList>(&Empty {})?;
+        SessionCommand::List { all } => {
+            let mut list = client.call::<SessionList>(&Empty {})?;
+            if !all {
+                list.sessions.retain(|s| !automatic(s));
+            }
             if json {
                 print_json(&list)?;
             } else if list.sessions.is_empty() {
-                println!("no sessions yet; `grove spawn --session NAME -- ...` starts one");
+                println!(
+                    "no sessions yet{}; `grove spawn --session NAME -- ...` starts one",
+                    if all {
+                        ""
+                    } else {
+                        " (--all shows the agents' own)"
+                    }
+                );
             } else {
                 let rows = list.sessions.iter().map(row).collect();
                 println!(
@@ -94,4 +104,9 @@ fn describe(info: &SessionInfo) -> String {
         }
     }
     out
+}
+
+/// The session grove made for an agent spawned without `--session`: named after it.
+fn automatic(session: &SessionInfo) -> bool {
+    session.agents.iter().any(|a| a.id == session.name)
 }

@@ -39,6 +39,24 @@ impl Core {
         if let Some(row) = self.agents.get(prefix).filter(|row| sees(&row.record.id)) {
             return Ok(row);
         }
+        // A name works wherever an id does, when one known agent has it.
+        let mut named: Vec<&AgentRow> = self
+            .agents
+            .values()
+            .filter(|row| row.record.name.as_deref() == Some(prefix) && sees(&row.record.id))
+            .collect();
+        match named.len() {
+            0 => {}
+            1 => return Ok(named.remove(0)),
+            n => {
+                let mut ids: Vec<&str> = named.iter().map(|row| row.record.id.as_str()).collect();
+                ids.sort_unstable();
+                return Err(Error::Ambiguous(format!(
+                    "{n} agents are named `{prefix}` ({}); give one's id",
+                    ids.join(", ")
+                )));
+            }
+        }
         let mut matches: Vec<&AgentRow> = self
             .agents
             .values()
@@ -46,7 +64,7 @@ impl Core {
             .collect();
         match matches.len() {
             0 => Err(Error::NotFound(format!(
-                "no agent has an id starting with `{prefix}`; `grove list --all` shows every agent"
+                "no agent has an id starting with `{prefix}` or that name; `grove list --all` shows every agent"
             ))),
             1 => Ok(matches.remove(0)),
             n => {

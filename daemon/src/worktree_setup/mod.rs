@@ -23,8 +23,25 @@ use std::path::{Component, Path};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-/// Reads `[worktree]` from the text of a `.grove.toml`.
+/// The tables a `.grove.toml` may hold.
+pub const KNOWN_TABLES: &[&str] = &["state", "worktree"];
+
+/// Reads `[worktree]` from the text of a `.grove.toml`. A table grove does not know is
+/// refused: a misspelled `[worktre]` would otherwise be ignored without a word.
 pub fn parse(text: &str, origin: &str) -> Result<WorktreeSetup, Error> {
+    if let Ok(toml::Value::Table(top)) = toml::from_str::<toml::Value>(text) {
+        if let Some(unknown) = top.keys().find(|k| !KNOWN_TABLES.contains(&k.as_str())) {
+            return Err(Error::BadInput(format!(
+                "{origin}: unknown table or key `{unknown}`; a .grove.toml holds only the \
+                 tables {}: fix the name or remove it",
+                KNOWN_TABLES
+                    .iter()
+                    .map(|t| format!("[{t}]"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            )));
+        }
+    }
     #[derive(serde::Deserialize)]
     struct File {
         #[serde(default)]

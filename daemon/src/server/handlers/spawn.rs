@@ -68,7 +68,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
     }
     let wanted_base = params.base.clone();
     let caller_git_dir = target.caller_git_dir.clone();
-    let (base_name, base_commit) = ctx
+    let resolved = ctx
         .lanes
         .run(&target, move |lane| match from_own_repo {
             Some((agent_repo, scratch)) if wanted_base.is_none() => {
@@ -77,7 +77,28 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
             _ => worktree::resolve_base(lane, wanted_base.as_deref(), &caller_git_dir)
                 .map(|b| (b.name, b.commit)),
         })
-        .await?;
+        .await;
+    let (base_name, base_commit) = match (resolved, &params.base) {
+        (Ok(found), _) => found,
+        // Not a ref git knows: an agent's id or name stands for its branch.
+        (Err(not_a_ref), Some(base)) => {
+            let viewer = parent.as_ref().map(|p| p.id.as_str());
+            match ctx.core.get_for(base, viewer).await {
+                Ok(agent) if agent.branch_exists => {
+                    let caller_git_dir = target.caller_git_dir.clone();
+                    let branch = agent.branch.clone();
+                    ctx.lanes
+                        .run(&target, move |lane| {
+                            worktree::resolve_base(lane, Some(&branch), &caller_git_dir)
+                                .map(|b| (b.name, b.commit))
+                        })
+                        .await?
+                }
+                _ => return Err(not_a_ref),
+            }
+        }
+        (Err(e), None) => return Err(e),
+    };
     let grove_toml = read_grove_toml(&target)?;
     let schema = session_schema(&params, grove_toml.as_ref())?;
     let setup = match &grove_toml {

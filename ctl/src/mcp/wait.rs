@@ -1,0 +1,134 @@
+//! `wait_agents` for clients that give up on a request after a fixed time (the
+//! TypeScript SDK: 60 s). It polls instead of blocking in `agent.wait`, returns when
+//! `timeout_s` is up with what has finished and what still runs, and sends progress
+//! notifications meanwhile, which a client may take as a sign of life.
+
+use super::{args, blocking, rpc, Answer};
+use crate::connect::{connect, dirs};
+use grove_proto::types::AgentStatus;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Under the 60 s request timeout of stock MCP clients, with room for the answer.
+const DEFAULT_TIMEOUT_S: f64 = 50.0;
+const POLL: Duration = Duration::from_millis(500);
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+pub async fn run(r: args::Wait, context: RequestContext<RoleServer>) -> Answer {
+    let any = match r.mode.as_deref() {
+        None | Some("all") => false,
+        Some("any") => true,
+        Some(other) => {
+            return Err(format!(
+                "wait_agents: mode `{other}` is not one of \"all\", \"any\""
+            ))
+        }
+    };
+    if r.ids.is_empty() {
+        return Err("wait_agents: ids is empty: give the ids of the agents to wait for".into());
+    }
+    let timeout_s = r.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
+    if !timeout_s.is_finite() || timeout_s < 0.0 {
+        return Err(format!(
+            "wait_agents: timeout_s {timeout_s} is not a number of seconds >= 0"
+        ));
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(timeout_s.min(86_400.0));
+    // Prefixes become full ids once, so that an unknown id fails at once.
+    let ids = statuses(r.ids).await?;
+    let token = context.meta.get_progress_token();
+    let started = Instant::now();
+    let mut last_progress: Option<Instant> = None;
+    let mut current = ids;
+    loop {
+        let finished: Vec<&String> = current
+            .iter()
+            .filter(|(_, status)| status.is_final())
+            .map(|(id, _)| id)
+            .collect();
+        let done = if any {
+            !finished.is_empty()
+        } else {
+            finished.len() == current.len()
+        };
+        if done || Instant::now() >= deadline || context.ct.is_cancelled() {
+            return result(&current, done).await;
+        }
+        if let Some(token) = &token {
+            if last_progress.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
+                last_progress = Some(Instant::now());
+                let message = format!(
+                    "{} of {} agents finished; waiting for {}",
+                    finished.len(),
+                    current.len(),
+                    current
+                        .iter()
+                        .filter(|(_, s)| !s.is_final())
+                        .map(|(id, _)| id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                // The elapsed seconds: progress must grow with every notification.
+                let progress = ProgressNotificationParam::new(
+                    token.clone(),
+                    started.elapsed().as_secs_f64().floor(),
+                )
+                .with_message(message);
+                // A client that went away ends the wait through the cancellation token.
+                let _ = context.peer.notify_progress(progress).await;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = context.ct.cancelled() => {}
+        }
+        current = statuses(current.into_iter().map(|(id, _)| id).collect()).await?;
+    }
+}
+
+/// Each agent's full id and status, over one connection.
+async fn statuses(ids: Vec<String>) -> Result<Vec<(String, AgentStatus)>, String> {
+    let value = blocking(move || {
+        let mut client = connect(&dirs()?)?;
+        let mut out = Vec::new();
+        for id in ids {
+            let response = client.call_raw("agent.get", json!({ "id": id }))?;
+            if let Some(error) = response.error {
+                anyhow::bail!("{} (code {})", error.message, error.code);
+            }
+            let record = response.result.unwrap_or(Value::Null);
+            out.push(json!([record["id"], record["status"]]));
+        }
+        Ok(Value::Array(out))
+    })
+    .await?;
+    serde_json::from_value(value).map_err(|e| format!("grove: an unexpected agent record: {e}"))
+}
+
+async fn result(current: &[(String, AgentStatus)], complete: bool) -> Answer {
+    let finished: Vec<&String> = current
+        .iter()
+        .filter(|(_, s)| s.is_final())
+        .map(|(id, _)| id)
+        .collect();
+    let still_running: Vec<&String> = current
+        .iter()
+        .filter(|(_, s)| !s.is_final())
+        .map(|(id, _)| id)
+        .collect();
+    let agents = if finished.is_empty() {
+        json!([])
+    } else {
+        // Returns at once: every one of them has finished.
+        let answer = rpc("agent.wait", json!({ "ids": finished, "mode": "all" })).await?;
+        answer["agents"].clone()
+    };
+    Ok(json!({
+        "agents": agents,
+        "still_running": still_running,
+        "complete": complete,
+    }))
+}

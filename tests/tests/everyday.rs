@@ -1,0 +1,272 @@
+//! Everyday polish of the command line (issue 16): JSON errors, `logs -f` ending with
+//! the outcome, every setting's effective value, list filters, automatic sessions
+//! hidden, and a hint for `grove spawn sh -c ...` without `--`.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+#[test]
+fn with_json_errors_are_json_on_stderr_with_the_same_exit_codes() {
+    let g = Grove::new();
+    let text = g.run(&["show", "zzzz"]);
+    let json = g.run(&["--json", "show", "zzzz"]);
+    assert_eq!(text.code, 2);
+    assert_eq!(json.code, text.code, "{}", json.stderr);
+    assert!(text.stderr.starts_with("grove: error:"), "{}", text.stderr);
+    let error: Value = serde_json::from_str(json.stderr.trim()).expect("JSON on stderr");
+    assert_eq!(error["error"]["code"], 2);
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("zzzz"),
+        "{error}"
+    );
+    assert!(json.stdout.is_empty());
+    // A usage error found before any command runs, too.
+    let usage = g.run(&["--json", "list", "--bogus"]);
+    assert_eq!(usage.code, 2);
+    let error: Value = serde_json::from_str(usage.stderr.trim()).expect("JSON on stderr");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("--bogus"),
+        "{error}"
+    );
+}
+
+#[test]
+fn spawn_without_dashes_says_to_put_the_command_after_them_and_starts_nothing() {
+    let g = Grove::new();
+    let out = g.run(&["spawn", "--name", "x", "sh", "-c", "echo hi > F"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "put the agent's command after `--`: grove spawn --name x -- sh -c 'echo hi > F'"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+}
+
+#[test]
+fn logs_follow_ends_with_the_outcome_line_and_the_agents_status() {
+    let g = Grove::new();
+    let failing = g.spawn(&[], "sleep 1; echo last words; exit 3");
+    let out = g.run(&["logs", "-f", &failing]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("last words"), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains(&failing),
+        "the outcome is not in the agent's output"
+    );
+    assert!(
+        out.stderr.contains(&failing) && out.stderr.contains("exit 3"),
+        "{}",
+        out.stderr
+    );
+    let fine = g.spawn(&[], "echo fine");
+    g.wait(&fine);
+    let out = g.run(&["logs", "-f", &fine]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("succeeded"), "{}", out.stderr);
+}
+
+#[test]
+fn config_shows_the_effective_value_of_every_setting() {
+    let g = Grove::new().with_env(&[
+        ("GROVE_TIMEOUT", "10m"),
+        ("GROVE_ENV_ALLOW", "A,B"),
+        ("GROVE_JAIL", "true"),
+    ]);
+    let config = g.json(&["config"]);
+    let settings = config["settings"].as_array().expect("settings");
+    let value = |key: &str| {
+        settings
+            .iter()
+            .find(|s| s["key"] == key)
+            .map(|s| s["value"].clone())
+            .unwrap_or_default()
+    };
+    for s in settings {
+        assert!(
+            !s["value"].as_str().unwrap_or("").contains("see the daemon"),
+            "{s}"
+        );
+    }
+    assert_eq!(value("timeout"), "10m");
+    assert_eq!(value("env_allow"), "A,B");
+    assert_eq!(value("jail"), "true");
+    assert_eq!(value("max_files"), "none");
+}
+
+#[test]
+fn list_filters_by_repo_status_and_name_and_session_list_hides_automatic_sessions() {
+    let g = Grove::new();
+    let good = g.spawn(&["--name", "good"], "true");
+    let bad = g.spawn(&["--name", "bad", "--session", "shared"], "exit 1");
+    g.wait(&good);
+    g.wait(&bad);
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["list"];
+        all.extend_from_slice(args);
+        g.json(&all)["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .filter_map(|a| a["id"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(ids(&["--all", "--name", "good"]), vec![good.clone()]);
+    assert_eq!(ids(&["--status", "failed"]), vec![bad.clone()]);
+    assert_eq!(ids(&["--status", "succeeded"]), vec![good.clone()]);
+    let repo = g.repo.to_string_lossy().into_owned();
+    assert_eq!(ids(&["--all", "--repo", &repo]).len(), 2);
+    let elsewhere = g.dir.path().to_string_lossy().into_owned();
+    assert!(ids(&["--all", "--repo", &elsewhere]).is_empty());
+    let text = g.ok(&["list", "--all", "--name", "bad"]);
+    assert!(text.contains(&bad) && !text.contains(&good), "{text}");
+    let bogus = g.run(&["list", "--status", "sleepy"]);
+    assert_eq!(bogus.code, 2);
+
+    let sessions = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["session", "list"];
+        all.extend_from_slice(args);
+        g.json(&all)["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .filter_map(|s| s["name"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(sessions(&[]), ["shared"]);
+    let every = sessions(&["--all"]);
+    assert!(
+        every.contains(&good) && every.contains(&"shared".to_string()),
+        "{every:?}"
+    );
+}
+
+#[test]
+fn a_name_works_wherever_an_id_does_and_an_ambiguous_one_lists_the_candidates() {
+    let g = Grove::new();
+    let beta = g.spawn(&["--name", "beta"], "echo b > B");
+    g.wait(&beta);
+    assert_eq!(g.record("beta")["id"], beta.as_str());
+    assert!(g.ok(&["diff", "beta"]).contains("+b"));
+    // --base takes an agent's name (or id) for its branch.
+    let child = g.spawn(&["--base", "beta"], "test -f B");
+    assert_eq!(g.wait(&child)["outcome"], "succeeded");
+    let by_id = g.spawn(&["--base", &beta], "test -f B");
+    assert_eq!(g.wait(&by_id)["outcome"], "succeeded");
+    let twin = g.spawn(&["--name", "beta"], "true");
+    g.wait(&twin);
+    let out = g.run(&["show", "beta"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("2 agents are named `beta`")
+            && out.stderr.contains(&beta)
+            && out.stderr.contains(&twin),
+        "{}",
+        out.stderr
+    );
+    let out = g.run(&["show", "gamma"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("`gamma` or that name"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_grove_toml_with_an_unknown_table_is_refused_with_the_known_ones() {
+    let g = Grove::new();
+    std::fs::write(g.repo.join(".grove.toml"), "[worktre]\ncopy = [\".env\"]\n").expect("write");
+    let out = g.run(&["spawn", "--", "true"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown table or key `worktre`")
+            && out.stderr.contains("[state] and [worktree]"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+    let out = g.run(&["trust"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+#[test]
+fn bash_completion_completes_agent_ids_and_names() {
+    let g = Grove::new();
+    let id = g.spawn(&["--name", "tabbed"], "true");
+    g.wait(&id);
+    // The script calls `grove`: this grove under that name, first on PATH.
+    let bin = g.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("bin dir");
+    std::os::unix::fs::symlink(BIN, bin.join("grove")).expect("symlink");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let complete = |words: &str, cword: usize| -> Vec<String> {
+        let script = format!(
+            "source <(grove completions bash) || exit 9\n\
+             COMP_WORDS=({words}); COMP_CWORD={cword}\n\
+             _grove_with_agents grove \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
+             printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        );
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .envs(grove_env(&g))
+            .env("PATH", &path)
+            .output()
+            .expect("bash");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    let all = complete("grove --json show ''", 3);
+    assert!(
+        all.contains(&id) && all.contains(&"tabbed".to_string()),
+        "{all:?}"
+    );
+    assert_eq!(complete("grove merge tab", 2), ["tabbed"]);
+    let prefix = &id[..3];
+    assert_eq!(
+        complete(&format!("grove wait {prefix}"), 2),
+        vec![id.clone()]
+    );
+    // Subcommands still complete as before.
+    assert!(complete("grove sho", 1).contains(&"show".to_string()));
+}
+
+#[test]
+fn an_untracked_grove_toml_does_not_block_a_merge_that_does_not_touch_it() {
+    let g = Grove::new();
+    std::fs::write(g.repo.join(".grove.toml"), "[worktree]\n").expect("write");
+    g.git(&["config", "user.name", "Test User"]);
+    g.git(&["config", "user.email", "user@example.invalid"]);
+    let id = g.spawn(&[], "echo work > WORK.txt");
+    g.wait(&id);
+    let out = g.run(&["merge", &id]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(g.repo.join("WORK.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(g.repo.join(".grove.toml")).unwrap_or_default(),
+        "[worktree]\n",
+        "the untracked file is as it was"
+    );
+}
