@@ -1,0 +1,10 @@
+//! Linux: the implementation grove runs on.
+
+pub mod landlock;
+pub mod peer;
+pub mod pidfd;
+pub mod proc;
+pub mod random;
+pub mod signal;
+pub mod supervise;
+pub mod watch;
