@@ -18,7 +18,7 @@ mod os;
 
 pub mod term;
 
-pub use os::{landlock, peer, pidfd, proc, random, signal, supervise, watch};
+pub use os::{fs, landlock, no_sockets, peer, pidfd, proc, random, signal, supervise, watch};
 
 /// The name of this OS, for messages.
 pub const OS: &str = std::env::consts::OS;

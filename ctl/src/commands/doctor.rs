@@ -11,7 +11,7 @@ use grove_proto::paths::{Dirs, PathError, MAX_SOCKET_PATH_BYTES};
 use grove_proto::ClientError;
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 /// `git worktree add --reason` (worktrees locked with a reason) came with git 2.31.
@@ -300,48 +300,17 @@ fn landlock() -> Check {
     }
 }
 
-/// The cgroup2 mount point and whether it is mounted read-write.
-fn cgroup2_mount(mountinfo: &str) -> Option<(PathBuf, bool)> {
-    mountinfo.lines().find_map(|line| {
-        let (before, after) = line.split_once(" - ")?;
-        if after.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        let fields: Vec<&str> = before.split_whitespace().collect();
-        let mount_point = unescape_mount(fields.get(4)?);
-        let rw = fields.get(5)?.split(',').any(|o| o == "rw");
-        Some((PathBuf::from(mount_point), rw))
-    })
-}
-
-/// mountinfo escapes spaces and friends as \040 (octal).
-fn unescape_mount(field: &str) -> String {
-    let mut out = String::new();
-    let mut chars = field.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            let digits: String = chars.by_ref().take(3).collect();
-            match u8::from_str_radix(&digits, 8) {
-                Ok(byte) => out.push(byte as char),
-                Err(_) => {
-                    out.push('\\');
-                    out.push_str(&digits);
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn writable(path: &Path) -> bool {
     nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
 fn cgroup() -> Check {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let Some((mount, rw)) = cgroup2_mount(&mountinfo) else {
+    let Some(grove_sys::proc::Mount {
+        point: mount,
+        read_write: rw,
+        ..
+    }) = grove_sys::proc::cgroup2_mount()
+    else {
         return check(
             "cgroup v2",
             Level::Warn,
@@ -351,16 +320,10 @@ fn cgroup() -> Check {
         );
     };
     // Our own cgroup, where a child group for agents would go.
-    let own = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
-        })
-        .map(|rel| match rel.trim_matches('/') {
-            "" => mount.clone(),
-            rel => mount.join(rel),
-        });
+    let own = grove_sys::proc::own_cgroup().map(|rel| match rel.trim_matches('/') {
+        "" => mount.clone(),
+        rel => mount.join(rel),
+    });
     let own_writable = own.as_deref().is_some_and(writable);
     let data = json!({
         "mounted": true,
@@ -567,21 +530,5 @@ mod tests {
         );
         assert_eq!(parse_git_version("git version 2.45"), Some((2, 45, 0)));
         assert_eq!(parse_git_version("nonsense"), None);
-    }
-
-    #[test]
-    fn cgroup2_is_found_in_mountinfo() {
-        let info = "24 30 0:22 / /sys rw,nosuid - sysfs sysfs rw\n\
-                    35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev - cgroup2 cgroup2 rw,nsdelegate\n";
-        assert_eq!(
-            cgroup2_mount(info),
-            Some((PathBuf::from("/sys/fs/cgroup"), true))
-        );
-        let ro = "35 24 0:30 / /sys/fs/my\\040cgroup ro,nosuid - cgroup2 cgroup2 ro\n";
-        assert_eq!(
-            cgroup2_mount(ro),
-            Some((PathBuf::from("/sys/fs/my cgroup"), false))
-        );
-        assert_eq!(cgroup2_mount("24 30 0:22 / /sys rw - sysfs sysfs rw"), None);
     }
 }

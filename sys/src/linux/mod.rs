@@ -1,6 +1,8 @@
 //! Linux: the implementation grove runs on.
 
+pub mod fs;
 pub mod landlock;
+pub mod no_sockets;
 pub mod peer;
 pub mod pidfd;
 pub mod proc;

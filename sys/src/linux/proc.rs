@@ -100,6 +100,17 @@ pub fn cgroup(pid: u32) -> Option<String> {
     cgroup_of(&format!("/proc/{pid}"))
 }
 
+/// Every cgroup path of `pid`, one per hierarchy (v1 and v2).
+pub fn cgroups(pid: u32) -> Vec<String> {
+    fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .map(|text| {
+            text.lines()
+                .filter_map(|line| Some(line.splitn(3, ':').nth(2)?.trim().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// This process's cgroup v2 path.
 pub fn own_cgroup() -> Option<String> {
     cgroup_of("/proc/self")

@@ -47,6 +47,10 @@ pub fn cgroup(_pid: u32) -> Option<String> {
     None
 }
 
+pub fn cgroups(_pid: u32) -> Vec<String> {
+    Vec::new()
+}
+
 pub fn own_cgroup() -> Option<String> {
     None
 }
