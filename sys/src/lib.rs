@@ -18,6 +18,7 @@ mod os;
 
 pub mod term;
 
+pub use os::MAX_SOCKET_PATH_BYTES;
 pub use os::{fs, landlock, no_sockets, peer, pidfd, proc, random, signal, supervise, watch};
 
 /// The name of this OS, for messages.

@@ -98,9 +98,9 @@ pub fn check_kernel() -> Result<(), Error> {
     if abi >= REQUIRED_ABI {
         return Ok(());
     }
-    let release = fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|r| format!("this kernel ({})", r.trim()))
-        .unwrap_or_else(|_| "this kernel".into());
+    let release = grove_sys::proc::kernel_release()
+        .map(|r| format!("this kernel ({r})"))
+        .unwrap_or_else(|| "this kernel".into());
     Err(Error::Refused(format!(
         "cannot jail the agent: the jail needs Landlock ABI {REQUIRED_ABI} or newer \
          (Linux 6.12+, for scoped signals and abstract sockets), and {release} {}; \

@@ -1,5 +1,8 @@
 //! Linux: the implementation grove runs on.
 
+/// Longest path a Unix socket can be bound to: `sun_path` is 108 bytes with its NUL.
+pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+
 pub mod fs;
 pub mod landlock;
 pub mod no_sockets;

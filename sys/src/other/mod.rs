@@ -1,6 +1,10 @@
 //! Every other Unix: what POSIX allows, "not supported on this OS" for the rest (see
 //! [`crate::unsupported`]). The signatures match `linux/` one for one.
 
+/// Longest path a Unix socket can be bound to: `sun_path` is 104 bytes with its NUL on
+/// macOS and the BSDs.
+pub const MAX_SOCKET_PATH_BYTES: usize = 103;
+
 pub mod fs;
 pub mod landlock;
 pub mod no_sockets;
