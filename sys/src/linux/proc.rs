@@ -243,6 +243,67 @@ pub fn kernel_release() -> Option<String> {
         .map(|r| r.trim().to_string())
 }
 
+/// The executable `pid` runs.
+pub fn exe(pid: u32) -> Option<PathBuf> {
+    fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
+/// Voluntary and involuntary context switches of every thread of `pid`.
+pub fn context_switches(pid: u32) -> Option<u64> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0;
+    for task in tasks.flatten() {
+        // A thread may end between read_dir and here.
+        let Ok(status) = fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        for key in ["voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"] {
+            total += status_field(&status, key).unwrap_or(0);
+        }
+    }
+    Some(total)
+}
+
+/// `Name:  value` lines of /proc/<pid>/status.
+fn status_field(status: &str, name: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// The one-minute load average.
+pub fn load_average() -> Option<f64> {
+    fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The CPU's model name.
+pub fn cpu_model() -> Option<String> {
+    fs::read_to_string("/proc/cpuinfo")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, v)| v.trim().to_string())
+        })
+}
+
+/// The type of the filesystem that holds `path` (the mount with the longest mount point
+/// above it).
+pub fn filesystem_type(path: &std::path::Path) -> Option<String> {
+    mounts()
+        .into_iter()
+        .filter(|m| path.starts_with(&m.point))
+        .max_by_key(|m| m.point.as_os_str().len())
+        .map(|m| m.fstype)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +365,17 @@ mod tests {
         assert!(!flock_listed(table, 4242, 78));
         assert!(!flock_listed(table, 5151, 77));
         assert!(!flock_listed(table, 6161, 77));
+    }
+
+    #[test]
+    fn this_machine_and_this_process_are_described() {
+        let me = std::process::id();
+        assert!(exe(me).is_some());
+        assert!(context_switches(me).is_some());
+        assert!(rss_bytes(me).is_some_and(|b| b > 0));
+        assert!(load_average().is_some());
+        assert!(filesystem_type(std::path::Path::new("/")).is_some());
+        assert!(kernel_release().is_some());
+        assert!(table().contains_key(&me));
     }
 }

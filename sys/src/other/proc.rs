@@ -86,3 +86,23 @@ pub fn holds_flock(_pid: u32, _inode: u64) -> bool {
 pub fn kernel_release() -> Option<String> {
     None
 }
+
+pub fn exe(_pid: u32) -> Option<PathBuf> {
+    None
+}
+
+pub fn context_switches(_pid: u32) -> Option<u64> {
+    None
+}
+
+pub fn load_average() -> Option<f64> {
+    None
+}
+
+pub fn cpu_model() -> Option<String> {
+    None
+}
+
+pub fn filesystem_type(_path: &std::path::Path) -> Option<String> {
+    None
+}
