@@ -19,7 +19,9 @@ mod os;
 pub mod term;
 
 pub use os::MAX_SOCKET_PATH_BYTES;
-pub use os::{fs, landlock, no_sockets, peer, pidfd, proc, random, signal, supervise, watch};
+pub use os::{
+    cgroup, fs, landlock, no_sockets, peer, pidfd, pids, proc, random, signal, supervise, watch,
+};
 
 /// The name of this OS, for messages.
 pub const OS: &str = std::env::consts::OS;

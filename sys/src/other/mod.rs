@@ -5,11 +5,13 @@
 /// macOS and the BSDs.
 pub const MAX_SOCKET_PATH_BYTES: usize = 103;
 
+pub mod cgroup;
 pub mod fs;
 pub mod landlock;
 pub mod no_sockets;
 pub mod peer;
 pub mod pidfd;
+pub mod pids;
 pub mod proc;
 pub mod random;
 pub mod signal;

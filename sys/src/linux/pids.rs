@@ -49,14 +49,14 @@ impl PidsCgroup {
 
     /// Removes the cgroup once the tree is gone.
     pub fn remove(self) {
-        crate::cgroup::remove_when_empty(&self.dir);
+        super::cgroup::remove_when_empty(&self.dir);
     }
 }
 
 /// True when a process limit can be enforced here: the v1 pids hierarchy, or a cgroup
 /// v2 whose agents' cgroups can get the pids controller.
 pub fn available() -> bool {
-    pids_base().is_some() || crate::cgroup::v2_delegates("pids")
+    pids_base().is_some() || super::cgroup::v2_delegates("pids")
 }
 
 /// Says why no limit can be enforced, for the refusal.
@@ -70,8 +70,8 @@ pub fn why_unavailable() -> String {
 /// it, when that is writable. (With cgroup v2 the agent's own cgroup takes the limit
 /// when the pids controller is delegated: `AgentCgroup::limit_pids`.)
 fn pids_base() -> Option<PathBuf> {
-    let mount = grove_sys::proc::v1_mount("pids")?.point;
-    let relative = grove_sys::proc::own_v1_cgroup("pids")?;
+    let mount = super::proc::v1_mount("pids")?.point;
+    let relative = super::proc::own_v1_cgroup("pids")?;
     let base = mount.join(relative.trim_start_matches('/'));
     let probe = base.join("grove");
     match fs::create_dir(&probe) {

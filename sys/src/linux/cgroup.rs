@@ -230,7 +230,7 @@ impl Joiner {
 }
 
 /// Writes "0" (the writer itself) to an open `cgroup.procs`: one write(2), nothing more.
-pub(crate) fn join_through(procs: &File) -> io::Result<()> {
+pub fn join_through(procs: &File) -> io::Result<()> {
     nix::unistd::write(procs, b"0\n")?;
     Ok(())
 }
@@ -245,7 +245,7 @@ fn stat_field(text: &str, key: &str) -> Option<u64> {
 
 /// Where the cgroup2 hierarchy is mounted.
 fn cgroup2_mount() -> Option<PathBuf> {
-    grove_sys::proc::cgroup2_mount().map(|m| m.point)
+    super::proc::cgroup2_mount().map(|m| m.point)
 }
 
 /// A grove daemon started from inside an agent (a `grove` command there found no daemon)
@@ -272,7 +272,7 @@ pub fn leave_agent_cgroup() -> io::Result<bool> {
 
 /// The shim's own cgroup v2 path.
 fn own_cgroup() -> Option<String> {
-    grove_sys::proc::own_cgroup()
+    super::proc::own_cgroup()
 }
 
 #[cfg(test)]
