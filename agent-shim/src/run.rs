@@ -148,8 +148,12 @@ fn limit_processes(
     cgroup: Option<&AgentCgroup>,
 ) -> Result<Option<crate::pids::PidsCgroup>, String> {
     if spec.jail.is_some() && cgroup.is_none() {
-        return Err("cannot jail the agent: the jail needs a cgroup v2 of the agent's own                     (a writable cgroup2 mount), and none could be made here; spawn without                     --jail"
-            .into());
+        return Err(
+            "cannot jail the agent: the jail needs a cgroup v2 of the agent's own \
+                    (a writable cgroup2 mount), and none could be made here; spawn without \
+                    --jail"
+                .into(),
+        );
     }
     let Some(max) = spec.limits.max_procs else {
         return Ok(None);

@@ -85,10 +85,22 @@ mod tests {
         assert_eq!(number_for(&usage), USAGE);
         let unreachable = anyhow::Error::from(ClientError::Unreachable {
             path: "/x".into(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            cause: std::io::Error::from(std::io::ErrorKind::NotFound),
         });
         assert_eq!(number_for(&unreachable), UNREACHABLE);
         assert_eq!(number_for(&anyhow::anyhow!("surprise")), AGENT_FAILED);
+    }
+
+    #[test]
+    fn a_lost_connection_is_said_once() {
+        let lost = anyhow::Error::from(grove_proto::ClientError::from(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the daemon closed the connection",
+        )));
+        assert_eq!(
+            format!("{lost:#}"),
+            "lost the connection to the grove daemon: the daemon closed the connection"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 /// `git -C dir`, with output captured.
 #[derive(Debug, Clone)]
@@ -26,7 +26,7 @@ impl Git {
 
     /// Captured output, whatever the exit status.
     pub fn output<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<Output> {
-        Command::new("git")
+        grove_proto::git::command()
             .arg("-C")
             .arg(&self.dir)
             .args(args)
@@ -150,7 +150,7 @@ impl Git {
     /// here too, and must not write into a checkout before the real merge.
     pub fn merge_tree(&self, ours: &str, theirs: &str, scratch: &Path) -> Result<Option<String>> {
         let common = self.run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
-        let out = Command::new("git")
+        let out = grove_proto::git::command()
             .arg("--git-dir")
             .arg(common.trim_end_matches('\n'))
             .arg("--work-tree")

@@ -54,8 +54,12 @@ pub struct Config {
     /// Most client connections served at once; more are answered with an error and
     /// closed.
     pub max_connections: usize,
+    /// Connections one agent's processes may hold open at once.
+    pub agent_max_connections: usize,
     /// Variables of the caller that an `--env-clear` spawn still passes on.
     pub env_allow: Vec<String>,
+    /// Files larger than this are left out of a salvage (recorded; the worktree kept).
+    pub salvage_max_file: u64,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -108,7 +112,9 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("timeout", "GROVE_TIMEOUT", ""),
     ("cgroup", "GROVE_CGROUP", "true"),
     ("max_connections", "GROVE_MAX_CONNECTIONS", "512"),
+    ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
+    ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
 ];
 
 impl Config {
@@ -159,10 +165,12 @@ impl Config {
                 .transpose()?,
             cgroup: get("cgroup")?.boolean()?,
             max_connections: (get("max_connections")?.number()? as usize).max(1),
+            agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
-            protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
-                Ok(v) => v.parse().unwrap_or(0),
-                Err(_) => grove_proto::PROTOCOL_VERSION,
+            salvage_max_file: get("salvage_max_file")?.bytes()?,
+            protocol_version: match crate::faults::test_var("GROVE_TEST_PROTOCOL_VERSION") {
+                Some(v) => v.parse().unwrap_or(0),
+                None => grove_proto::PROTOCOL_VERSION,
             },
             checkout_workers: cores,
             sources,

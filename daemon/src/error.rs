@@ -53,3 +53,9 @@ impl From<crate::db::DbError> for Error {
         Error::Internal(e.to_string())
     }
 }
+
+impl From<crate::owner::OwnerGone> for Error {
+    fn from(e: crate::owner::OwnerGone) -> Error {
+        Error::Internal(e.to_string())
+    }
+}

@@ -10,8 +10,7 @@ use tokio::sync::broadcast;
 /// Events kept for slow subscribers before they are told they lagged. Tests shrink it
 /// (GROVE_TEST_EVENT_BACKLOG) to make lagging cheap to provoke.
 fn backlog() -> usize {
-    std::env::var("GROVE_TEST_EVENT_BACKLOG")
-        .ok()
+    crate::faults::test_var("GROVE_TEST_EVENT_BACKLOG")
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(4096)

@@ -2,15 +2,32 @@
 //! with SIGKILL on reaching that point, so tests can prove that a crash there loses
 //! nothing and leaves nothing half done. Points: `after_branch_create`,
 //! `after_worktree_add`, `mid_pool_adopt` (a warm-pool worktree moved, git not yet
-//! told), `mid_salvage`, `mid_state_commit`.
+//! told), `mid_salvage`, `after_import` (a salvage in the user's repository, the
+//! worktree not yet removed), `mid_state_commit`.
 
-use std::sync::OnceLock;
+//! Compiled in only with the `test-hooks` feature; otherwise every point is a no-op.
 
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn point(_name: &str) {}
+
+#[cfg(feature = "test-hooks")]
 pub fn point(name: &str) {
+    use std::sync::OnceLock;
     static CRASH_AT: OnceLock<Option<String>> = OnceLock::new();
     let wanted = CRASH_AT.get_or_init(|| std::env::var("GROVE_TEST_CRASH_AT").ok());
     if wanted.as_deref() == Some(name) {
         tracing::warn!(point = name, "GROVE_TEST_CRASH_AT: crashing on purpose");
         let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// A `GROVE_TEST_*` variable, read only in the test build (`test-hooks`): release builds
+/// never let the environment stand in for the kernel, the protocol or the bus.
+pub fn test_var(name: &str) -> Option<String> {
+    if cfg!(feature = "test-hooks") {
+        std::env::var(name).ok()
+    } else {
+        None
     }
 }

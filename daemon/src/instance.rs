@@ -87,6 +87,7 @@ pub async fn run(
         started_at_ms: now_ms(),
         stop: stop.clone(),
         connections: server::ConnectionSlots::new(config.max_connections),
+        agent_connections: server::AgentSlots::new(config.agent_max_connections),
     });
     tracing::info!(socket = %dirs.socket.display(), pid = std::process::id(), "grove daemon ready");
     ready();

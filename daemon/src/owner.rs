@@ -29,8 +29,9 @@ impl<T> Clone for Owner<T> {
 pub struct OwnerGone(pub &'static str);
 
 impl<T: 'static> Owner<T> {
-    /// Starts the owning thread; `init` builds the resource on that thread.
-    pub fn spawn<E: Send + 'static>(
+    /// Starts the owning thread; `init` builds the resource on that thread. A thread
+    /// that cannot be started, or that dies in `init`, is an error, never a panic.
+    pub fn spawn<E: From<OwnerGone> + Send + 'static>(
         name: &'static str,
         init: impl FnOnce() -> Result<T, E> + Send + 'static,
     ) -> Result<Owner<T>, E> {
@@ -53,11 +54,11 @@ impl<T: 'static> Owner<T> {
                     job(&mut resource);
                 }
             })
-            .expect("spawning an owner thread");
+            .map_err(|_| OwnerGone(name))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Owner { jobs, name }),
             Ok(Err(e)) => Err(e),
-            Err(_) => panic!("owner thread {name} died during init"),
+            Err(_) => Err(OwnerGone(name).into()),
         }
     }
 

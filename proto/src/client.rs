@@ -12,11 +12,13 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// Nothing answers at the socket (no daemon, or a stale socket file).
-    #[error("cannot connect to the grove daemon at {path}: {source}")]
-    Unreachable { path: String, source: io::Error },
+    /// Nothing answers at the socket (no daemon, or a stale socket file). The cause is
+    /// said in the message and not chained as a source, so that printing the chain
+    /// (`{:#}`) says it once.
+    #[error("cannot connect to the grove daemon at {path}: {cause}")]
+    Unreachable { path: String, cause: io::Error },
     #[error("lost the connection to the grove daemon: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
     #[error("{}", .0.message)]
     Rpc(RpcError),
     #[error("the grove daemon sent something unexpected: {0}")]
@@ -25,6 +27,12 @@ pub enum ClientError {
     /// sent.
     #[error("{0}; nothing was sent")]
     Untrusted(String),
+}
+
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> ClientError {
+        ClientError::Io(e)
+    }
 }
 
 impl ClientError {
@@ -147,9 +155,9 @@ impl Client {
     /// The daemon reads `hello` before anything after it, so the order is safe.
     pub fn connect_pipelined(path: &Path) -> Result<Client, ClientError> {
         check_socket_dir(path)?;
-        let stream = UnixStream::connect(path).map_err(|source| ClientError::Unreachable {
+        let stream = UnixStream::connect(path).map_err(|cause| ClientError::Unreachable {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         check_server(&stream, path)?;
         let writer = stream.try_clone()?;
@@ -287,9 +295,9 @@ impl AsyncClient {
         check_socket_dir(path)?;
         let stream = tokio::net::UnixStream::connect(path)
             .await
-            .map_err(|source| ClientError::Unreachable {
+            .map_err(|cause| ClientError::Unreachable {
                 path: path.display().to_string(),
-                source,
+                cause,
             })?;
         check_server(&stream, path)?;
         let (read, write) = stream.into_split();

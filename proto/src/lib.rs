@@ -7,6 +7,7 @@ pub mod client;
 pub mod codes;
 pub mod env;
 pub mod framing;
+pub mod git;
 pub mod jsonrpc;
 pub mod methods;
 pub mod paths;

@@ -361,6 +361,10 @@ pub struct GcReport {
     /// `refs/grove/salvage/discarded-*` refs older than `retention`, deleted.
     #[serde(default)]
     pub refs_expired: Vec<String>,
+    /// Idle worktrees left in place, each with why (a salvage that could not save
+    /// everything, a tampered layout, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -150,6 +150,14 @@ pub struct AgentRecord {
     pub salvaged: bool,
     /// Why the agent could not run or be collected normally, when that happened.
     pub error: Option<String>,
+    /// Set when salvage could not save everything the worktree held (the worktree is
+    /// then kept): what went wrong, or which files were left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salvage_error: Option<String>,
+    /// True when the agent changed grove's git layout of its worktree (`.git`, the
+    /// admin dir): collect kept the worktree and did not salvage through it.
+    #[serde(default)]
+    pub tampered: bool,
     /// Place in the queue (1 = next to start) while the agent is queued.
     #[serde(default)]
     pub queue_position: Option<u64>,
@@ -198,7 +206,7 @@ impl AgentRecord {
 
     /// A short human description of the status, with the outcome once there is one.
     pub fn status_text(&self) -> String {
-        match (self.status, self.outcome) {
+        let text = match (self.status, self.outcome) {
             (AgentStatus::Exited | AgentStatus::Collected, Some(Outcome::Failed)) => {
                 match (self.exit_code, self.exit_signal) {
                     (Some(code), _) => format!("failed (exit {code})"),
@@ -210,12 +218,21 @@ impl AgentRecord {
                 outcome.as_str().replace('_', " ")
             }
             (status, _) => status.as_str().into(),
+        };
+        match (self.tampered, &self.salvage_error) {
+            (true, _) => format!("{text}, tampered"),
+            (false, Some(_)) => format!("{text}, salvage failed"),
+            (false, None) => text,
         }
     }
 
-    /// True when the agent ended well: collected after a successful run.
+    /// True when the agent ended well: collected after a successful run, with all its
+    /// work saved.
     pub fn succeeded(&self) -> bool {
-        self.status == AgentStatus::Collected && self.outcome == Some(Outcome::Succeeded)
+        self.status == AgentStatus::Collected
+            && self.outcome == Some(Outcome::Succeeded)
+            && self.salvage_error.is_none()
+            && !self.tampered
     }
 }
 

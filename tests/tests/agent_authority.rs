@@ -112,16 +112,22 @@ fn a_process_named_like_a_daemon_that_left_its_cgroup_dies_with_its_agent() {
     };
     let g = Grove::new();
     let pidfile = g.dir.path().join("survivor.pid");
-    // `python3 daemon run`: the argv grove once spared as "a daemon", moved to the root
-    // cgroup so that cgroup.kill does not reach it.
+    let shimfile = g.dir.path().join("shim.pid");
+    // `python3 daemon run` and `python3 __shim`: the argv grove once spared as "a
+    // daemon" and "a shim", moved to the root cgroup so that cgroup.kill misses them.
     let script = format!(
         r#"printf 'import time\ntime.sleep(600)\n' > daemon
+        cp daemon __shim
         python3 daemon run &
         echo $! > {pid}
+        echo $! > {procs}
+        python3 __shim &
+        echo $! > {shim}
         echo $! > {procs}
         echo escaped
         sleep 600"#,
         pid = pidfile.display(),
+        shim = shimfile.display(),
         procs = mount.join("cgroup.procs").display()
     );
     let id = g.spawn(&[], &script);
@@ -130,18 +136,21 @@ fn a_process_named_like_a_daemon_that_left_its_cgroup_dies_with_its_agent() {
         Duration::from_secs(20),
         || g.ok(&["logs", &id]).contains("escaped"),
     );
-    let pid: i32 = fs::read_to_string(&pidfile)
-        .expect("pid file")
-        .trim()
-        .parse()
-        .expect("pid");
-    assert!(process_exists(pid));
+    let read = |file: &PathBuf| -> i32 {
+        fs::read_to_string(file)
+            .expect("pid file")
+            .trim()
+            .parse()
+            .expect("pid")
+    };
+    let (daemon_like, shim_like) = (read(&pidfile), read(&shimfile));
+    assert!(process_exists(daemon_like) && process_exists(shim_like));
     g.ok(&["kill", &id]);
     assert_eq!(g.wait(&id)["outcome"], "killed");
     eventually(
-        "the process named like a daemon is gone",
+        "the processes named like grove's are gone",
         Duration::from_secs(10),
-        || !process_exists(pid),
+        || !process_exists(daemon_like) && !process_exists(shim_like),
     );
 }
 
@@ -356,4 +365,64 @@ fn max_procs_of_zero_is_refused_and_changes_nothing() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("0 processes"), "{}", out.stderr);
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+}
+
+/// Opens 20 connections and holds them until told to let go; prints how they went.
+const HOARDER: &str = r#"
+import json, os, socket, sys, time
+held, counts = [], {"served": 0, "refused": 0}
+for _ in range(20):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["GROVE_SOCKET"])
+    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}\n'
+              b'{"jsonrpc":"2.0","id":2,"method":"agent.list","params":{}}\n')
+    for line in s.makefile("rb"):
+        message = json.loads(line)
+        if message.get("id") == 2:
+            counts["served" if "result" in message else "refused"] += 1
+            break
+    held.append(s)
+print("hoard", json.dumps(counts), flush=True)
+open("holding", "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+"#;
+
+#[test]
+fn one_agent_cannot_hold_every_connection() {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .err()
+        .map(|e| format!("cannot run python3: {e}"));
+    if !can_run("python3", python) {
+        return;
+    }
+    let g = Grove::new().with_env(&[("GROVE_AGENT_MAX_CONNECTIONS", "8")]);
+    let release = g.dir.path().join("release");
+    fs::write(g.dir.path().join("hoarder.py"), HOARDER).expect("write");
+    let script = format!(
+        "python3 {} {}",
+        g.dir.path().join("hoarder.py").display(),
+        release.display()
+    );
+    let id = g.spawn(&["--jail"], &script);
+    let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
+    eventually(
+        "the agent holds its connections",
+        Duration::from_secs(20),
+        || worktree.join("holding").exists(),
+    );
+    // The user is served while the agent holds all it may.
+    g.ok(&["list"]);
+    fs::write(&release, "").expect("release");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    let log = g.ok(&["logs", &id]);
+    let counts: serde_json::Value = log
+        .lines()
+        .find_map(|l| l.strip_prefix("hoard "))
+        .map(|json| serde_json::from_str(json).expect("counts"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(counts["served"], 8, "{counts}");
+    assert_eq!(counts["refused"], 12, "{counts}");
 }

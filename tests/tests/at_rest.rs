@@ -126,6 +126,20 @@ fn a_socket_dir_others_may_write_is_refused_by_client_and_daemon() {
     let out = g.run(&["daemon", "run"]);
     assert_ne!(out.code, 0, "{}", out.stdout);
     assert!(out.stderr.contains("chmod 700"), "{}", out.stderr);
+    // doctor says the same, and fails, and changes nothing either.
+    let doctor = g.run(&["doctor"]);
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    let socket_line = doctor
+        .stdout
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("socket"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        socket_line.contains("chmod 700") && socket_line.contains("777"),
+        "{}",
+        doctor.stdout
+    );
     assert_nothing_refused_left_behind(&g);
     assert_eq!(
         mode(&g.home),

@@ -203,3 +203,38 @@ fn daemon_logs_go_to_its_log_file() {
     assert!(log.contains("agent running") && log.contains(&id), "{log}");
     assert!(log.contains("agent collected"), "{log}");
 }
+
+/// With its socket file deleted under it, a running daemon is unreachable but still
+/// holds the lock: status says so, and stop (and restart) fall back to the lock's pid.
+#[test]
+fn a_daemon_whose_socket_was_deleted_is_still_stopped_by_its_lock() {
+    let g = Grove::new();
+    let pid = g.daemon_pid();
+    let socket = std::path::PathBuf::from(
+        g.json(&["daemon", "status"])["socket"]
+            .as_str()
+            .expect("socket"),
+    );
+    fs::remove_file(&socket).expect("remove the socket");
+    let status = g.run(&["daemon", "status"]);
+    assert_eq!(status.code, 3, "{}", status.stdout);
+    assert!(
+        status
+            .stdout
+            .contains(&format!("running (pid {pid}) but unreachable")),
+        "{}",
+        status.stdout
+    );
+    let stop = g.run(&["daemon", "stop"]);
+    assert_eq!(stop.code, 0, "{}{}", stop.stdout, stop.stderr);
+    assert!(
+        stop.stdout.contains(&format!("stopped (pid {pid})")),
+        "{}",
+        stop.stdout
+    );
+    eventually("the old daemon is gone", Duration::from_secs(10), || {
+        !process_exists(pid)
+    });
+    g.ok(&["list"]);
+    assert_ne!(g.daemon_pid(), pid);
+}

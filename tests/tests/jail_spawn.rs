@@ -235,7 +235,13 @@ fn a_copy_through_a_committed_symlink_is_refused_and_writes_nothing_outside() {
         Some(3)
     );
     assert_eq!(grove_branches(&g.repo).lines().count(), 3);
-    assert_eq!(g.worktree_dirs().len(), 0, "{:?}", g.worktree_dirs());
+    assert_eq!(
+        g.worktree_dirs().len(),
+        0,
+        "{:?}\n{}",
+        g.worktree_dirs(),
+        g.ok(&["--json", "list", "--all"])
+    );
 }
 
 #[test]

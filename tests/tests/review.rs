@@ -492,3 +492,42 @@ fn discard_needs_confirmation_and_keeps_the_tip_reachable() {
     assert_eq!(g.json(&["show", id])["branch_exists"], false);
     assert!(g.ok(&["show", id]).contains("deleted since"));
 }
+
+/// `grove merge` run from inside a git hook of another repository (GIT_DIR and
+/// GIT_INDEX_FILE set, as git sets them for hooks) acts on the repository it was asked
+/// about, never on the hook's.
+#[test]
+fn merge_from_inside_another_repositorys_hook_touches_only_its_own_repository() {
+    let g = Grove::new();
+    let ags = agents(
+        &g,
+        &[("x", "echo x > x.txt && git add x.txt && git commit -qm x")],
+    );
+    let (id, branch) = &ags[0];
+    let other = g.dir.path().join("other");
+    fs::create_dir_all(&other).expect("mkdir");
+    init_repo(&other);
+    let other_head = git_in(&other, &["rev-parse", "HEAD"]);
+    let other_index = fs::read(other.join(".git/index")).expect("index");
+    let git_dir = other.join(".git");
+    let index = other.join(".git/index");
+    let out = g.run_env(
+        &["merge", id],
+        &[
+            ("GIT_DIR", git_dir.to_str().expect("utf8")),
+            ("GIT_INDEX_FILE", index.to_str().expect("utf8")),
+        ],
+    );
+    assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
+    assert!(g.repo.join("x.txt").exists());
+    assert_eq!(
+        g.git(&["merge-base", "--is-ancestor", branch, "HEAD"]),
+        String::new()
+    );
+    assert_eq!(git_in(&other, &["rev-parse", "HEAD"]), other_head);
+    assert_eq!(
+        fs::read(other.join(".git/index")).expect("index"),
+        other_index
+    );
+    assert!(!other.join("x.txt").exists());
+}

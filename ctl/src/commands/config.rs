@@ -133,6 +133,9 @@ fn value_of(config: &Config, key: &str) -> String {
         "max_depth" => config.max_depth.to_string(),
         "agent_max_children" => config.agent_max_children.to_string(),
         "agent_max_queued" => config.agent_max_queued.to_string(),
+        "agent_max_connections" => config.agent_max_connections.to_string(),
+        "max_connections" => config.max_connections.to_string(),
+        "salvage_max_file" => config.salvage_max_file.to_string(),
         // A setting added to the daemon before this command learned it.
         _ => "(see the daemon)".into(),
     }

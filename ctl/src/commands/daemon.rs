@@ -30,6 +30,22 @@ fn status(json: bool) -> Result<ExitCode> {
     let mut client = match connect_existing(&dirs) {
         Ok(client) => client,
         Err(ClientError::Unreachable { .. }) => {
+            if let Some(pid) = lock_holder(&dirs.daemon_lock()) {
+                // Its socket file is gone (deleted under it): it runs, but nobody can
+                // reach it. Say so, and how to replace it.
+                if json {
+                    print_json(&serde_json::json!({
+                        "running": true, "reachable": false, "pid": pid, "socket": dirs.socket
+                    }))?;
+                } else {
+                    println!(
+                        "grove daemon: running (pid {pid}) but unreachable: its socket {} is \
+                         gone; `grove daemon restart` replaces it",
+                        dirs.socket.display()
+                    );
+                }
+                return Ok(ExitCode::from(UNREACHABLE));
+            }
             if json {
                 print_json(&serde_json::json!({ "running": false, "socket": dirs.socket }))?;
             } else {
@@ -75,7 +91,12 @@ fn stop_daemon(dirs: &grove_proto::paths::Dirs) -> Result<Option<u32>> {
             client.call::<DaemonStop>(&Empty {})?;
             client.hello()?.pid
         }
-        Err(ClientError::Unreachable { .. }) => return Ok(None),
+        // A daemon whose socket file was deleted still holds the lock: the lock's pid
+        // is how it is stopped.
+        Err(ClientError::Unreachable { .. }) => match lock_holder(&dirs.daemon_lock()) {
+            Some(pid) => terminate_by_lock_pid(&dirs.daemon_lock()).map(|_| pid)?,
+            None => return Ok(None),
+        },
         // A daemon of another version cannot be asked; SIGTERM stops it just as well.
         Err(e) if e.is_protocol_mismatch() => terminate_by_lock_pid(&dirs.daemon_lock())?,
         Err(e) => return Err(e.into()),
@@ -308,6 +329,17 @@ fn terminate_by_lock_pid(lock_path: &std::path::Path) -> Result<u32> {
         nix::sys::signal::Signal::SIGTERM,
     )?;
     Ok(pid)
+}
+
+/// The pid of the daemon holding the instance lock, if one does (the lock file holds
+/// the pid of whoever locked it).
+fn lock_holder(lock_path: &std::path::Path) -> Option<u32> {
+    let file = File::open(lock_path).ok()?;
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        // Nobody holds it: no daemon (ours is released when dropped).
+        Ok(_) => None,
+        Err(_) => std::fs::read_to_string(lock_path).ok()?.trim().parse().ok(),
+    }
 }
 
 /// The daemon holds its lock until it exits: taking the lock is how we learn it is gone.

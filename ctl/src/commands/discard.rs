@@ -51,7 +51,7 @@ pub fn run(id: &str, yes: bool, json: bool) -> Result<ExitCode> {
         eprintln!("grove: kept {}", safe(branch));
         return Ok(ExitCode::from(1));
     }
-    let salvage_ref = format!("refs/grove/salvage/discarded-{id}");
+    let salvage_ref = format!("{}discarded-{id}", grove_proto::git::SALVAGE_PREFIX);
     // The ref first: if deleting the branch fails, nothing is lost either way.
     work.git
         .run(&[

@@ -249,6 +249,16 @@ fn git() -> Check {
 
 fn socket_ok(path: &Path) -> Check {
     let len = path.as_os_str().len();
+    if let Some(dir) = path.parent() {
+        if let Some(why) = unsafe_socket_dir(dir) {
+            return check(
+                "socket",
+                Level::Fail,
+                why,
+                json!({ "path": path, "dir": dir, "safe_dir": false }),
+            );
+        }
+    }
     check(
         "socket",
         Level::Ok,
@@ -258,6 +268,39 @@ fn socket_ok(path: &Path) -> Check {
         ),
         json!({ "path": path, "bytes": len, "max_bytes": MAX_SOCKET_PATH_BYTES }),
     )
+}
+
+/// What the daemon and every client would refuse about the socket's directory (the
+/// same rules as `grove_proto::paths::secure_socket_dir`, read-only here: doctor
+/// changes nothing).
+fn unsafe_socket_dir(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(_) => return None,
+    };
+    let shown = dir.display();
+    if meta.file_type().is_symlink() {
+        return Some(format!(
+            "the socket directory {shown} is a symbolic link; grove refuses it: remove it"
+        ));
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Some(format!(
+            "the socket directory {shown} belongs to uid {}, not to you (uid {me}); grove \
+             refuses it: remove it, or set XDG_RUNTIME_DIR / GROVE_HOME elsewhere",
+            meta.uid()
+        ));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Some(format!(
+            "others may write the socket directory {shown} (mode {:o}); grove refuses it: \
+             chmod 700 {shown}",
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    None
 }
 
 fn socket_err(error: &PathError) -> Check {

@@ -30,6 +30,9 @@ pub fn run(dry_run: bool, log: bool, json: bool) -> Result<ExitCode> {
         println!("{verb} {} worktrees:", report.removals.len());
         println!("{}", removal_table(&report.removals));
     }
+    for why in &report.kept {
+        println!("kept: {why}");
+    }
     if !report.records_deleted.is_empty() {
         let verb = if dry_run { "would forget" } else { "forgot" };
         println!(

@@ -91,6 +91,16 @@ fn describe(r: &AgentRecord, deleted_since: bool) -> String {
             "yes: uncommitted work was committed by grove".into(),
         ));
     }
+    if let Some(problem) = &r.salvage_error {
+        lines.push(("salvage", format!("FAILED: {problem}")));
+    }
+    if r.tampered {
+        lines.push((
+            "tampered",
+            "yes: the agent changed its worktree's git layout; it was kept, not salvaged through"
+                .into(),
+        ));
+    }
     if let Some(parent) = &r.parent {
         lines.push(("parent", format!("{parent} (depth {})", r.depth)));
     }

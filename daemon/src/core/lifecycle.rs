@@ -5,7 +5,7 @@ use super::prepare::Prepared;
 use super::{Core, Msg, Reply};
 use crate::db::agents::AgentRow;
 use crate::error::Error;
-use crate::git::collect::{collect, CollectJob, Collected};
+use crate::git::collect::{finish, salvage, CollectJob, Collected};
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::git::worktree;
 use crate::ids::random_hex;
@@ -110,7 +110,8 @@ impl Core {
         let live = children().count();
         if live >= self.config.agent_max_children {
             return Err(Error::Refused(format!(
-                "agent {parent} already has {live} live children, the most one agent may                  have (agent_max_children); wait for one of them to finish"
+                "agent {parent} already has {live} live children, the most one agent may \
+                 have (agent_max_children); wait for one of them to finish"
             )));
         }
         let queued = children()
@@ -119,7 +120,8 @@ impl Core {
         let would_queue = !self.queue.is_empty() || !self.has_free_slot();
         if would_queue && queued >= self.config.agent_max_queued {
             return Err(Error::Refused(format!(
-                "agent {parent} already has {queued} children waiting for a worktree slot,                  the most one agent may queue (agent_max_queued); wait for them to start"
+                "agent {parent} already has {queued} children waiting for a worktree slot, \
+                 the most one agent may queue (agent_max_queued); wait for them to start"
             )));
         }
         Ok(())
@@ -171,6 +173,8 @@ impl Core {
             branch_exists: true,
             salvaged: false,
             error: None,
+            salvage_error: None,
+            tampered: false,
             queue_position: None,
             parent: new.parent,
             depth: new.depth,
@@ -311,9 +315,12 @@ impl Core {
     /// The shim is gone: take its exit record (or note that there is none) and collect.
     pub(super) async fn shim_exited(&mut self, id: &str) {
         let exit_path = self.config.dirs.agent_dir(id).join(EXIT_RECORD_FILE);
-        // The shim removes the agent's TMPDIR and cgroup; this covers a shim that died first.
+        // The shim kills the tree and removes the agent's TMPDIR and cgroup; this covers a
+        // shim that died first: what it left running is killed before anything is saved.
+        if let Some(cgroup) = crate::supervisor::reap::kill_leftovers(id) {
+            tokio::task::spawn_blocking(move || crate::supervisor::reap::remove_when_empty(cgroup));
+        }
         let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id).join("tmp"));
-        grove_agent_shim::remove_stale_cgroup(id);
         let Some(row) = self.agents.get_mut(id) else {
             return;
         };
@@ -375,6 +382,12 @@ impl Core {
                 (AgentStatus::Exited, None) => "was lost".into(),
                 _ => format!("was removed ({why})"),
             },
+            jailed: record.jail,
+            sparse: record.sparse.clone(),
+            scratch: self.config.dirs.agent_dir(&record.id).join("salvage.git"),
+            max_file: self.config.salvage_max_file,
+            head_commit: record.head_commit.clone(),
+            time_s: record.ended_at_ms.unwrap_or(record.created_at_ms) / 1000,
         };
         self.removal_reasons.insert(id.to_string(), why);
         let lanes = self.lanes.clone();
@@ -385,7 +398,18 @@ impl Core {
                 let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
                     .await
                     .map_err(|e| Error::Internal(e.to_string()))??;
-                lanes.run(&target, move |lane| collect(lane, &job)).await
+                // Hashing the worktree happens here, outside the repository's lane.
+                let common = target.common_dir.clone();
+                let (job, staged) = tokio::task::spawn_blocking(move || {
+                    let staged = salvage(&common, &job);
+                    (job, staged)
+                })
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))?;
+                let staged = staged?;
+                lanes
+                    .run(&target, move |lane| finish(lane, &job, staged))
+                    .await
             }
             .await;
             let _ = tx.send(Msg::Collected(record.id, result)).await;
@@ -401,6 +425,7 @@ impl Core {
             return;
         };
         let record = &mut row.record;
+        let max_file = self.config.salvage_max_file;
         let mut removal = None;
         match result {
             Ok(done) => {
@@ -410,6 +435,26 @@ impl Core {
                 record.deletions = Some(done.deletions);
                 record.branch_exists = done.branch_exists;
                 record.salvaged = record.salvaged || done.salvaged;
+                let kept = record.worktree.display().to_string();
+                record.salvage_error = if !done.left_out.is_empty() {
+                    Some(format!(
+                        "left out {} file(s) over salvage_max_file ({} bytes): {}; \
+                         the worktree is kept at {kept}",
+                        done.left_out.len(),
+                        max_file,
+                        done.left_out.join(", ")
+                    ))
+                } else {
+                    None
+                };
+                if let Some(problem) = &done.tampered {
+                    tracing::warn!(agent = id, problem = %problem, "the agent changed grove's git layout; worktree kept");
+                    record.tampered = true;
+                    record.error = Some(format!(
+                        "tampered: {problem}; grove did not salvage through it and kept \
+                         the worktree at {kept}"
+                    ));
+                }
                 if done.removed {
                     record.keep = false;
                     removal = Some(Removal {
@@ -427,6 +472,7 @@ impl Core {
                 // The worktree stays where it is: nothing is removed without salvage.
                 tracing::error!(agent = id, error = %e, "collect failed; worktree kept");
                 let note = format!("collect failed, worktree kept: {e}");
+                record.salvage_error = Some(note.clone());
                 record.error = Some(match record.error.take() {
                     Some(previous) => format!("{previous}; {note}"),
                     None => note,
@@ -460,7 +506,21 @@ impl Core {
         }
         self.notify_finished(id);
         if let Some(reply) = self.pending_recollects.remove(id) {
-            let _ = reply.send(Ok(record));
+            // `grove rm` and the janitor say "removed" only for what was removed.
+            let answer = if record.worktree.exists() {
+                Err(Error::InvalidState(format!(
+                    "{} was not removed: {}",
+                    record.worktree.display(),
+                    record
+                        .salvage_error
+                        .clone()
+                        .or_else(|| record.error.clone())
+                        .unwrap_or_else(|| "it is kept".into())
+                )))
+            } else {
+                Ok(record)
+            };
+            let _ = reply.send(answer);
         }
         self.admit_queued().await;
     }

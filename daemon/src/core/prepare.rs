@@ -6,7 +6,7 @@ use crate::error::Error;
 use crate::git::lane::Lanes;
 use crate::git::pool::{self, Taken};
 use crate::git::target::{resolve_repo, RepoTarget};
-use crate::git::worktree;
+use crate::git::{own_repo, worktree};
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
 use crate::supervisor::jail_paths::jail_spec;
 use crate::supervisor::launch::launch;
@@ -73,8 +73,14 @@ async fn create_worktree(
     let workers = job.config.checkout_workers;
     let sparse = record.sparse.clone();
     let pooled = job.pooled.clone();
+    let jailed = record.jail;
     lanes
         .run(target, move |lane| {
+            // A jailed agent gets a repository of its own, never a worktree of the
+            // user's (whose refs, objects and logs its jail could not keep it from).
+            if jailed {
+                return own_repo::create(lane, &path, &branch, base, workers, &sparse);
+            }
             if let Some(taken) = pooled {
                 match pool::adopt(lane, &taken, &path, &branch, base, &reason, workers) {
                     Ok(()) => return Ok(()),

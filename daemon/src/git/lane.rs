@@ -22,13 +22,16 @@ pub struct Lanes {
 }
 
 impl Lanes {
-    /// The lane of `target`, started on first use.
+    /// The lane of `target`, started on first use. The repository is opened outside
+    /// the table's lock, so that a slow open never holds up the other repositories;
+    /// when two callers race, the first lane in the table wins and the other ends.
     pub fn get(&self, target: &RepoTarget) -> Result<Owner<RepoLane>, Error> {
-        let mut lanes = self
-            .lanes
-            .lock()
-            .map_err(|_| Error::Internal("lane table poisoned".into()))?;
-        if let Some(lane) = lanes.get(&target.common_dir) {
+        let table = || {
+            self.lanes
+                .lock()
+                .map_err(|_| Error::Internal("lane table poisoned".into()))
+        };
+        if let Some(lane) = table()?.get(&target.common_dir) {
             return Ok(lane.clone());
         }
         let for_thread = target.clone();
@@ -46,8 +49,10 @@ impl Lanes {
                     ))
                 })
         })?;
-        lanes.insert(target.common_dir.clone(), lane.clone());
-        Ok(lane)
+        Ok(table()?
+            .entry(target.common_dir.clone())
+            .or_insert(lane)
+            .clone())
     }
 
     /// Runs `f` in the lane of `target`.

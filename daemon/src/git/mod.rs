@@ -5,9 +5,11 @@
 
 pub mod collect;
 pub mod lane;
+pub mod own_repo;
 pub mod pool;
 pub mod refs;
 pub mod salvage;
+pub mod scratch;
 pub mod target;
 pub mod worktree;
 
@@ -16,13 +18,7 @@ use std::process::Command;
 /// A `git` command that ignores the daemon's own GIT_* environment, so that a daemon
 /// started from inside a git hook or a worktree never acts on the wrong repository.
 pub fn git_command() -> Command {
-    let mut command = Command::new("git");
-    for var in grove_proto::env::GIT_LOCATION_VARS {
-        command.env_remove(var);
-    }
-    command.env_remove("GIT_CEILING_DIRECTORIES");
-    command.stdin(std::process::Stdio::null());
-    command
+    grove_proto::git::command()
 }
 
 /// A `git` command for content an agent could have written (its files, its commits,

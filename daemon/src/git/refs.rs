@@ -6,7 +6,7 @@ use crate::error::Error;
 use grove_proto::types::SalvageRef;
 use std::path::PathBuf;
 
-pub const SALVAGE_PREFIX: &str = "refs/grove/salvage/";
+pub use grove_proto::git::SALVAGE_PREFIX;
 
 pub fn list(lane: &RepoLane) -> Result<Vec<SalvageRef>, Error> {
     let repo = &lane.repo;

@@ -1,4 +1,6 @@
-//! Salvage: commit whatever a worktree holds before grove removes it.
+//! Salvage of worktrees no agent owns (orphans, warm-pool worktrees): commit whatever
+//! they hold onto a salvage ref before grove removes them. Agents' worktrees are
+//! salvaged by `collect` through a scratch repository instead.
 
 use crate::error::Error;
 use git2::{IndexAddOption, Oid, Repository, Signature};
@@ -13,16 +15,6 @@ fn git_err<'a>(what: &str, path: &'a Path) -> impl FnOnce(git2::Error) -> Error 
             e.message()
         ))
     }
-}
-
-/// Commits tracked changes and untracked, non-ignored files onto the worktree's HEAD.
-/// Returns the new commit, or `None` when there was nothing to commit. git2, not the CLI:
-/// salvage must never run the user's hooks, which could refuse the commit.
-/// `placed` lists paths grove itself put there (setup copies and links): they are left
-/// out, so that a shared `node_modules` link or a copied `.env` never lands on a branch.
-pub fn salvage(worktree: &Path, message: &str, placed: &[String]) -> Result<Option<Oid>, Error> {
-    let repo = Repository::open(worktree).map_err(git_err("opening", worktree))?;
-    commit_everything(&repo, worktree, message, Some("HEAD"), placed)
 }
 
 /// For a worktree grove cannot match to an agent: commit its leftovers without moving
@@ -66,7 +58,7 @@ pub fn salvage_if_dirty(worktree: &Path, name: &str) -> Result<Option<(String, O
 }
 
 fn free_ref_name(repo: &Repository, name: &str) -> String {
-    let base = format!("refs/grove/salvage/{name}");
+    let base = format!("{}{name}", super::refs::SALVAGE_PREFIX);
     if repo.find_reference(&base).is_err() {
         return base;
     }
@@ -77,10 +69,10 @@ fn free_ref_name(repo: &Repository, name: &str) -> String {
 }
 
 /// Stages a sparse worktree with `git add -A`: git2 does not honour skip-worktree
-/// entries and would record every file outside the cone as deleted. (`git add` runs
-/// no hooks.)
+/// entries and would record every file outside the cone as deleted. Hardened: no
+/// hook, fsmonitor or driver of global or system config runs on the files.
 fn stage_sparse(worktree: &Path, placed: &[String]) -> Result<(), Error> {
-    let mut command = crate::git::git_command();
+    let mut command = crate::git::hardened_git();
     command
         .arg("-C")
         .arg(worktree)
@@ -157,4 +149,124 @@ fn commit_everything(
         .commit(update_ref, &signature, &signature, message, &tree, &parents)
         .map_err(git_err("committing", worktree))?;
     Ok(Some(commit))
+}
+
+/// What a linked worktree held, committed by libgit2 (which runs no hook, filter
+/// driver or helper) onto its HEAD, without moving any ref: the lane does that.
+pub struct Linked {
+    /// The HEAD the commit was made on (or, with nothing to commit, HEAD itself).
+    pub head: Option<Oid>,
+    pub commit: Option<Oid>,
+    pub left_out: Vec<String>,
+}
+
+/// Salvage of a linked worktree whose layout `collect` has verified, in process: the
+/// common case, as fast as the worktree's own index allows. Returns `None` when it
+/// holds a nested repository, which libgit2 would skip in part (the caller then
+/// stages through a scratch repository). `time_s` fixes the commit's time, so that
+/// the same job makes the same commit.
+pub fn salvage_linked(
+    worktree: &Path,
+    placed: &[String],
+    max_file: u64,
+    message: &str,
+    time_s: u64,
+) -> Result<Option<Linked>, Error> {
+    let repo = Repository::open(worktree).map_err(git_err("opening", worktree))?;
+    if has_nested_repository(&repo, worktree, placed) {
+        return Ok(None);
+    }
+    let _ = std::fs::remove_file(repo.path().join("index.lock"));
+    let mut index = repo
+        .index()
+        .map_err(git_err("reading the index", worktree))?;
+    let mut left_out = Vec::new();
+    let mut skip = |path: &Path, _: &[u8]| -> i32 {
+        let placed_here = placed
+            .iter()
+            .any(|p| path.starts_with(p) || path == Path::new(p.trim_end_matches('/')));
+        let big = !placed_here
+            && std::fs::symlink_metadata(worktree.join(path))
+                .is_ok_and(|m| m.file_type().is_file() && m.len() > max_file);
+        if big {
+            let shown = path.display().to_string();
+            if !left_out.contains(&shown) {
+                left_out.push(shown);
+            }
+        }
+        i32::from(placed_here || big)
+    };
+    index
+        .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))
+        .map_err(git_err("adding files", worktree))?;
+    index
+        .update_all(["*"], Some(&mut skip))
+        .map_err(git_err("recording deletions", worktree))?;
+    index
+        .write()
+        .map_err(git_err("writing the index", worktree))?;
+    crate::faults::point("mid_salvage");
+    let tree_id = index
+        .write_tree()
+        .map_err(git_err("writing the tree", worktree))?;
+    let parent = repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+    let head = parent.as_ref().map(|p| p.id());
+    if parent.as_ref().is_some_and(|p| p.tree_id() == tree_id) {
+        return Ok(Some(Linked {
+            head,
+            commit: None,
+            left_out,
+        }));
+    }
+    let tree = repo
+        .find_tree(tree_id)
+        .map_err(git_err("finding the tree", worktree))?;
+    let when = git2::Time::new(time_s as i64, 0);
+    let signature = Signature::new("grove", "grove@localhost", &when)
+        .map_err(git_err("making a signature", worktree))?;
+    let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+    let commit = repo
+        .commit(None, &signature, &signature, message, &tree, &parents)
+        .map_err(git_err("committing", worktree))?;
+    Ok(Some(Linked {
+        head,
+        commit: Some(commit),
+        left_out,
+    }))
+}
+
+/// True when a directory below `worktree` (not ignored, not placed by grove) holds a
+/// `.git` of its own.
+fn has_nested_repository(repo: &Repository, worktree: &Path, placed: &[String]) -> bool {
+    let mut dirs = vec![worktree.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if !is_dir || entry.file_name() == ".git" {
+                continue;
+            }
+            let path = entry.path();
+            let Ok(relative) = path.strip_prefix(worktree) else {
+                continue;
+            };
+            if placed
+                .iter()
+                .any(|p| relative == Path::new(p.trim_end_matches('/')))
+            {
+                continue;
+            }
+            let as_dir = format!("{}/", relative.display());
+            if repo.is_path_ignored(&as_dir).unwrap_or(false) {
+                continue;
+            }
+            if std::fs::symlink_metadata(path.join(".git")).is_ok() {
+                return true;
+            }
+            dirs.push(path);
+        }
+    }
+    false
 }

@@ -21,6 +21,17 @@ impl Janitor {
         dir: PathBuf,
         reason: String,
     ) -> Result<Removal, Error> {
+        if crate::git::own_repo::is_own_repo(&dir) {
+            // A jailed agent's repository: its commits live only there, and no record
+            // says which branch of which repository they belong to.
+            return Err(Error::InvalidState(format!(
+                "{} is a jailed agent's repository that no record owns; left in place \
+                 (its commits are only there: `git -C <repo> fetch {} <branch>` brings \
+                 them in, then delete it)",
+                dir.display(),
+                dir.display()
+            )));
+        }
         if !is_linked_worktree(&dir) {
             return Err(Error::InvalidState(format!(
                 "{} is not a git worktree; left in place (grove cannot salvage it)",

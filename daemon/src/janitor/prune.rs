@@ -23,6 +23,7 @@ impl Janitor {
             removals: Vec::new(),
             records_deleted: Vec::new(),
             refs_expired: Vec::new(),
+            kept: Vec::new(),
         };
         // The warm pool has its own expiry (`pool_idle`), kept by the core.
         for dir in dirs.into_iter().filter(|d| !is_pool_dir(d)) {
@@ -39,7 +40,10 @@ impl Janitor {
             let reason = format!("prune: idle for {}", humanize(idle));
             match self.remove_worktree(dir, owner, reason, dry_run).await {
                 Ok(removal) => report.removals.push(removal),
-                Err(e) => tracing::warn!(error = %e, "prune: skipped a worktree"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "prune: skipped a worktree");
+                    report.kept.push(e.to_string());
+                }
             }
         }
         report.refs_expired = self.expire_discarded_refs(&records, dry_run).await;

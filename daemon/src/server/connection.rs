@@ -106,6 +106,8 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
     let mut reader = BufReader::new(read);
     let mut stopped = ctx.stop.subscribe();
     let mut greeted = false;
+    // Held while the connection lives: the agent's share of connections.
+    let mut agent_slot = None;
     let stopping = loop {
         let frame = tokio::select! {
             frame = read_frame_async(&mut reader, MAX_LINE_BYTES) => frame,
@@ -145,8 +147,21 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             conn.respond(call.id, Err(error)).await;
         } else {
             if let Some(lookup) = lookup.take() {
-                match lookup.await {
-                    Ok(Ok(agent)) => conn.agent = agent,
+                let placed = lookup.await.map(|placed| {
+                    placed.and_then(|agent| {
+                        let slot = agent
+                            .as_ref()
+                            .map(|a| ctx.agent_connections.take(&a.id))
+                            .transpose()
+                            .map_err(super::peer::Refusal)?;
+                        Ok((agent, slot))
+                    })
+                });
+                match placed {
+                    Ok(Ok((agent, slot))) => {
+                        conn.agent = agent;
+                        agent_slot = slot;
+                    }
                     // Not knowing whose the connection is must never make it the user's.
                     Ok(Err(refusal)) => {
                         tracing::warn!(reason = %refusal.0, "refused a connection");
@@ -194,6 +209,7 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
         let _ = task.await;
     }
     drop(conn);
+    drop(agent_slot);
     let _ = writer.await;
 }
 

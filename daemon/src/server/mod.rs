@@ -1,6 +1,7 @@
 //! The socket server: accepts connections from the daemon's own uid only, and serves
 //! each on its own task.
 
+mod agent_slots;
 mod connection;
 mod handlers;
 mod peer;
@@ -34,6 +35,7 @@ pub struct Ctx {
     /// Set to true to stop the daemon.
     pub stop: watch::Sender<bool>,
     pub connections: ConnectionSlots,
+    pub agent_connections: agent_slots::AgentSlots,
 }
 
 /// Serves until `ctx.stop` is set, then lets open connections flush their last
@@ -87,6 +89,8 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
 
 /// The connections served at once, capped by `max_connections`. Only the daemon's own
 /// uid is served, so this is the cap per uid.
+pub use agent_slots::AgentSlots;
+
 pub struct ConnectionSlots {
     free: Arc<Semaphore>,
     max: usize,

@@ -79,6 +79,13 @@ pub fn table() -> HashMap<u32, Stat> {
         .collect()
 }
 
+/// The argument vector of `pid` (/proc/<pid>/cmdline), as bytes.
+pub fn argv(pid: u32) -> Option<Vec<Vec<u8>>> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let raw = raw.strip_suffix(&[0]).unwrap_or(&raw);
+    Some(raw.split(|&b| b == 0).map(<[u8]>::to_vec).collect())
+}
+
 /// Resident memory of `pid` in bytes (/proc/<pid>/statm).
 pub fn rss_bytes(pid: u32) -> Option<u64> {
     let pages: u64 = fs::read_to_string(format!("/proc/{pid}/statm"))
@@ -377,5 +384,15 @@ mod tests {
         assert!(filesystem_type(std::path::Path::new("/")).is_some());
         assert!(kernel_release().is_some());
         assert!(table().contains_key(&me));
+    }
+
+    #[test]
+    fn own_argv_is_read() {
+        let argv = argv(std::process::id()).expect("own argv");
+        let exe = std::env::args_os().next().expect("argv[0]");
+        assert_eq!(
+            argv.first().map(Vec::as_slice),
+            Some(exe.as_encoded_bytes())
+        );
     }
 }

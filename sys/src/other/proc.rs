@@ -35,6 +35,10 @@ pub fn table() -> HashMap<u32, Stat> {
     HashMap::new()
 }
 
+pub fn argv(_pid: u32) -> Option<Vec<Vec<u8>>> {
+    None
+}
+
 pub fn rss_bytes(_pid: u32) -> Option<u64> {
     None
 }

@@ -30,20 +30,34 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
     if let Some(parent) = &parent {
         if let Some(named) = params.session.as_deref().filter(|s| *s != parent.session) {
             return Err(Error::Refused(format!(
-                "agent {} may spawn children only into its own session `{}` (or, without                  --session, a new one of their own), not into `{named}`",
+                "agent {} may spawn children only into its own session `{}` (or, without \
+                 --session, a new one of their own), not into `{named}`",
                 parent.id, parent.session
             )));
         }
     }
     // A jailed agent's children are jailed too, with no more than it may write: a
     // nested spawn is no way out of the jail.
+    // From inside a jailed agent's own repository, a spawn is one in the user's
+    // repository, based (without --base) on the agent's HEAD, brought in first.
     let jailed_parent = match &parent {
         Some(parent) => Some(ctx.core.get(&parent.id).await?).filter(|p| p.jail),
         None => None,
     };
+    let mut from_own_repo = None;
     if let Some(parent) = &jailed_parent {
         params.jail = Some(true);
         params.jail_write = parent.jail_write.clone();
+        let inside =
+            std::fs::canonicalize(&params.repo).is_ok_and(|p| p.starts_with(&parent.worktree));
+        if inside {
+            params.repo = parent.repo.clone();
+            let scratch = ctx.config.dirs.agent_dir(&parent.id).join("base.git");
+            from_own_repo = Some((parent.worktree.clone(), scratch));
+        }
+    }
+    if params.jail == Some(true) && !params.sparse.is_empty() {
+        return Err(crate::git::own_repo::sparse_refusal());
     }
     let repo_path = params.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo_path))
@@ -56,9 +70,12 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
     let caller_git_dir = target.caller_git_dir.clone();
     let (base_name, base_commit) = ctx
         .lanes
-        .run(&target, move |lane| {
-            worktree::resolve_base(lane, wanted_base.as_deref(), &caller_git_dir)
-                .map(|b| (b.name, b.commit))
+        .run(&target, move |lane| match from_own_repo {
+            Some((agent_repo, scratch)) if wanted_base.is_none() => {
+                crate::git::own_repo::import_head(lane, &agent_repo, &scratch)
+            }
+            _ => worktree::resolve_base(lane, wanted_base.as_deref(), &caller_git_dir)
+                .map(|b| (b.name, b.commit)),
         })
         .await?;
     let grove_toml = read_grove_toml(&target)?;

@@ -1,0 +1,205 @@
+//! The jailed layout: a jailed agent works in a repository of its own, made by grove,
+//! that borrows the user's objects read-only (alternates). Its jail then grants that
+//! repository and nothing of the user's: the agent writes its own refs, reflogs,
+//! objects and index, and the user's refs, objects and logs stay out of its reach.
+//! Its branch comes back into the user's repository at collect (see `collect`).
+
+use super::hardened_git;
+use super::lane::RepoLane;
+use super::scratch::{fetch_into, Scratch};
+use super::worktree::create_branch;
+use crate::error::Error;
+use git2::{Oid, Repository};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Makes the agent's repository at `path` with `branch` at `base` checked out, and
+/// `branch` at `base` in the user's repository (where the user sees it from the start).
+/// On failure nothing is left behind.
+pub fn create(
+    lane: &RepoLane,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+    checkout_workers: usize,
+    sparse: &[String],
+) -> Result<(), Error> {
+    if !sparse.is_empty() {
+        return Err(sparse_refusal());
+    }
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)
+            .map_err(|e| Error::Git(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    create_branch(&lane.repo, branch, base)?;
+    let made = init(
+        &lane.target.common_dir,
+        path,
+        branch,
+        base,
+        checkout_workers,
+    );
+    if made.is_err() {
+        super::worktree::rollback(&lane.repo, path, branch);
+    }
+    made
+}
+
+/// Why `--jail --sparse` is refused.
+pub fn sparse_refusal() -> Error {
+    Error::BadInput(
+        "--sparse cannot be combined with --jail yet: a jailed agent gets a repository of \
+         its own, checked out in full; drop --sparse or --jail"
+            .into(),
+    )
+}
+
+fn init(
+    common: &Path,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+    checkout_workers: usize,
+) -> Result<(), Error> {
+    fs::create_dir(path)
+        .map_err(|e| Error::Git(format!("cannot create {}: {e}", path.display())))?;
+    let git = |args: &[&str]| {
+        let mut command = hardened_git();
+        command.arg("-C").arg(path).args(args);
+        run(&mut command, args.first().copied().unwrap_or("git"))
+    };
+    // No templates: no sample hooks, no description, nothing grove did not choose.
+    git(&["init", "--quiet", "--template=", "--initial-branch", branch])?;
+    let info = path.join(".git/objects/info");
+    fs::create_dir_all(&info)
+        .map_err(|e| Error::Git(format!("cannot create {}: {e}", info.display())))?;
+    let mut alternates = common.join("objects").into_os_string();
+    alternates.push("\n");
+    fs::write(info.join("alternates"), alternates.as_encoded_bytes())
+        .map_err(|e| Error::Git(format!("cannot write alternates: {e}")))?;
+    git(&[
+        "update-ref",
+        &format!("refs/heads/{branch}"),
+        &base.to_string(),
+    ])?;
+    git(&[
+        "-c",
+        &format!("checkout.workers={checkout_workers}"),
+        "reset",
+        "--hard",
+        "--quiet",
+    ])?;
+    Ok(())
+}
+
+fn run(command: &mut std::process::Command, what: &str) -> Result<(), Error> {
+    let output = command
+        .output()
+        .map_err(|e| Error::Git(format!("cannot run git {what}: {e}")))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Git(format!(
+            "git {what} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
+    }
+}
+
+/// True when `path` is an agent repository of the jailed layout (its `.git` a
+/// directory), not a linked worktree of the user's repository.
+pub fn is_own_repo(path: &Path) -> bool {
+    fs::symlink_metadata(path.join(".git")).is_ok_and(|m| m.is_dir())
+}
+
+/// The agent repository's git dir, if it is still a real directory where grove made it.
+pub fn git_dir(path: &Path) -> Result<PathBuf, String> {
+    let dot_git = path.join(".git");
+    match fs::symlink_metadata(&dot_git) {
+        Ok(m) if m.is_dir() => Ok(dot_git),
+        Ok(_) => Err(format!(
+            "{} is no longer the directory grove made (the agent replaced it)",
+            dot_git.display()
+        )),
+        Err(e) => Err(format!("{}: {e}", dot_git.display())),
+    }
+}
+
+/// The commits the agent left: its branch's tip and its HEAD, read with libgit2 (which
+/// runs no hook, filter or helper). Either may be missing.
+pub fn read_tips(git_dir: &Path, branch: &str) -> (Option<Oid>, Option<Oid>) {
+    let Ok(repo) = Repository::open_bare(git_dir) else {
+        return (None, None);
+    };
+    let tip = repo
+        .find_reference(&format!("refs/heads/{branch}"))
+        .ok()
+        .and_then(|r| r.target());
+    let head = repo
+        .find_reference("HEAD")
+        .ok()
+        .and_then(|r| r.resolve().ok())
+        .and_then(|r| r.target());
+    (tip, head)
+}
+
+/// Brings the HEAD commit of a jailed agent's repository (at `agent_path`) into the
+/// user's repository, so that a child can start from it. Returns the commit and what it
+/// was (the branch name, or the commit). `scratch_dir` is a grove-owned directory.
+pub fn import_head(
+    lane: &RepoLane,
+    agent_path: &Path,
+    scratch_dir: &Path,
+) -> Result<(String, Oid), Error> {
+    let git_dir = git_dir(agent_path).map_err(Error::InvalidState)?;
+    let repo = Repository::open_bare(&git_dir).map_err(|e| {
+        Error::Git(format!(
+            "cannot open {}: {}",
+            git_dir.display(),
+            e.message()
+        ))
+    })?;
+    let head = repo.find_reference("HEAD").ok();
+    let resolved = head.as_ref().and_then(|h| h.resolve().ok());
+    let Some(commit) = resolved.as_ref().and_then(|r| r.target()) else {
+        return Err(Error::BadInput(format!(
+            "the HEAD of {} names no commit; pass --base",
+            agent_path.display()
+        )));
+    };
+    let name = resolved
+        .as_ref()
+        .and_then(|r| r.shorthand().map(str::to_string))
+        .filter(|_| resolved.as_ref().is_some_and(|r| r.is_branch()))
+        .unwrap_or_else(|| commit.to_string());
+    if lane.repo.find_commit(commit).is_ok() {
+        return Ok((name, commit));
+    }
+    let scratch = Scratch::create(
+        scratch_dir,
+        &[
+            git_dir.join("objects"),
+            lane.target.common_dir.join("objects"),
+        ],
+        None,
+    )?;
+    if !scratch.is_commit(commit) {
+        return Err(Error::BadInput(format!(
+            "the HEAD of {} is not a commit; pass --base",
+            agent_path.display()
+        )));
+    }
+    scratch.set_ref("out", commit)?;
+    let temp = format!("refs/grove/import/base-{commit}");
+    fetch_into(
+        &lane.target.common_dir,
+        scratch.path(),
+        &[("out".into(), temp.clone())],
+    )?;
+    // The commit stays: unreachable objects this young are never pruned, and the
+    // child's branch holds it from its creation on.
+    if let Ok(mut reference) = lane.repo.find_reference(&temp) {
+        let _ = reference.delete();
+    }
+    Ok((name, commit))
+}

@@ -1,0 +1,545 @@
+//! Salvage that trusts nothing the agent wrote: what a worktree holds is staged in a
+//! scratch repository grove makes for the occasion (its own config, index and refs; the
+//! agent's and the user's objects borrowed through alternates), and brought into the
+//! user's repository with one hardened `git fetch`. No config, hook, index, attribute
+//! driver or ref of the agent's is ever used by a git grove runs.
+
+use super::hardened_git;
+use crate::error::Error;
+use git2::Oid;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Nested repositories inside nested repositories, at most this deep.
+const MAX_NESTING: usize = 8;
+
+/// A bare repository of grove's own, removed when dropped.
+pub struct Scratch {
+    dir: PathBuf,
+    indexes: std::cell::Cell<usize>,
+    /// Where new objects go when not into the scratch repository itself.
+    write_to: Option<PathBuf>,
+}
+
+/// What staging a worktree produced.
+pub struct Staged {
+    /// The commit holding the worktree on top of the tip; `None` when it held nothing new.
+    pub commit: Option<Oid>,
+    /// Paths (relative to the worktree) left out because they are over the size cap.
+    pub left_out: Vec<String>,
+}
+
+/// How one worktree is staged.
+pub struct Stage<'a> {
+    pub worktree: &'a Path,
+    pub tip: Oid,
+    /// Paths grove placed (setup copies and links): never salvaged.
+    pub placed: &'a [String],
+    /// Cone-mode directories of a sparse checkout (empty: the whole tree).
+    pub sparse: &'a [String],
+    pub max_file: u64,
+    /// An index whose cached file stats spare hashing unchanged files (a linked
+    /// worktree's own, verified); without one every file is hashed.
+    pub index_seed: Option<&'a Path>,
+    pub message: &'a str,
+    /// Author and committer time (seconds): the same job makes the same commit, so a
+    /// collect that a crash interrupted and that runs again changes nothing.
+    pub time_s: u64,
+}
+
+impl Scratch {
+    /// A fresh scratch repository at `dir` that reads objects from `objects`, and
+    /// writes new ones to `write_to` when given (a linked worktree's salvage goes
+    /// straight into the user's repository, whose objects its agent could write anyway).
+    pub fn create(
+        dir: &Path,
+        objects: &[PathBuf],
+        write_to: Option<&Path>,
+    ) -> Result<Scratch, Error> {
+        let fail = |what: &str, e: std::io::Error| {
+            Error::Git(format!("salvage: cannot {what} {}: {e}", dir.display()))
+        };
+        if dir.exists() {
+            fs::remove_dir_all(dir).map_err(|e| fail("clear", e))?;
+        }
+        for sub in ["objects/info", "objects/pack", "refs/heads", "refs/tags"] {
+            fs::create_dir_all(dir.join(sub)).map_err(|e| fail("create", e))?;
+        }
+        fs::write(dir.join("HEAD"), "ref: refs/heads/out\n").map_err(|e| fail("write", e))?;
+        // Not bare: the work tree is given each time (GIT_WORK_TREE).
+        fs::write(
+            dir.join("config"),
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tlogAllRefUpdates = false\n",
+        )
+        .map_err(|e| fail("write", e))?;
+        let mut alternates = Vec::new();
+        for path in objects {
+            alternates.extend_from_slice(path.as_os_str().as_bytes());
+            alternates.push(b'\n');
+        }
+        fs::write(dir.join("objects/info/alternates"), alternates).map_err(|e| fail("write", e))?;
+        Ok(Scratch {
+            dir: dir.to_path_buf(),
+            indexes: std::cell::Cell::new(0),
+            write_to: write_to.map(Path::to_path_buf),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The index `stage` left for the worktree itself (its first).
+    pub fn top_index(&self) -> PathBuf {
+        self.dir.join("index-0")
+    }
+
+    /// Hardened git on this repository, with `worktree` and `index`.
+    fn git(&self, worktree: &Path, index: &Path) -> Command {
+        let mut command = hardened_git();
+        command
+            .current_dir(worktree)
+            .env("GIT_DIR", &self.dir)
+            .env("GIT_WORK_TREE", worktree)
+            .env("GIT_INDEX_FILE", index)
+            .env("GIT_NO_REPLACE_OBJECTS", "1");
+        if let Some(objects) = &self.write_to {
+            command.env("GIT_OBJECT_DIRECTORY", objects);
+        }
+        command
+    }
+
+    fn new_index(&self) -> PathBuf {
+        let n = self.indexes.get();
+        self.indexes.set(n + 1);
+        self.dir.join(format!("index-{n}"))
+    }
+
+    /// True when `oid` names a commit this repository can read.
+    pub fn is_commit(&self, oid: Oid) -> bool {
+        git2::Repository::open_bare(&self.dir)
+            .and_then(|repo| repo.find_commit(oid).map(|_| ()))
+            .is_ok()
+    }
+
+    /// Points `refs/heads/<name>` at `oid` (for a fetch to take).
+    pub fn set_ref(&self, name: &str, oid: Oid) -> Result<(), Error> {
+        let path = self.dir.join("refs/heads").join(name);
+        fs::write(&path, format!("{oid}\n"))
+            .map_err(|e| Error::Git(format!("salvage: cannot write {}: {e}", path.display())))
+    }
+
+    /// Commits what `stage.worktree` holds on top of `stage.tip`.
+    pub fn stage(&self, stage: &Stage<'_>) -> Result<Staged, Error> {
+        let mut left_out = Vec::new();
+        let tip = stage.tip.to_string();
+        let tree = self.stage_dir(
+            stage.worktree,
+            Some((&tip, stage.index_seed)),
+            stage.placed,
+            stage.sparse,
+            stage.max_file,
+            "",
+            &mut left_out,
+            0,
+        )?;
+        let index = self.new_index();
+        let tip_tree = run(
+            self.git(stage.worktree, &index)
+                .args(["rev-parse", &format!("{tip}^{{tree}}")]),
+            "rev-parse",
+        )?;
+        if tip_tree.trim() == tree.to_string() {
+            return Ok(Staged {
+                commit: None,
+                left_out,
+            });
+        }
+        let date = format!("{} +0000", stage.time_s);
+        let commit = run(
+            self.git(stage.worktree, &index)
+                .env("GIT_AUTHOR_NAME", "grove")
+                .env("GIT_AUTHOR_EMAIL", "grove@localhost")
+                .env("GIT_AUTHOR_DATE", &date)
+                .env("GIT_COMMITTER_NAME", "grove")
+                .env("GIT_COMMITTER_EMAIL", "grove@localhost")
+                .env("GIT_COMMITTER_DATE", &date)
+                .args([
+                    "commit-tree",
+                    &tree.to_string(),
+                    "-p",
+                    &tip,
+                    "-m",
+                    stage.message,
+                ]),
+            "commit-tree",
+        )?;
+        Ok(Staged {
+            commit: Some(parse_oid(&commit)?),
+            left_out,
+        })
+    }
+
+    /// Stages `dir` in an index of its own (starting from `start`, or empty) and
+    /// returns the tree. Nested repositories are staged the same way, and their files
+    /// put in place of the gitlink `git add` would have recorded.
+    #[allow(clippy::too_many_arguments)]
+    fn stage_dir(
+        &self,
+        dir: &Path,
+        start: Option<(&str, Option<&Path>)>,
+        placed: &[String],
+        sparse: &[String],
+        max_file: u64,
+        prefix: &str,
+        left_out: &mut Vec<String>,
+        depth: usize,
+    ) -> Result<Oid, Error> {
+        let index = self.new_index();
+        let git = || self.git(dir, &index);
+        match start {
+            Some((tree, seed)) => {
+                // A one-way merge onto the seed keeps the stats of entries it leaves.
+                let seeded = seed.is_some_and(|seed| {
+                    fs::copy(seed, &index).is_ok()
+                        && run(git().args(["read-tree", "--reset", tree]), "read-tree").is_ok()
+                });
+                if !seeded {
+                    let _ = fs::remove_file(&index);
+                    run(git().args(["read-tree", tree]), "read-tree")?;
+                }
+            }
+            None => {
+                run(git().args(["read-tree", "--empty"]), "read-tree")?;
+            }
+        }
+        let tracked = list(git().args(["ls-files", "-z"]))?;
+        let untracked = list(git().args(["ls-files", "-z", "-o", "--exclude-standard"]))?;
+        let nested: Vec<String> = untracked
+            .iter()
+            .filter(|p| p.ends_with('/'))
+            .map(|p| p.trim_end_matches('/').to_string())
+            .collect();
+        // Paths the setup placed are not excluded from `add -A` (git refuses an exclude
+        // naming an ignored path or one beyond a symbolic link): their entries are put
+        // back as the start tree had them afterwards, see `restore_placed`.
+        let mut excluded: Vec<String> = Vec::new();
+        excluded.extend(nested.iter().cloned());
+        let size_of = |path: &String| {
+            fs::symlink_metadata(dir.join(path))
+                .ok()
+                .filter(|m| m.file_type().is_file())
+                .map(|m| m.len())
+        };
+        let big_new = untracked
+            .iter()
+            .filter(|p| !p.ends_with('/') && size_of(p).is_some_and(|n| n > max_file));
+        // A tracked file over the cap that kept its size is taken as it is (a big
+        // asset the agent never touched must not count as work left out): git hashes
+        // it. One that changed size is left out.
+        let big_tracked: Vec<&String> = tracked
+            .iter()
+            .filter(|p| size_of(p).is_some_and(|n| n > max_file))
+            .collect();
+        let sizes = match (start, big_tracked.is_empty()) {
+            (Some((tree, _)), false) => blob_sizes(&run(
+                git().args(["ls-tree", "-r", "-l", "-z", tree]),
+                "ls-tree",
+            )?),
+            _ => Default::default(),
+        };
+        let big_changed = big_tracked
+            .into_iter()
+            .filter(|p| sizes.get(p.as_str()) != size_of(p).as_ref());
+        for path in big_new.chain(big_changed) {
+            left_out.push(format!("{prefix}{path}"));
+            excluded.push(path.clone());
+        }
+        let paths: Vec<&String> = tracked.iter().chain(&untracked).collect();
+        let specs = included(sparse, &paths);
+        if specs.is_empty() {
+            // Nothing in the cone, tracked or not: the index stays the tip's.
+            let tree = run(git().arg("write-tree"), "write-tree")?;
+            return parse_oid(&tree);
+        }
+        let mut pathspec: Vec<u8> = Vec::new();
+        for spec in specs {
+            pathspec.extend_from_slice(spec.as_bytes());
+            pathspec.push(0);
+        }
+        for path in &excluded {
+            pathspec.extend_from_slice(format!(":(exclude,literal){path}").as_bytes());
+            pathspec.push(0);
+        }
+        let spec_file = self.dir.join("pathspec");
+        fs::write(&spec_file, &pathspec).map_err(|e| {
+            Error::Git(format!(
+                "salvage: cannot write {}: {e}",
+                spec_file.display()
+            ))
+        })?;
+        run(
+            git()
+                .args(["add", "-A", "--pathspec-file-nul"])
+                .arg(format!("--pathspec-from-file={}", spec_file.display())),
+            "add -A",
+        )?;
+        restore_placed(git, start.map(|(tree, _)| tree), placed)?;
+        for path in &nested {
+            if depth >= MAX_NESTING {
+                return Err(Error::Git(format!(
+                    "salvage: repositories nested more than {MAX_NESTING} deep at {prefix}{path}"
+                )));
+            }
+            let inner = self.stage_dir(
+                &dir.join(path),
+                None,
+                &[],
+                &[],
+                max_file,
+                &format!("{prefix}{path}/"),
+                left_out,
+                depth + 1,
+            )?;
+            run(
+                git()
+                    .args(["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--"])
+                    .arg(format!(":(literal){path}")),
+                "rm --cached",
+            )?;
+            run(
+                git()
+                    .arg("read-tree")
+                    .arg(format!("--prefix={path}/"))
+                    .arg(inner.to_string()),
+                "read-tree --prefix",
+            )?;
+        }
+        let tree = run(git().arg("write-tree"), "write-tree")?;
+        parse_oid(&tree)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What `git add -A` looks at: everything, or for a cone-mode sparse checkout the
+/// files at the top, the cone's directories and the files directly in their parents.
+/// A pathspec that matches nothing is an error to git, so only those that match some
+/// of `paths` (tracked and untracked) are given.
+fn included(sparse: &[String], paths: &[&String]) -> Vec<String> {
+    if sparse.is_empty() {
+        return vec![".".into()];
+    }
+    let files_directly_in = |dir: &str| {
+        paths.iter().any(|p| {
+            let rest = if dir.is_empty() {
+                Some(p.as_str())
+            } else {
+                p.strip_prefix(dir).and_then(|r| r.strip_prefix('/'))
+            };
+            rest.is_some_and(|r| !r.is_empty() && !r.contains('/'))
+        })
+    };
+    let mut specs = Vec::new();
+    if files_directly_in("") {
+        specs.push(":(glob)*".to_string());
+    }
+    for dir in sparse {
+        let dir = dir.trim_matches('/');
+        let prefix = format!("{dir}/");
+        if paths.iter().any(|p| p.starts_with(&prefix)) {
+            specs.push(format!(":(literal){dir}"));
+        }
+        let mut parent = Path::new(dir).parent();
+        while let Some(p) = parent.filter(|p| !p.as_os_str().is_empty()) {
+            let p_text = p.to_string_lossy();
+            if files_directly_in(&p_text) {
+                specs.push(format!(":(glob){p_text}/*"));
+            }
+            parent = p.parent();
+        }
+    }
+    specs
+}
+
+/// Sizes of blobs by path, from `git ls-tree -r -l -z`.
+fn blob_sizes(listing: &str) -> std::collections::HashMap<String, u64> {
+    listing
+        .split('\0')
+        .filter_map(|line| {
+            let (meta, path) = line.split_once('\t')?;
+            let size = meta.split_whitespace().nth(3)?.parse().ok()?;
+            Some((path.to_string(), size))
+        })
+        .collect()
+}
+
+/// Puts the index entries under the paths the setup placed back as `tree` had them
+/// (removing those it did not have), so that a copied `.env` or a shared
+/// `node_modules` link never lands on a branch, whatever `add -A` took.
+fn restore_placed(
+    git: impl Fn() -> Command,
+    tree: Option<&str>,
+    placed: &[String],
+) -> Result<(), Error> {
+    if placed.is_empty() {
+        return Ok(());
+    }
+    let under = |path: &str| {
+        placed.iter().any(|p| {
+            let p = p.trim_end_matches('/');
+            path == p
+                || path
+                    .strip_prefix(p)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    };
+    let listed = run(git().args(["ls-files", "-s", "-z"]), "ls-files")?;
+    let in_tree = match tree {
+        Some(tree) => run(
+            git().args(["ls-tree", "-r", "-z", "--full-tree", tree]),
+            "ls-tree",
+        )?,
+        None => String::new(),
+    };
+    // ls-tree: `<mode> <type> <oid>\t<path>`; ls-files -s: `<mode> <oid> <stage>\t<path>`.
+    let mut keep = std::collections::HashMap::new();
+    for record in in_tree.split('\0').filter(|r| !r.is_empty()) {
+        let Some((meta, path)) = record.split_once('\t') else {
+            continue;
+        };
+        let fields: Vec<&str> = meta.split(' ').collect();
+        if let ([mode, _, oid], true) = (fields.as_slice(), under(path)) {
+            keep.insert(path, format!("{mode} {oid}\t{path}\0"));
+        }
+    }
+    let mut info = String::new();
+    for record in listed.split('\0').filter(|r| !r.is_empty()) {
+        let Some((meta, path)) = record.split_once('\t') else {
+            continue;
+        };
+        let oid_len = meta.split(' ').nth(1).map_or(40, str::len);
+        if under(path) && !keep.contains_key(path) {
+            info.push_str(&format!("0 {}\t{path}\0", "0".repeat(oid_len)));
+        }
+    }
+    info.extend(keep.into_values());
+    if info.is_empty() {
+        return Ok(());
+    }
+    let mut child = git()
+        .args(["update-index", "-z", "--index-info"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Git(format!("salvage: cannot run git update-index: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        stdin
+            .write_all(info.as_bytes())
+            .map_err(|e| Error::Git(format!("salvage: git update-index: {e}")))?;
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| Error::Git(format!("salvage: git update-index: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Git(format!(
+            "salvage: git update-index failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+fn parse_oid(text: &str) -> Result<Oid, Error> {
+    Oid::from_str(text.trim()).map_err(|_| {
+        Error::Git(format!(
+            "salvage: git answered `{}`, not an id",
+            text.trim()
+        ))
+    })
+}
+
+/// Runs a git command to its end; its stdout, or an error carrying git's message.
+fn run(command: &mut Command, what: &str) -> Result<String, Error> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::Git(format!("salvage: cannot run git {what}: {e}")))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(Error::Git(format!(
+            "salvage: git {what} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
+    }
+}
+
+fn list(command: &mut Command) -> Result<Vec<String>, Error> {
+    Ok(run(command, "ls-files")?
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+/// Brings `(scratch ref, destination ref)` pairs into the repository whose git dir is
+/// `common`, forced: the destinations are refs only grove writes
+/// (`refs/grove/import/...`); the caller moves branches from there. Runs in the lane.
+pub fn fetch_into(common: &Path, scratch: &Path, refs: &[(String, String)]) -> Result<(), Error> {
+    let mut command = hardened_git();
+    command
+        .arg("--git-dir")
+        .arg(common)
+        .args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+            "--no-auto-maintenance",
+        ])
+        .arg(scratch);
+    for (from, to) in refs {
+        command.arg(format!("+refs/heads/{from}:{to}"));
+    }
+    run(&mut command, "fetch").map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sparse_cone_is_staged_only_where_it_matches_something() {
+        let owned: Vec<String> = ["top.txt", "a/f", "c/deep/f", "c/x", "b/f"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let paths: Vec<&String> = owned.iter().collect();
+        let cone = ["a".to_string(), "c/deep".to_string(), "gone".to_string()];
+        assert_eq!(
+            included(&cone, &paths),
+            [":(glob)*", ":(literal)a", ":(literal)c/deep", ":(glob)c/*"]
+        );
+        let no_parent_files: Vec<&String> = paths.iter().copied().filter(|p| *p != "c/x").collect();
+        assert!(!included(&cone, &no_parent_files).contains(&":(glob)c/*".to_string()));
+        assert_eq!(included(&[], &paths), ["."]);
+    }
+
+    #[test]
+    fn blob_sizes_are_read_from_ls_tree() {
+        let listing = "100644 blob 0123 12\ta b.txt\x00100644 blob 4567    3\tdir/c\x00";
+        let sizes = blob_sizes(listing);
+        assert_eq!(sizes.get("a b.txt"), Some(&12));
+        assert_eq!(sizes.get("dir/c"), Some(&3));
+    }
+}

@@ -1,0 +1,83 @@
+//! A shim killed with SIGKILL (issue 20): the daemon kills what is left of its agent
+//! before salvaging, so nothing the agent started keeps running or writing, its work is
+//! on its branch, and its cgroup is gone.
+
+mod support;
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+use support::*;
+
+fn cgroup2_mount() -> Option<PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        (after.split_whitespace().next()? == "cgroup2")
+            .then(|| before.split_whitespace().nth(4).map(PathBuf::from))?
+    })
+}
+
+#[test]
+fn a_killed_shims_agent_is_killed_before_its_work_is_saved() {
+    let Some(mount) = cgroup2_mount() else {
+        can_run("cgroup2", Some("no cgroup2 mount".into()));
+        return;
+    };
+    let g = Grove::new();
+    let pidfile = g.dir.path().join("writer.pid");
+    let script = format!(
+        "echo $$ > {}; while :; do echo tick >> out.txt; sleep 0.02; done",
+        pidfile.display()
+    );
+    let id = g.spawn(&[], &script);
+    eventually("the agent writes", Duration::from_secs(20), || {
+        pidfile.exists()
+            && fs::read_to_string(&pidfile)
+                .map(|p| !p.trim().is_empty())
+                .unwrap_or(false)
+    });
+    let writer: i32 = fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    let cgroup = fs::read_to_string(format!("/proc/{writer}/cgroup"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .map(|p| mount.join(p.trim().trim_start_matches('/')))
+        });
+    let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
+    eventually("some ticks", Duration::from_secs(20), || {
+        fs::read_to_string(worktree.join("out.txt"))
+            .map(|t| t.lines().count() >= 5)
+            .unwrap_or(false)
+    });
+    let shim = g.record(&id)["pid"].as_i64().expect("shim pid") as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the shim");
+    let record = g.wait(&id);
+    assert_eq!(record["status"], "lost", "{record}");
+    // Nothing of the agent runs on, in its (deleted) worktree or anywhere else.
+    eventually(
+        "the agent's writer is gone",
+        Duration::from_secs(10),
+        || !process_exists(writer),
+    );
+    // Its work up to the kill is on its branch; nothing was written after it.
+    let saved = g.git(&["show", &format!("grove/{id}:out.txt")]);
+    assert!(saved.lines().count() >= 5, "{saved}");
+    assert!(!worktree.exists(), "the worktree was kept");
+    if let Some(cgroup) = cgroup {
+        eventually(
+            "the agent's cgroup is gone",
+            Duration::from_secs(10),
+            || !cgroup.exists(),
+        );
+    }
+}
