@@ -25,9 +25,9 @@ pub fn spare_daemon(lock: PathBuf) {
 /// agent cannot write there, so a process is a shim only if such a file names its pid
 /// and start time. Its argv only says where to look, never decides.
 fn is_claimed_shim(pid: i32) -> bool {
-    let looks_like_shim = fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|argv| argv.split(|&b| b == 0).nth(1) == Some(crate::program::SHIM_ARG.as_bytes()))
-        .unwrap_or(false);
+    let looks_like_shim = grove_sys::proc::argv(pid as u32).is_some_and(|argv| {
+        argv.get(1).map(Vec::as_slice) == Some(crate::program::SHIM_ARG.as_bytes())
+    });
     if !looks_like_shim {
         return false;
     }
@@ -35,7 +35,7 @@ fn is_claimed_shim(pid: i32) -> bool {
         DAEMON_LOCK
             .get()
             .and_then(|lock| Some(lock.parent()?.join("agents"))),
-        start_time(pid),
+        grove_sys::proc::start_time(pid as u32),
     ) else {
         return false;
     };
@@ -53,13 +53,6 @@ fn is_claimed_shim(pid: i32) -> bool {
     })
 }
 
-/// Start time of `pid` (field 22 of /proc/<pid>/stat).
-fn start_time(pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
-}
-
 /// The daemon to spare: the pid in the daemon's lock file, and only while that process
 /// really holds the lock (the kernel's lock table says so). Never recognised by its
 /// argv: an agent can name a process anything, and a spared process outlives `kill`.
@@ -67,53 +60,19 @@ fn start_time(pid: i32) -> Option<u64> {
 fn spared_pid() -> Option<i32> {
     use std::os::unix::fs::MetadataExt;
     let lock = DAEMON_LOCK.get()?;
-    let pid: i32 = fs::read_to_string(lock).ok()?.trim().parse().ok()?;
+    let pid: u32 = fs::read_to_string(lock).ok()?.trim().parse().ok()?;
     let inode = fs::metadata(lock).ok()?.ino();
-    let table = fs::read_to_string("/proc/locks").ok()?;
-    holds_flock(&table, pid, inode).then_some(pid)
-}
-
-/// True when /proc/locks lists a granted flock of `pid` on inode `inode`. Lines are
-/// `N: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF`; waiters have `->`
-/// after the number, so they do not match.
-fn holds_flock(table: &str, pid: i32, inode: u64) -> bool {
-    table.lines().any(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        fields.get(1) == Some(&"FLOCK")
-            && fields.get(4).and_then(|p| p.parse::<i32>().ok()) == Some(pid)
-            && fields
-                .get(5)
-                .and_then(|dev| dev.rsplit(':').next())
-                .and_then(|ino| ino.parse::<u64>().ok())
-                == Some(inode)
-    })
-}
-
-/// Parent pid of `pid`, from /proc/<pid>/stat (field 4, after the parenthesised name,
-/// which may itself contain spaces and parentheses).
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
+    grove_sys::proc::holds_flock(pid, inode).then_some(pid as i32)
 }
 
 /// Every live (or zombie) descendant of `root`.
 pub fn descendants_of(root: i32) -> Vec<i32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if let Some(ppid) = parent_of(pid) {
-            children.entry(ppid).or_default().push(pid);
-        }
+    for (pid, stat) in grove_sys::proc::table() {
+        children
+            .entry(stat.parent as i32)
+            .or_default()
+            .push(pid as i32);
     }
     let spared = spared_pid();
     let mut found = Vec::new();
@@ -138,20 +97,4 @@ pub fn signal_descendants(root: i32, signal: Signal) -> usize {
         let _ = kill(Pid::from_raw(pid), signal);
     }
     pids.len()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::holds_flock;
-
-    #[test]
-    fn only_a_granted_flock_of_that_pid_on_that_inode_counts() {
-        let table = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:77 0 EOF\n\
-                     1: -> FLOCK  ADVISORY  WRITE 5151 fd:01:77 0 EOF\n\
-                     2: POSIX  ADVISORY  WRITE 6161 fd:01:77 0 EOF\n";
-        assert!(holds_flock(table, 4242, 77));
-        assert!(!holds_flock(table, 4242, 78));
-        assert!(!holds_flock(table, 5151, 77));
-        assert!(!holds_flock(table, 6161, 77));
-    }
 }

@@ -7,16 +7,15 @@
 //! kills whatever the command left behind and writes the [`ExitRecord`] atomically.
 //! A daemon crash or restart never touches a running agent.
 
-pub mod cgroup;
 mod descendants;
 pub mod jail;
-pub mod pids;
 mod program;
 mod record;
 mod run;
 mod spec;
 
-pub use cgroup::{leave_agent_cgroup, remove_stale_cgroup};
+pub use grove_sys::cgroup::{self, leave_agent_cgroup, remove_stale_cgroup};
+pub use grove_sys::pids;
 pub use program::{c_main, main, shim_path, ShimProgram, SHIM_ARG};
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
 pub use run::main_from_stdin;

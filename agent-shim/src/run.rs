@@ -17,6 +17,13 @@ use std::time::{Duration, Instant};
 /// Entry point of a shim (`grove-shim __shim` or `grove __shim`): reads the spec from stdin, runs the agent, returns the
 /// shim's own exit code (0 once the exit record is written).
 pub fn main_from_stdin() -> i32 {
+    if !grove_sys::AGENTS_SUPPORTED {
+        eprintln!(
+            "grove shim: not supported on this OS ({}); agents run on Linux only",
+            grove_sys::OS
+        );
+        return 2;
+    }
     let mut input = Vec::new();
     if let Err(e) = io::stdin().read_to_end(&mut input) {
         eprintln!("grove shim: cannot read the spec from stdin: {e}");
@@ -186,13 +193,7 @@ fn fail_start(spec: &ShimSpec, started_at_ms: u64, message: String) -> i32 {
 fn claim_start(path: &std::path::Path) -> io::Result<()> {
     use std::io::Write;
     let pid = std::process::id();
-    let start_time = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|stat| {
-            let after = stat[stat.rfind(')')? + 1..].to_string();
-            after.split_whitespace().nth(19)?.parse::<u64>().ok()
-        })
-        .unwrap_or(0);
+    let start_time = grove_sys::proc::start_time(pid).unwrap_or(0);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -202,13 +203,8 @@ fn claim_start(path: &std::path::Path) -> io::Result<()> {
 }
 
 fn become_subreaper() {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes a plain integer and touches no memory.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc != 0 {
-        eprintln!(
-            "grove shim: cannot become child subreaper: {}",
-            io::Error::last_os_error()
-        );
+    if let Err(e) = grove_sys::supervise::become_subreaper() {
+        eprintln!("grove shim: cannot become child subreaper: {e}");
     }
 }
 
@@ -374,7 +370,7 @@ fn supervise(
             .flatten()
             .filter(|&t| t > now)
             .min();
-        match wait_for_signal(signals, wake_at.map(|t| t - now)) {
+        match grove_sys::signal::wait_timeout(signals, wake_at.map(|t| t - now)) {
             Some(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) if stop.is_none() => {
                 stop = Some(Stop::Killed);
                 signal_descendants(shim, Signal::SIGTERM);
@@ -429,21 +425,4 @@ fn reap(main: Pid, main_status: &mut Option<(Option<i32>, Option<i32>)>) {
             Err(_) => return,
         }
     }
-}
-
-/// Blocks until one of `signals` arrives or `timeout` passes.
-fn wait_for_signal(signals: &SigSet, timeout: Option<Duration>) -> Option<Signal> {
-    let timespec = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs() as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let timespec_ptr = timespec
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: the set and timespec outlive the call; a null info pointer is allowed.
-    let signo = unsafe { libc::sigtimedwait(signals.as_ref(), std::ptr::null_mut(), timespec_ptr) };
-    if signo < 0 {
-        return None;
-    }
-    Signal::try_from(signo).ok()
 }

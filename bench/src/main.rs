@@ -72,39 +72,16 @@ struct Machine {
 }
 
 fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|text| text.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
+    grove_sys::proc::load_average().unwrap_or(f64::NAN)
 }
 
 impl Machine {
     fn probe(dir: &Path) -> Machine {
-        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-        let cpu = read("/proc/cpuinfo")
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("model name")?
-                    .split_once(':')
-                    .map(|(_, v)| v.trim().to_string())
-            })
-            .unwrap_or_else(|| "unknown".into());
-        // The mount with the longest mount point that holds `dir`.
-        let filesystem = read("/proc/mounts")
-            .lines()
-            .filter_map(|l| {
-                let mut f = l.split_whitespace();
-                let (_, point, kind) = (f.next()?, f.next()?, f.next()?);
-                dir.starts_with(point)
-                    .then(|| (point.len(), kind.to_string()))
-            })
-            .max()
-            .map_or_else(|| "unknown".into(), |(_, kind)| kind);
         Machine {
-            cpu,
+            cpu: grove_sys::proc::cpu_model().unwrap_or_else(|| "unknown".into()),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
-            filesystem,
+            kernel: grove_sys::proc::kernel_release().unwrap_or_default(),
+            filesystem: grove_sys::proc::filesystem_type(dir).unwrap_or_else(|| "unknown".into()),
             load_start: load_average(),
             load_end: f64::NAN,
         }

@@ -5,11 +5,17 @@ use crate::log_file::{RotatingFile, KEEP_FILES};
 use anyhow::{Context, Result};
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
 use tracing_subscriber::EnvFilter;
 
 pub fn run() -> Result<()> {
+    if !grove_sys::AGENTS_SUPPORTED {
+        anyhow::bail!(
+            "the grove daemon is not supported on this OS ({}): it runs on Linux only (it \
+             needs pidfds, /proc and a child subreaper; see README.md, \"Platform\")",
+            grove_sys::OS
+        );
+    }
     let config = grove_daemon::Config::from_env()?;
     // Refused before the log or anything else is written there.
     grove_daemon::check_socket_dir(&config.dirs)?;
@@ -56,10 +62,9 @@ fn init_logging(path: &std::path::Path) -> Result<()> {
 /// so that a closed pipe never bites it.
 fn detach_stdio() {
     if let Ok(null) = OpenOptions::new().read(true).write(true).open("/dev/null") {
-        for fd in 0..=2 {
-            // SAFETY: dup2 onto the standard descriptors, which this process owns.
-            unsafe { libc::dup2(null.as_raw_fd(), fd) };
-        }
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
     }
 }
 

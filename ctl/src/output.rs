@@ -367,11 +367,8 @@ pub fn terminal_width() -> Option<u16> {
     if !std::io::stdout().is_terminal() {
         return None;
     }
-    // SAFETY: TIOCGWINSZ fills in the winsize we hand it, nothing more.
-    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
-    if rc == 0 && size.ws_col > 0 {
-        return Some(size.ws_col);
+    if let Some(width) = grove_sys::term::stdout_width() {
+        return Some(width);
     }
     crossterm::terminal::size()
         .ok()

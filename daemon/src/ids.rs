@@ -2,27 +2,9 @@
 
 use std::io;
 
-fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let rest = &mut buf[filled..];
-        // SAFETY: the pointer and length describe `rest`, which we own mutably.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        filled += n as usize;
-    }
-    Ok(())
-}
-
 pub fn random_hex(bytes: usize) -> io::Result<String> {
     let mut buf = vec![0u8; bytes];
-    random_bytes(&mut buf)?;
+    grove_sys::random::fill(&mut buf)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 

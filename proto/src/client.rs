@@ -96,18 +96,16 @@ fn check_socket_dir(socket: &Path) -> Result<(), ClientError> {
 /// may have been swapped between the check and the connect, and only the kernel's
 /// record of the listening process (SO_PEERCRED) is beyond an impostor's reach.
 fn check_server(stream: &impl std::os::fd::AsFd, socket: &Path) -> Result<(), ClientError> {
-    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
     let me = nix::unistd::geteuid().as_raw();
-    let cred = getsockopt(stream, PeerCredentials).map_err(|e| {
+    let (uid, pid) = grove_sys::peer::credentials(stream).map_err(|e| {
         ClientError::Untrusted(format!("cannot tell who serves {}: {e}", socket.display()))
     })?;
-    if cred.uid() != me {
+    if uid != me {
+        let pid = pid.map_or_else(|| "pid unknown".into(), |pid| format!("pid {pid}"));
         return Err(ClientError::Untrusted(format!(
-            "{} is served by uid {} (pid {}), not by you (uid {me}): it is not your grove \
+            "{} is served by uid {uid} ({pid}), not by you (uid {me}): it is not your grove \
              daemon; remove the socket's directory or set GROVE_HOME to a directory of yours",
             socket.display(),
-            cred.uid(),
-            cred.pid()
         )));
     }
     Ok(())

@@ -3,8 +3,8 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
-/// Longest socket path the kernel takes: `sun_path` is 108 bytes with its NUL.
-pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+/// Longest socket path this OS takes (107 bytes on Linux, 103 on macOS and the BSDs).
+pub const MAX_SOCKET_PATH_BYTES: usize = grove_sys::MAX_SOCKET_PATH_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dirs {

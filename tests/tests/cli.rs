@@ -7,7 +7,7 @@ mod support;
 use serde_json::Value;
 use std::fs;
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -101,27 +101,14 @@ struct PtyRun {
 }
 
 fn open_pty() -> (OwnedFd, OwnedFd) {
-    let mut master: libc::c_int = -1;
-    let mut slave: libc::c_int = -1;
-    let size = libc::winsize {
+    let size = nix::pty::Winsize {
         ws_row: 50,
         ws_col: 200,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
-    // SAFETY: openpty writes two new descriptors into the ints we pass.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors are new and ours alone.
-    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
+    let pty = nix::pty::openpty(&size, None).expect("openpty");
+    (pty.master, pty.slave)
 }
 
 /// Reads the terminal's output as it comes, so that tests can wait for text.

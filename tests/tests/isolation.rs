@@ -187,6 +187,7 @@ fn jailed_agent_cannot_signal_processes_outside_but_can_its_own() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // abstract sockets are Linux's
 fn jailed_agent_cannot_reach_abstract_sockets_outside() {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixListener};

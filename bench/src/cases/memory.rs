@@ -81,43 +81,25 @@ fn shim_note(binaries: &BTreeSet<String>) -> String {
 
 /// File name of the executable `pid` runs.
 fn binary_name(pid: u32) -> Result<String> {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-        .with_context(|| format!("reading /proc/{pid}/exe"))?;
+    let exe = grove_sys::proc::exe(pid)
+        .with_context(|| format!("cannot tell which executable pid {pid} runs"))?;
     Ok(exe.file_name().map_or_else(
         || exe.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     ))
 }
 
-fn status_field(path: &str, name: &str) -> Result<u64> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .with_context(|| format!("{path} has no {name}"))
-}
-
-/// VmRSS in MiB.
+/// Resident memory in MiB.
 pub fn rss_mib(pid: u32) -> Result<f64> {
-    Ok(status_field(&format!("/proc/{pid}/status"), "VmRSS")? as f64 / 1024.0)
+    let bytes = grove_sys::proc::rss_bytes(pid)
+        .with_context(|| format!("cannot read the memory of pid {pid}"))?;
+    Ok(bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// Voluntary + nonvoluntary context switches of every thread of `pid`.
 fn context_switches(pid: u32) -> Result<u64> {
-    let dir = format!("/proc/{pid}/task");
-    let mut total = 0;
-    for task in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
-        let status = task?.path().join("status");
-        let status = status.to_string_lossy();
-        // A thread may end between read_dir and here.
-        if let (Ok(v), Ok(n)) = (
-            status_field(&status, "voluntary_ctxt_switches"),
-            status_field(&status, "nonvoluntary_ctxt_switches"),
-        ) {
-            total += v + n;
-        }
-    }
-    Ok(total)
+    grove_sys::proc::context_switches(pid)
+        .with_context(|| format!("cannot read the context switches of pid {pid}"))
 }
 
 #[cfg(test)]

@@ -153,10 +153,9 @@ fn restart(json: bool) -> Result<ExitCode> {
 
 /// True when `pid` runs as the systemd unit `grove.service`.
 fn under_systemd(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|text| {
-        text.lines()
-            .any(|l| l.trim_end().ends_with("/grove.service"))
-    })
+    grove_sys::proc::cgroups(pid)
+        .iter()
+        .any(|path| path.ends_with("/grove.service"))
 }
 
 /// Runs `systemctl ARGS`; says clearly when systemctl is missing or fails.

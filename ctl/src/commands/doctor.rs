@@ -343,48 +343,17 @@ fn landlock() -> Check {
     }
 }
 
-/// The cgroup2 mount point and whether it is mounted read-write.
-fn cgroup2_mount(mountinfo: &str) -> Option<(PathBuf, bool)> {
-    mountinfo.lines().find_map(|line| {
-        let (before, after) = line.split_once(" - ")?;
-        if after.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        let fields: Vec<&str> = before.split_whitespace().collect();
-        let mount_point = unescape_mount(fields.get(4)?);
-        let rw = fields.get(5)?.split(',').any(|o| o == "rw");
-        Some((PathBuf::from(mount_point), rw))
-    })
-}
-
-/// mountinfo escapes spaces and friends as \040 (octal).
-fn unescape_mount(field: &str) -> String {
-    let mut out = String::new();
-    let mut chars = field.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            let digits: String = chars.by_ref().take(3).collect();
-            match u8::from_str_radix(&digits, 8) {
-                Ok(byte) => out.push(byte as char),
-                Err(_) => {
-                    out.push('\\');
-                    out.push_str(&digits);
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn writable(path: &Path) -> bool {
     nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
 fn cgroup() -> Check {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let Some((mount, rw)) = cgroup2_mount(&mountinfo) else {
+    let Some(grove_sys::proc::Mount {
+        point: mount,
+        read_write: rw,
+        ..
+    }) = grove_sys::proc::cgroup2_mount()
+    else {
         return check(
             "cgroup v2",
             Level::Warn,
@@ -394,16 +363,10 @@ fn cgroup() -> Check {
         );
     };
     // Our own cgroup, where a child group for agents would go.
-    let own = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
-        })
-        .map(|rel| match rel.trim_matches('/') {
-            "" => mount.clone(),
-            rel => mount.join(rel),
-        });
+    let own = grove_sys::proc::own_cgroup().map(|rel| match rel.trim_matches('/') {
+        "" => mount.clone(),
+        rel => mount.join(rel),
+    });
     let own_writable = own.as_deref().is_some_and(writable);
     let data = json!({
         "mounted": true,
@@ -639,33 +602,7 @@ fn daemon_elsewhere(dirs: &Dirs) -> Option<(i32, Vec<PathBuf>)> {
 }
 
 fn listening_sockets(pid: i32) -> Vec<PathBuf> {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .filter_map(|link| {
-            let link = link.to_string_lossy().into_owned();
-            Some(
-                link.strip_prefix("socket:[")?
-                    .strip_suffix(']')?
-                    .to_string(),
-            )
-        })
-        .collect();
-    // /proc/net/unix: Num RefCount Protocol Flags Type St Inode Path; state 01 listens.
-    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let path = fields.get(7)?;
-            (fields.get(5) == Some(&"01")
-                && inodes.iter().any(|i| Some(&i.as_str()) == fields.get(6)))
-            .then(|| PathBuf::from(path))
-        })
-        .collect()
+    grove_sys::proc::listening_unix_sockets(pid as u32)
 }
 
 #[cfg(test)]
@@ -681,21 +618,5 @@ mod tests {
         );
         assert_eq!(parse_git_version("git version 2.45"), Some((2, 45, 0)));
         assert_eq!(parse_git_version("nonsense"), None);
-    }
-
-    #[test]
-    fn cgroup2_is_found_in_mountinfo() {
-        let info = "24 30 0:22 / /sys rw,nosuid - sysfs sysfs rw\n\
-                    35 24 0:30 / /sys/fs/cgroup rw,nosuid,nodev - cgroup2 cgroup2 rw,nsdelegate\n";
-        assert_eq!(
-            cgroup2_mount(info),
-            Some((PathBuf::from("/sys/fs/cgroup"), true))
-        );
-        let ro = "35 24 0:30 / /sys/fs/my\\040cgroup ro,nosuid - cgroup2 cgroup2 ro\n";
-        assert_eq!(
-            cgroup2_mount(ro),
-            Some((PathBuf::from("/sys/fs/my cgroup"), false))
-        );
-        assert_eq!(cgroup2_mount("24 30 0:22 / /sys rw - sysfs sysfs rw"), None);
     }
 }

@@ -9,7 +9,6 @@ use crate::connect::{connect, dirs};
 use anyhow::{Context, Result};
 use grove_agent_shim::EXIT_RECORD_FILE;
 use grove_proto::methods::{Get, IdParams, Wait, WaitParams};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
@@ -62,13 +61,8 @@ fn outcome(id: &str) -> Result<ExitCode> {
 }
 
 fn follow_until_exit(log: &Path, agent_dir: &Path, raw: bool) -> Result<()> {
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).context("inotify")?;
     // Watch before looking, so that nothing written in between is missed.
-    inotify
-        .add_watch(
-            agent_dir,
-            AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE,
-        )
+    let watch = grove_sys::watch::DirWatch::new(agent_dir)
         .with_context(|| format!("watching {}", agent_dir.display()))?;
     let exit_record = agent_dir.join(EXIT_RECORD_FILE);
     let mut offset = 0;
@@ -78,7 +72,7 @@ fn follow_until_exit(log: &Path, agent_dir: &Path, raw: bool) -> Result<()> {
         if finished {
             return Ok(());
         }
-        inotify.read_events().context("waiting for output")?;
+        watch.wait().context("waiting for output")?;
     }
 }
 

@@ -1,7 +1,8 @@
 //! `grove top`: the live agents with CPU, memory, runtime and their last log line.
 //!
 //! CPU and memory are summed over the agent's whole process tree: the shim (the pid in
-//! the record) and every descendant, read from /proc (`stat` utime+stime, `statm` rss).
+//! the record) and every descendant, from the platform seam (/proc on Linux: `stat`
+//! utime+stime, `statm` rss).
 //! On a terminal it redraws once a second until `q`; elsewhere, or with `--once` or
 //! `--json`, it prints one snapshot.
 
@@ -101,17 +102,17 @@ fn usage(
     let ticks_now: u64 = tree
         .iter()
         .filter_map(|p| now.procs.get(p))
-        .map(|p| p.ticks)
+        .map(|p| p.cpu_ticks)
         .sum();
     // A process born during the interval used all of its CPU time within it.
     let ticks_delta: u64 = tree
         .iter()
         .filter_map(|p| {
-            let was = before.procs.get(p).map_or(0, |b| b.ticks);
-            Some(now.procs.get(p)?.ticks.saturating_sub(was))
+            let was = before.procs.get(p).map_or(0, |b| b.cpu_ticks);
+            Some(now.procs.get(p)?.cpu_ticks.saturating_sub(was))
         })
         .sum();
-    let tck = clock_ticks() as f64;
+    let tck = grove_sys::proc::clock_ticks_per_second() as f64;
     let secs = window.as_secs_f64();
     AgentUsage {
         id: a.id.clone(),
@@ -269,38 +270,17 @@ fn draw(snapshot: &Snapshot) -> Result<()> {
     Ok(())
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Proc {
-    parent: u32,
-    /// utime + stime, in clock ticks.
-    ticks: u64,
-}
-
 /// Every process: its parent and CPU time.
 #[derive(Debug, Default)]
 struct ProcTable {
-    procs: HashMap<u32, Proc>,
+    procs: HashMap<u32, grove_sys::proc::Stat>,
 }
 
 impl ProcTable {
     fn read() -> ProcTable {
-        let mut procs = HashMap::new();
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Some(proc) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| parse_stat(&s))
-            {
-                procs.insert(pid, proc);
-            }
+        ProcTable {
+            procs: grove_sys::proc::table(),
         }
-        ProcTable { procs }
     }
 
     /// `root` and all its descendants that are alive.
@@ -324,46 +304,8 @@ impl ProcTable {
     }
 }
 
-/// Fields of /proc/<pid>/stat after the command name (which may hold spaces and
-/// parentheses, hence the last ')'): state ppid ... utime(14) stime(15).
-fn parse_stat(stat: &str) -> Option<Proc> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let parent = fields.get(1)?.parse().ok()?;
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(Proc {
-        parent,
-        ticks: utime + stime,
-    })
-}
-
 fn rss_bytes(pid: u32) -> u64 {
-    let pages = std::fs::read_to_string(format!("/proc/{pid}/statm"))
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    pages * page_size()
-}
-
-fn clock_ticks() -> u64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if n > 0 {
-        n as u64
-    } else {
-        100
-    }
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf only reads a configuration value.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 {
-        n as u64
-    } else {
-        4096
-    }
+    grove_sys::proc::rss_bytes(pid).unwrap_or(0)
 }
 
 /// The last non-empty line of the log, colour sequences dropped and every other
@@ -406,15 +348,6 @@ fn clean(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_lines_parse_even_with_odd_names() {
-        let stat =
-            "4242 (my (odd) name) S 17 4242 4242 0 -1 4194304 100 0 0 0 7 5 0 0 20 0 1 0 99 0 0";
-        let proc = parse_stat(stat).expect("parses");
-        assert_eq!(proc.parent, 17);
-        assert_eq!(proc.ticks, 12);
-    }
 
     #[test]
     fn our_own_tree_holds_us() {

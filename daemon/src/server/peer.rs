@@ -12,7 +12,6 @@
 use crate::core::{CoreHandle, Identity};
 use crate::supervisor::procfs;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::socket::{getsockopt, sockopt::PeerPidfd};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::OnceLock;
 use tokio::net::UnixStream;
@@ -38,13 +37,10 @@ impl Pin {
             .pid()
             .filter(|&pid| pid > 0)
             .ok_or_else(|| refuse("the kernel gave no peer pid".into()))? as u32;
-        let pidfd = match getsockopt(stream, PeerPidfd) {
-            Ok(fd) => Some(fd),
-            // Older kernels (before 6.5) have no SO_PEERPIDFD: pid and start time,
-            // checked before and after, stand in for it.
-            Err(nix::errno::Errno::ENOPROTOOPT) => None,
-            Err(e) => return Err(refuse(format!("it is gone ({e})"))),
-        };
+        // Older kernels (before 6.5) have no SO_PEERPIDFD: pid and start time,
+        // checked before and after, stand in for it.
+        let pidfd =
+            grove_sys::peer::pidfd(stream).map_err(|e| refuse(format!("it is gone ({e})")))?;
         let started = procfs::start_time(pid);
         if pidfd.is_none() && started.is_none() {
             return Err(refuse("it is gone".into()));

@@ -23,7 +23,6 @@
 use crate::error::Error;
 use grove_agent_shim::jail::{describe_abi, kernel_abi, REQUIRED_ABI};
 use grove_agent_shim::JailSpec;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -78,9 +77,9 @@ pub fn check_kernel() -> Result<(), Error> {
     if abi >= REQUIRED_ABI {
         return Ok(());
     }
-    let release = fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|r| format!("this kernel ({})", r.trim()))
-        .unwrap_or_else(|_| "this kernel".into());
+    let release = grove_sys::proc::kernel_release()
+        .map(|r| format!("this kernel ({r})"))
+        .unwrap_or_else(|| "this kernel".into());
     Err(Error::Refused(format!(
         "cannot jail the agent: the jail needs Landlock ABI {REQUIRED_ABI} or newer \
          (Linux 6.12+, for scoped signals and abstract sockets), and {release} {}; \
@@ -119,6 +118,7 @@ pub fn jail_spec(repo: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> Result<JailS
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn grants_the_agents_repository_and_nothing_of_the_users() {

@@ -8,7 +8,6 @@
 //! when the user approved the file (trust.rs), and for a jailed agent they run in its
 //! jail with its environment.
 
-mod no_sockets;
 pub mod place;
 pub mod trust;
 
@@ -129,10 +128,10 @@ pub fn apply(
     Ok(placed)
 }
 
-/// The agent's Landlock jail, plus no way to reach the daemon: see no_sockets.rs.
+/// The agent's Landlock jail, plus no way to reach the daemon: see grove_sys::no_sockets.
 struct SetupJail {
     landlock: Jail,
-    no_sockets: no_sockets::NoSockets,
+    no_sockets: grove_sys::no_sockets::NoSockets,
 }
 
 impl SetupJail {
@@ -149,10 +148,11 @@ fn setup_jail(spec: &JailSpec) -> Result<SetupJail, Error> {
         ))
     };
     let landlock = Jail::build(spec).map_err(refuse)?;
-    let no_sockets = no_sockets::NoSockets::new().ok_or_else(|| {
+    let no_sockets = grove_sys::no_sockets::NoSockets::new().ok_or_else(|| {
         refuse(format!(
-            "grove cannot keep them from the daemon's socket on {}",
-            std::env::consts::ARCH
+            "grove cannot keep them from the daemon's socket on {} ({})",
+            std::env::consts::ARCH,
+            grove_sys::OS
         ))
     })?;
     Ok(SetupJail {

@@ -3,8 +3,8 @@
 //! The worktree holds whatever its base commit holds, and that may be an agent's: a
 //! committed `.env -> ~/.bashrc` or `conf -> /etc` would otherwise turn a copy into a
 //! write outside the worktree. So every path is resolved from a directory descriptor
-//! with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, one component at a time, and
-//! a link on the way is refused with its path named. Directories are copied by walking
+//! with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (`grove_sys::fs`), one
+//! component at a time, and a link on the way is refused with its path named. Directories are copied by walking
 //! descriptors, never paths.
 //!
 //! The source side is the user's main checkout. A link named by an entry (or found
@@ -13,9 +13,10 @@
 //! checkout without saying so.
 
 use crate::error::Error;
+use grove_sys::fs::open_beneath;
 use nix::dir::Dir;
 use nix::errno::Errno;
-use nix::fcntl::{openat2, readlinkat, AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{readlinkat, AtFlags, OFlag};
 use nix::sys::stat::{fchmod, fstatat, mkdirat, FileStat, Mode, SFlag};
 use nix::unistd::symlinkat;
 use std::ffi::OsString;
@@ -101,26 +102,11 @@ fn split(rel: &str) -> Result<(Vec<&str>, &str), Error> {
     Ok((parts, name))
 }
 
-fn how(flags: OFlag) -> OpenHow {
-    // openat2 takes a mode only with O_CREAT (EINVAL otherwise).
-    let mode = if flags.contains(OFlag::O_CREAT) {
-        Mode::from_bits_truncate(0o600)
-    } else {
-        Mode::empty()
-    };
-    // No O_NOFOLLOW: RESOLVE_NO_SYMLINKS refuses a link on any component, the last one
-    // too, with ELOOP (O_NOFOLLOW with O_DIRECTORY would say ENOTDIR instead).
-    OpenHow::new()
-        .flags(flags | OFlag::O_CLOEXEC)
-        .mode(mode)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS)
-}
-
 /// Opens `root/parents...` one directory at a time, creating the missing ones when
 /// `create`; on failure, the path up to the component that failed, and why.
 fn walk(root: &OwnedFd, parents: &[&str], create: bool) -> Result<OwnedFd, (String, Errno)> {
-    let directory = how(OFlag::O_DIRECTORY | OFlag::O_RDONLY);
-    let mut dir = openat2(root, ".", directory).map_err(|e| (".".to_string(), e))?;
+    let directory = OFlag::O_DIRECTORY | OFlag::O_RDONLY;
+    let mut dir = open_beneath(root, ".", directory).map_err(|e| (".".to_string(), e))?;
     for (i, part) in parents.iter().enumerate() {
         let at = || parents[..=i].join("/");
         if create {
@@ -129,7 +115,7 @@ fn walk(root: &OwnedFd, parents: &[&str], create: bool) -> Result<OwnedFd, (Stri
                 Err(e) => return Err((at(), e)),
             }
         }
-        dir = openat2(&dir, *part, directory).map_err(|e| (at(), e))?;
+        dir = open_beneath(&dir, part, directory).map_err(|e| (at(), e))?;
     }
     Ok(dir)
 }
@@ -204,16 +190,12 @@ fn copy_entry(
         SFlag::S_IFDIR => copy_dir(from, to, name, mode, rel),
         SFlag::S_IFREG => {
             let source =
-                openat2(from, name, how(OFlag::O_RDONLY)).map_err(|e| failed("reading", rel, e))?;
-            let target = openat2(
-                to,
-                name,
-                how(OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC),
-            )
-            .map_err(|e| match e {
-                Errno::ELOOP => existing(to, name, rel, "copy"),
-                e => failed("writing", rel, e),
-            })?;
+                open_beneath(from, name, OFlag::O_RDONLY).map_err(|e| failed("reading", rel, e))?;
+            let target = open_beneath(to, name, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC)
+                .map_err(|e| match e {
+                    Errno::ELOOP => existing(to, name, rel, "copy"),
+                    e => failed("writing", rel, e),
+                })?;
             fchmod(&target, mode).map_err(|e| failed("writing", rel, e))?;
             std::io::copy(&mut File::from(source), &mut File::from(target))
                 .map(|_| ())
@@ -227,13 +209,13 @@ fn copy_entry(
 }
 
 fn copy_dir(from: &OwnedFd, to: &OwnedFd, name: &str, mode: Mode, rel: &str) -> Result<(), Error> {
-    let directory = how(OFlag::O_DIRECTORY | OFlag::O_RDONLY);
+    let directory = OFlag::O_DIRECTORY | OFlag::O_RDONLY;
     match mkdirat(to, name, mode | Mode::S_IRWXU) {
         Ok(()) | Err(Errno::EEXIST) => {}
         Err(e) => return Err(failed("creating", rel, e)),
     }
-    let source = openat2(from, name, directory).map_err(|e| failed("reading", rel, e))?;
-    let target = openat2(to, name, directory).map_err(|e| match e {
+    let source = open_beneath(from, name, directory).map_err(|e| failed("reading", rel, e))?;
+    let target = open_beneath(to, name, directory).map_err(|e| match e {
         Errno::ELOOP | Errno::ENOTDIR => existing(to, name, rel, "copy"),
         e => failed("creating", rel, e),
     })?;

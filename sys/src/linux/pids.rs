@@ -49,14 +49,14 @@ impl PidsCgroup {
 
     /// Removes the cgroup once the tree is gone.
     pub fn remove(self) {
-        crate::cgroup::remove_when_empty(&self.dir);
+        super::cgroup::remove_when_empty(&self.dir);
     }
 }
 
 /// True when a process limit can be enforced here: the v1 pids hierarchy, or a cgroup
 /// v2 whose agents' cgroups can get the pids controller.
 pub fn available() -> bool {
-    pids_base().is_some() || crate::cgroup::v2_delegates("pids")
+    pids_base().is_some() || super::cgroup::v2_delegates("pids")
 }
 
 /// Says why no limit can be enforced, for the refusal.
@@ -70,17 +70,8 @@ pub fn why_unavailable() -> String {
 /// it, when that is writable. (With cgroup v2 the agent's own cgroup takes the limit
 /// when the pids controller is delegated: `AgentCgroup::limit_pids`.)
 fn pids_base() -> Option<PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mountinfo.lines().find_map(v1_pids_mount)?;
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let relative = own.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == "pids")
-            .then(|| path.trim().to_string())
-    })?;
+    let mount = super::proc::v1_mount("pids")?.point;
+    let relative = super::proc::own_v1_cgroup("pids")?;
     let base = mount.join(relative.trim_start_matches('/'));
     let probe = base.join("grove");
     match fs::create_dir(&probe) {
@@ -90,42 +81,9 @@ fn pids_base() -> Option<PathBuf> {
     }
 }
 
-/// The mount point of a mountinfo line when it is the cgroup v1 pids hierarchy.
-fn v1_pids_mount(line: &str) -> Option<PathBuf> {
-    let (before, after) = line.split_once(" - ")?;
-    let mut fields = after.split_whitespace();
-    if fields.next()? != "cgroup" {
-        return None;
-    }
-    let options = fields.nth(1)?;
-    if !options.split(',').any(|o| o == "pids") {
-        return None;
-    }
-    Some(PathBuf::from(before.split_whitespace().nth(4)?))
-}
-
 fn write_file(path: &Path, text: &str) -> io::Result<()> {
     OpenOptions::new()
         .write(true)
         .open(path)?
         .write_all(text.as_bytes())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::v1_pids_mount;
-    use std::path::PathBuf;
-
-    #[test]
-    fn finds_the_v1_pids_hierarchy() {
-        let pids = "35 25 0:31 / /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids";
-        assert_eq!(
-            v1_pids_mount(pids),
-            Some(PathBuf::from("/sys/fs/cgroup/pids"))
-        );
-        let cpu = "36 25 0:32 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu";
-        assert_eq!(v1_pids_mount(cpu), None);
-        let v2 = "37 25 0:33 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw";
-        assert_eq!(v1_pids_mount(v2), None);
-    }
 }

@@ -10,7 +10,6 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -66,11 +65,12 @@ impl AgentCgroup {
     /// Moves a throwaway child into the cgroup, so that a cgroup the kernel will not
     /// let us use is found out here, not in the agent's fork.
     fn probe_join(&self) -> io::Result<()> {
+        use nix::sys::wait::{waitpid, WaitStatus};
+        use nix::unistd::{fork, ForkResult};
         // SAFETY: the shim is single-threaded; the child only calls async-signal-safe
         // functions (write, _exit).
-        match unsafe { libc::fork() } {
-            -1 => Err(io::Error::last_os_error()),
-            0 => {
+        match unsafe { fork() }? {
+            ForkResult::Child => {
                 let code = match self.join() {
                     Ok(()) => 0,
                     Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
@@ -78,21 +78,17 @@ impl AgentCgroup {
                 // SAFETY: _exit ends the child without running the parent's destructors.
                 unsafe { libc::_exit(code) }
             }
-            pid => {
-                let mut status = 0;
-                // SAFETY: waits for the child just forked; `status` is a valid pointer.
-                while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
+            ForkResult::Parent { child } => loop {
+                match waitpid(child, None) {
+                    Ok(WaitStatus::Exited(_, 0)) => return Ok(()),
+                    Ok(WaitStatus::Exited(_, errno)) => {
+                        return Err(io::Error::from_raw_os_error(errno))
                     }
+                    Ok(_) => return Err(io::Error::other("the probe process died")),
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => return Err(e.into()),
                 }
-                match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
-                    Some(0) => Ok(()),
-                    Some(errno) => Err(io::Error::from_raw_os_error(errno)),
-                    None => Err(io::Error::other("the probe process died")),
-                }
-            }
+            },
         }
     }
 
@@ -234,13 +230,8 @@ impl Joiner {
 }
 
 /// Writes "0" (the writer itself) to an open `cgroup.procs`: one write(2), nothing more.
-pub(crate) fn join_through(procs: &File) -> io::Result<()> {
-    let pid = b"0\n";
-    // SAFETY: writes two bytes from a live buffer to an fd we own.
-    let n = unsafe { libc::write(procs.as_raw_fd(), pid.as_ptr().cast(), pid.len()) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+pub fn join_through(procs: &File) -> io::Result<()> {
+    nix::unistd::write(procs, b"0\n")?;
     Ok(())
 }
 
@@ -252,46 +243,9 @@ fn stat_field(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// Where the cgroup2 hierarchy is mounted, from /proc/self/mountinfo.
+/// Where the cgroup2 hierarchy is mounted.
 fn cgroup2_mount() -> Option<PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mountinfo.lines().find_map(parse_cgroup2_mount)
-}
-
-/// The mount point of one mountinfo line when its filesystem is cgroup2: fields are
-/// `id parent major:minor root mount-point options [optional...] - fstype source ...`.
-fn parse_cgroup2_mount(line: &str) -> Option<PathBuf> {
-    let (before, after) = line.split_once(" - ")?;
-    if after.split_whitespace().next()? != "cgroup2" {
-        return None;
-    }
-    let mount_point = before.split_whitespace().nth(4)?;
-    Some(PathBuf::from(unescape_octal(mount_point)))
-}
-
-/// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape_octal(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 4 <= bytes.len()
-            && bytes[i + 1..i + 4]
-                .iter()
-                .all(|b| (b'0'..=b'7').contains(b))
-        {
-            let value = bytes[i + 1..i + 4]
-                .iter()
-                .fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
-            out.push(value as u8);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    super::proc::cgroup2_mount().map(|m| m.point)
 }
 
 /// A grove daemon started from inside an agent (a `grove` command there found no daemon)
@@ -316,33 +270,14 @@ pub fn leave_agent_cgroup() -> io::Result<bool> {
     Ok(true)
 }
 
-/// The shim's own cgroup v2 path (the `0::` line of /proc/self/cgroup).
+/// The shim's own cgroup v2 path.
 fn own_cgroup() -> Option<String> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("0::"))
-        .map(|path| path.trim().to_string())
+    super::proc::own_cgroup()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_the_cgroup2_mount_in_mountinfo() {
-        let line = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw";
-        assert_eq!(
-            parse_cgroup2_mount(line),
-            Some(PathBuf::from("/sys/fs/cgroup/unified"))
-        );
-        let v1 = "42 31 0:39 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu";
-        assert_eq!(parse_cgroup2_mount(v1), None);
-        let spaced = r"43 31 0:40 / /mnt/my\040cgroup rw - cgroup2 none rw";
-        assert_eq!(
-            parse_cgroup2_mount(spaced),
-            Some(PathBuf::from("/mnt/my cgroup"))
-        );
-    }
 
     #[test]
     fn reads_usage_usec_from_cpu_stat() {

@@ -1,4 +1,5 @@
-//! A seccomp filter for a jailed agent's setup commands: no new Unix-domain sockets.
+//! A seccomp filter (Linux 3.5) for a jailed agent's setup commands: no new Unix-domain
+//! sockets.
 //!
 //! The daemon runs setup commands as its own children, before the agent's shim
 //! exists, so a connection from one of them would not be placed under any agent:

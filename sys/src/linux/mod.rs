@@ -1,0 +1,17 @@
+//! Linux: the implementation grove runs on.
+
+/// Longest path a Unix socket can be bound to: `sun_path` is 108 bytes with its NUL.
+pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+
+pub mod cgroup;
+pub mod fs;
+pub mod landlock;
+pub mod no_sockets;
+pub mod peer;
+pub mod pidfd;
+pub mod pids;
+pub mod proc;
+pub mod random;
+pub mod signal;
+pub mod supervise;
+pub mod watch;

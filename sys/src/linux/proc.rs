@@ -1,0 +1,429 @@
+//! Facts about processes and mounts, from /proc. The one place grove parses /proc.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::PathBuf;
+
+/// What grove reads of /proc/<pid>/stat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub parent: u32,
+    /// Exited but not yet reaped.
+    pub zombie: bool,
+    /// utime + stime, in clock ticks.
+    pub cpu_ticks: u64,
+    /// Clock ticks since boot. With the pid it names one process for good: pids are
+    /// reused, start times of one pid are not.
+    pub start_time: u64,
+}
+
+/// /proc/<pid>/stat, read in one go: the file has no size to go by, so reading it
+/// into an empty string took six reads (a connection's ancestry is read on every
+/// connect).
+pub fn stat(pid: u32) -> Option<Stat> {
+    let mut text = String::with_capacity(1024);
+    File::open(format!("/proc/{pid}/stat"))
+        .ok()?
+        .read_to_string(&mut text)
+        .ok()?;
+    parse_stat(&text)
+}
+
+/// The fields after the command name, which may hold spaces and parentheses (hence
+/// the last ')'): field 3 (state) is index 0, ppid (4) is 1, utime (14) 11, stime (15)
+/// 12, starttime (22) 19.
+fn parse_stat(text: &str) -> Option<Stat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let number = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some(Stat {
+        parent: fields.get(1)?.parse().ok()?,
+        zombie: *fields.first()? == "Z",
+        cpu_ticks: number(11)? + number(12)?,
+        start_time: number(19)?,
+    })
+}
+
+/// Start time of `pid` (see [`Stat::start_time`]).
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat(pid).map(|s| s.start_time)
+}
+
+/// Parent pid of `pid`.
+pub fn parent(pid: u32) -> Option<u32> {
+    stat(pid).map(|s| s.parent)
+}
+
+/// True when `pid` is alive and is the process that started at `started`.
+pub fn is_same_process(pid: u32, started: u64) -> bool {
+    stat(pid).is_some_and(|s| s.start_time == started && !s.zombie)
+}
+
+/// Every process there is.
+pub fn all_pids() -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Every process with its stat, for walking trees.
+pub fn table() -> HashMap<u32, Stat> {
+    all_pids()
+        .into_iter()
+        .filter_map(|pid| Some((pid, stat(pid)?)))
+        .collect()
+}
+
+/// The argument vector of `pid` (/proc/<pid>/cmdline), as bytes.
+pub fn argv(pid: u32) -> Option<Vec<Vec<u8>>> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let raw = raw.strip_suffix(&[0]).unwrap_or(&raw);
+    Some(raw.split(|&b| b == 0).map(<[u8]>::to_vec).collect())
+}
+
+/// Resident memory of `pid` in bytes (/proc/<pid>/statm).
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let pages: u64 = fs::read_to_string(format!("/proc/{pid}/statm"))
+        .ok()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(pages * rustix::param::page_size() as u64)
+}
+
+/// Clock ticks per second, the unit of [`Stat::cpu_ticks`].
+pub fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
+}
+
+/// The cgroup v2 path of `pid` (the `0::` line of /proc/<pid>/cgroup).
+pub fn cgroup(pid: u32) -> Option<String> {
+    cgroup_of(&format!("/proc/{pid}"))
+}
+
+/// Every cgroup path of `pid`, one per hierarchy (v1 and v2).
+pub fn cgroups(pid: u32) -> Vec<String> {
+    fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .map(|text| {
+            text.lines()
+                .filter_map(|line| Some(line.splitn(3, ':').nth(2)?.trim().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// This process's cgroup v2 path.
+pub fn own_cgroup() -> Option<String> {
+    cgroup_of("/proc/self")
+}
+
+fn cgroup_of(proc_dir: &str) -> Option<String> {
+    let text = fs::read_to_string(format!("{proc_dir}/cgroup")).ok()?;
+    v2_line(&text)
+}
+
+fn v2_line(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(|path| path.trim().to_string())
+}
+
+/// This process's path in the cgroup v1 hierarchy that has `controller`.
+pub fn own_v1_cgroup(controller: &str) -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    v1_line(&text, controller)
+}
+
+fn v1_line(text: &str, controller: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.trim().to_string())
+    })
+}
+
+/// One line of /proc/self/mountinfo, as much as grove needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub point: PathBuf,
+    pub fstype: String,
+    /// Mounted read-write.
+    pub read_write: bool,
+    /// The filesystem's own options (for cgroup v1: its controllers).
+    pub super_options: Vec<String>,
+}
+
+/// The mounts this process sees.
+pub fn mounts() -> Vec<Mount> {
+    fs::read_to_string("/proc/self/mountinfo")
+        .map(|text| text.lines().filter_map(parse_mount).collect())
+        .unwrap_or_default()
+}
+
+/// Where the cgroup2 hierarchy is mounted.
+pub fn cgroup2_mount() -> Option<Mount> {
+    mounts().into_iter().find(|m| m.fstype == "cgroup2")
+}
+
+/// Where the cgroup v1 hierarchy with `controller` is mounted.
+pub fn v1_mount(controller: &str) -> Option<Mount> {
+    mounts()
+        .into_iter()
+        .find(|m| m.fstype == "cgroup" && m.super_options.iter().any(|o| o == controller))
+}
+
+/// Fields are `id parent major:minor root mount-point options [optional...] - fstype
+/// source super-options`.
+fn parse_mount(line: &str) -> Option<Mount> {
+    let (before, after) = line.split_once(" - ")?;
+    let before: Vec<&str> = before.split_whitespace().collect();
+    let mut after = after.split_whitespace();
+    let fstype = after.next()?.to_string();
+    let super_options = after
+        .nth(1)
+        .map(|o| o.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    Some(Mount {
+        point: PathBuf::from(unescape_octal(before.get(4)?)),
+        fstype,
+        read_write: before.get(5)?.split(',').any(|o| o == "rw"),
+        super_options,
+    })
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo`.
+fn unescape_octal(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        if let Some(digits) = octal {
+            let value = digits
+                .iter()
+                .fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
+            out.push(value as u8);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// True when the kernel's lock table lists a granted flock of `pid` on `inode`.
+pub fn holds_flock(pid: u32, inode: u64) -> bool {
+    fs::read_to_string("/proc/locks").is_ok_and(|table| flock_listed(&table, pid, inode))
+}
+
+/// Lines are `N: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF`; waiters
+/// have `->` after the number, so they do not match.
+fn flock_listed(table: &str, pid: u32, inode: u64) -> bool {
+    table.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(1) == Some(&"FLOCK")
+            && fields.get(4).and_then(|p| p.parse::<u32>().ok()) == Some(pid)
+            && fields
+                .get(5)
+                .and_then(|dev| dev.rsplit(':').next())
+                .and_then(|ino| ino.parse::<u64>().ok())
+                == Some(inode)
+    })
+}
+
+/// The kernel's release (`uname -r`), for messages.
+pub fn kernel_release() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|r| r.trim().to_string())
+}
+
+/// The executable `pid` runs.
+pub fn exe(pid: u32) -> Option<PathBuf> {
+    fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
+/// Voluntary and involuntary context switches of every thread of `pid`.
+pub fn context_switches(pid: u32) -> Option<u64> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0;
+    for task in tasks.flatten() {
+        // A thread may end between read_dir and here.
+        let Ok(status) = fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        for key in ["voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"] {
+            total += status_field(&status, key).unwrap_or(0);
+        }
+    }
+    Some(total)
+}
+
+/// `Name:  value` lines of /proc/<pid>/status.
+fn status_field(status: &str, name: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// The one-minute load average.
+pub fn load_average() -> Option<f64> {
+    fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The CPU's model name.
+pub fn cpu_model() -> Option<String> {
+    fs::read_to_string("/proc/cpuinfo")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, v)| v.trim().to_string())
+        })
+}
+
+/// The type of the filesystem that holds `path` (the mount with the longest mount point
+/// above it).
+pub fn filesystem_type(path: &std::path::Path) -> Option<String> {
+    mounts()
+        .into_iter()
+        .filter(|m| path.starts_with(&m.point))
+        .max_by_key(|m| m.point.as_os_str().len())
+        .map(|m| m.fstype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_stat_is_stable() {
+        let me = std::process::id();
+        let stat = stat(me).expect("own stat");
+        assert_eq!(start_time(me), Some(stat.start_time));
+        assert!(is_same_process(me, stat.start_time));
+        assert!(!is_same_process(me, stat.start_time + 1));
+        assert!(!stat.zombie);
+    }
+
+    #[test]
+    fn a_name_with_spaces_and_parentheses_does_not_shift_fields() {
+        let text = "42 (a) b (c) S 7 42 42 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 999 0 0";
+        let stat = parse_stat(text).expect("parses");
+        assert_eq!(stat.parent, 7);
+        assert_eq!(stat.cpu_ticks, 7);
+        assert_eq!(stat.start_time, 999);
+        assert!(!stat.zombie);
+    }
+
+    #[test]
+    fn finds_cgroup_mounts_in_mountinfo() {
+        let v2 = parse_mount(
+            "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw",
+        )
+        .expect("parses");
+        assert_eq!(v2.point, PathBuf::from("/sys/fs/cgroup/unified"));
+        assert_eq!(v2.fstype, "cgroup2");
+        assert!(v2.read_write);
+        let pids =
+            parse_mount("35 25 0:31 / /sys/fs/cgroup/pids ro,nosuid - cgroup cgroup rw,pids")
+                .expect("parses");
+        assert_eq!(pids.fstype, "cgroup");
+        assert!(!pids.read_write);
+        assert!(pids.super_options.iter().any(|o| o == "pids"));
+        let spaced =
+            parse_mount(r"43 31 0:40 / /mnt/my\040cgroup rw - cgroup2 none rw").expect("parses");
+        assert_eq!(spaced.point, PathBuf::from("/mnt/my cgroup"));
+    }
+
+    #[test]
+    fn cgroup_lines() {
+        let text = "12:pids:/user.slice\n1:name=systemd:/x\n0::/a/b\n";
+        assert_eq!(v2_line(text).as_deref(), Some("/a/b"));
+        assert_eq!(v1_line(text, "pids").as_deref(), Some("/user.slice"));
+        assert_eq!(v1_line(text, "cpu"), None);
+    }
+
+    #[test]
+    fn only_a_granted_flock_of_that_pid_on_that_inode_counts() {
+        let table = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:77 0 EOF\n\
+                     1: -> FLOCK  ADVISORY  WRITE 5151 fd:01:77 0 EOF\n\
+                     2: POSIX  ADVISORY  WRITE 6161 fd:01:77 0 EOF\n";
+        assert!(flock_listed(table, 4242, 77));
+        assert!(!flock_listed(table, 4242, 78));
+        assert!(!flock_listed(table, 5151, 77));
+        assert!(!flock_listed(table, 6161, 77));
+    }
+
+    #[test]
+    fn this_machine_and_this_process_are_described() {
+        let me = std::process::id();
+        assert!(exe(me).is_some());
+        assert!(context_switches(me).is_some());
+        assert!(rss_bytes(me).is_some_and(|b| b > 0));
+        assert!(load_average().is_some());
+        assert!(filesystem_type(std::path::Path::new("/")).is_some());
+        assert!(kernel_release().is_some());
+        assert!(table().contains_key(&me));
+    }
+
+    #[test]
+    fn own_argv_is_read() {
+        let argv = argv(std::process::id()).expect("own argv");
+        let exe = std::env::args_os().next().expect("argv[0]");
+        assert_eq!(
+            argv.first().map(Vec::as_slice),
+            Some(exe.as_encoded_bytes())
+        );
+    }
+}
+
+/// The Unix socket paths `pid` listens on: its socket fds, matched by inode against
+/// /proc/net/unix (`Num RefCount Protocol Flags Type St Inode Path`; state 01 listens).
+pub fn listening_unix_sockets(pid: u32) -> Vec<PathBuf> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(
+                link.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let path = fields.get(7)?;
+            (fields.get(5) == Some(&"01")
+                && inodes.iter().any(|i| Some(&i.as_str()) == fields.get(6)))
+            .then(|| PathBuf::from(path))
+        })
+        .collect()
+}

@@ -1,0 +1,60 @@
+//! No cgroups here: no agent gets one, and `--jail` (which needs one) is refused.
+
+use std::fs::File;
+use std::io;
+
+#[derive(Debug)]
+pub struct AgentCgroup(());
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub cpu_usec: Option<u64>,
+    pub peak_memory_bytes: Option<u64>,
+}
+
+impl AgentCgroup {
+    pub fn create(_agent_id: &str) -> Option<AgentCgroup> {
+        None
+    }
+
+    pub fn joiner(&self) -> io::Result<Joiner> {
+        Err(crate::unsupported("cgroups"))
+    }
+
+    pub fn kill_all(&self) -> bool {
+        false
+    }
+
+    pub fn limit_pids(&self, _max: u64) -> io::Result<()> {
+        Err(crate::unsupported("cgroups"))
+    }
+
+    pub fn usage(&self) -> Usage {
+        Usage::default()
+    }
+
+    pub fn remove(self) {}
+}
+
+pub fn remove_stale_cgroup(_agent_id: &str) {}
+
+pub fn usable() -> bool {
+    false
+}
+
+#[derive(Debug)]
+pub struct Joiner(());
+
+impl Joiner {
+    pub fn join(&self) -> io::Result<()> {
+        Err(crate::unsupported("cgroups"))
+    }
+}
+
+pub fn join_through(_procs: &File) -> io::Result<()> {
+    Err(crate::unsupported("cgroups"))
+}
+
+pub fn leave_agent_cgroup() -> io::Result<bool> {
+    Ok(false)
+}
