@@ -240,6 +240,7 @@ pub enum StateCommand {
     History {
         #[command(flatten)]
         session: SessionArg,
+        /// How many (read in pages when they do not fit in one answer).
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
@@ -265,6 +266,15 @@ pub enum StateCommand {
         session: SessionArg,
         #[arg(long)]
         keep: u64,
+    },
+    /// Keep checkpoint N readable through compaction (`--remove` stops keeping it).
+    Pin {
+        #[command(flatten)]
+        session: SessionArg,
+        /// The checkpoint.
+        at: u64,
+        #[arg(long)]
+        remove: bool,
     },
 }
 

@@ -60,6 +60,8 @@ pub struct Config {
     pub env_allow: Vec<String>,
     /// Files larger than this are left out of a salvage (recorded; the worktree kept).
     pub salvage_max_file: u64,
+    /// Sizes and checkpoint counts of sessions' shared state.
+    pub state_limits: StateLimits,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -85,6 +87,27 @@ pub enum ConfigError {
     },
     #[error("{path}: {reason}")]
     File { path: PathBuf, reason: String },
+}
+
+/// Limits of sessions' shared state; a write over one is refused before anything changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateLimits {
+    /// Most bytes of one batch of writes, as JSON.
+    pub max_write: u64,
+    /// Most bytes of a session's state, as JSON, after a write.
+    pub max_session: u64,
+    /// Checkpoints kept readable per session; older ones are compacted (pinned ones stay).
+    pub checkpoint_keep: u64,
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        StateLimits {
+            max_write: 256 << 10,
+            max_session: 2 << 20,
+            checkpoint_keep: 500,
+        }
+    }
 }
 
 /// Every setting: its key in `config.toml`, its variable, its default as text.
@@ -115,6 +138,9 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
     ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
+    ("state_max_write", "GROVE_STATE_MAX_WRITE", "256K"),
+    ("state_max_session", "GROVE_STATE_MAX_SESSION", "2M"),
+    ("checkpoint_keep", "GROVE_CHECKPOINT_KEEP", "500"),
 ];
 
 impl Config {
@@ -168,6 +194,11 @@ impl Config {
             agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
             salvage_max_file: get("salvage_max_file")?.bytes()?,
+            state_limits: StateLimits {
+                max_write: get("state_max_write")?.bytes()?.max(1),
+                max_session: get("state_max_session")?.bytes()?.max(1),
+                checkpoint_keep: get("checkpoint_keep")?.number()?.max(1),
+            },
             protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
                 Ok(v) => v.parse().unwrap_or(0),
                 Err(_) => grove_proto::PROTOCOL_VERSION,

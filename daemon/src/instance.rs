@@ -52,7 +52,13 @@ pub async fn run(
     // Says now, not at the first spawn, which shim agents will get.
     crate::supervisor::launch::shim_program(&exe);
     let events = EventBus::default();
-    let state = crate::state::start(db.clone(), events.clone(), stopped.clone()).await?;
+    let state = crate::state::start(
+        db.clone(),
+        events.clone(),
+        config.state_limits,
+        stopped.clone(),
+    )
+    .await?;
     // The core outlives the server by a little: on the way out it removes the warm pool.
     let (core_stop, core_stopped) = watch::channel(false);
     let core = Core::start(

@@ -69,6 +69,7 @@ method!(
     StateHistoryResult
 );
 method!(StateFork, "state.fork", StateForkParams, SessionInfo);
+method!(StatePin, "state.pin", StatePinParams, StatePinResult);
 method!(
     StateCompact,
     "state.compact",
@@ -111,6 +112,7 @@ pub const ALL_METHODS: &[&str] = &[
     StateHistory::NAME,
     StateFork::NAME,
     StateCompact::NAME,
+    StatePin::NAME,
     StateWatch::NAME,
     DaemonStatus::NAME,
     DaemonStop::NAME,
@@ -478,14 +480,36 @@ pub struct StateGetParams {
     /// Only this channel.
     #[serde(default)]
     pub channel: Option<String>,
+    /// Read the state's JSON text in pages, from this byte (a previous answer's
+    /// `page.next`; pass its `checkpoint` as `at` too, so that every page is of one state).
+    #[serde(default)]
+    pub offset: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StateGetResult {
     pub session: String,
     pub checkpoint: u64,
-    /// The whole state, or the one channel's value when a channel was asked for.
+    /// The whole state, or the one channel's value when a channel was asked for; null
+    /// when the answer comes in pages (`page`).
     pub state: Value,
+    /// Present when the value does not fit in one answer (or `offset` was given): one
+    /// page of its JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<StatePage>,
+}
+
+/// One page of a state's JSON text; the pages joined are the whole text.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StatePage {
+    /// Where this page starts, in bytes of the whole text.
+    pub offset: u64,
+    /// Length of the whole text in bytes.
+    pub bytes: u64,
+    pub text: String,
+    /// Where the next page starts; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -498,6 +522,9 @@ pub struct StateHistoryParams {
     /// Newest checkpoints to return (default 100).
     #[serde(default)]
     pub limit: Option<u32>,
+    /// Only checkpoints older than this one (a previous answer's `next`).
+    #[serde(default)]
+    pub before: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -505,6 +532,28 @@ pub struct StateHistoryResult {
     pub session: String,
     /// Newest first.
     pub checkpoints: Vec<CheckpointInfo>,
+    /// Present when the answer stopped short of `limit` to stay within the line cap:
+    /// pass it as `before` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StatePinParams {
+    pub session: String,
+    /// The checkpoint to keep readable through compaction.
+    pub at: u64,
+    /// Unpin it instead.
+    #[serde(default)]
+    pub unpin: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StatePinResult {
+    pub session: String,
+    /// Every pinned checkpoint of the session, oldest first.
+    pub pinned: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -136,6 +136,9 @@ fn value_of(config: &Config, key: &str) -> String {
         "agent_max_connections" => config.agent_max_connections.to_string(),
         "max_connections" => config.max_connections.to_string(),
         "salvage_max_file" => config.salvage_max_file.to_string(),
+        "state_max_write" => config.state_limits.max_write.to_string(),
+        "state_max_session" => config.state_limits.max_session.to_string(),
+        "checkpoint_keep" => config.state_limits.checkpoint_keep.to_string(),
         // A setting added to the daemon before this command learned it.
         _ => "(see the daemon)".into(),
     }

@@ -8,7 +8,8 @@ use crate::output::{ago, print_json, safe, table};
 use anyhow::{Context, Result};
 use grove_proto::methods::{
     StateCompact, StateCompactParams, StateFork, StateForkParams, StateGet, StateGetParams,
-    StateHistory, StateHistoryParams, StateUpdate, StateUpdateParams, StateWatch, StateWatchParams,
+    StateGetResult, StateHistory, StateHistoryParams, StateHistoryResult, StatePin, StatePinParams,
+    StateUpdate, StateUpdateParams, StateWatch, StateWatchParams,
 };
 use grove_proto::state::StateWrite;
 use grove_proto::Client;
@@ -35,12 +36,16 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
             at,
             channel,
         } => {
-            let got = client.call::<StateGet>(&StateGetParams {
-                session: session.session,
-                token: token(),
-                at,
-                channel,
-            })?;
+            let got = read_state(
+                &mut client,
+                StateGetParams {
+                    session: session.session,
+                    token: token(),
+                    at,
+                    channel,
+                    offset: None,
+                },
+            )?;
             if json {
                 print_json(&got)?;
             } else {
@@ -68,6 +73,36 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
                     "session {} starts from checkpoint {at} of {}",
                     info.name,
                     info.forked_from.unwrap_or_default()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        StateCommand::Pin {
+            session,
+            at,
+            remove,
+        } => {
+            let session = session
+                .session
+                .ok_or_else(|| UsageError("say which session: --session NAME".into()))?;
+            let done = client.call::<StatePin>(&StatePinParams {
+                session,
+                at,
+                unpin: remove,
+            })?;
+            if json {
+                print_json(&done)?;
+            } else {
+                let verb = if remove { "unpinned" } else { "pinned" };
+                let all: Vec<String> = done.pinned.iter().map(u64::to_string).collect();
+                println!(
+                    "{verb} checkpoint {at} of {}; pinned now: {}",
+                    done.session,
+                    if all.is_empty() {
+                        "none".into()
+                    } else {
+                        all.join(", ")
+                    }
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -204,12 +239,56 @@ fn batch_from_document(doc: Value, base: Option<u64>, path: &Path) -> Result<Vec
         .collect())
 }
 
-fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> Result<ExitCode> {
-    let history = client.call::<StateHistory>(&StateHistoryParams {
-        session: session.session,
+/// The whole state (or channel), however many pages it takes: every page is read at
+/// the checkpoint of the first, so that they are of one state.
+pub fn read_state(client: &mut Client, mut params: StateGetParams) -> Result<StateGetResult> {
+    let mut got = client.call::<StateGet>(&params)?;
+    let Some(mut page) = got.page.take() else {
+        return Ok(got);
+    };
+    let mut text = String::with_capacity(page.bytes as usize);
+    params.at = Some(got.checkpoint);
+    loop {
+        text.push_str(&page.text);
+        let Some(next) = page.next else { break };
+        params.offset = Some(next);
+        page = client
+            .call::<StateGet>(&params)?
+            .page
+            .context("the daemon stopped paging the state midway")?;
+    }
+    got.state = serde_json::from_str(&text).context("the state's pages do not join into JSON")?;
+    Ok(got)
+}
+
+/// The newest `limit` checkpoints, however many pages they take.
+fn read_history(
+    client: &mut Client,
+    session: Option<String>,
+    limit: u32,
+) -> Result<StateHistoryResult> {
+    let mut params = StateHistoryParams {
+        session,
         token: token(),
         limit: Some(limit),
-    })?;
+        before: None,
+    };
+    let mut all = client.call::<StateHistory>(&params)?;
+    while let Some(before) = all.next.take() {
+        let wanted = limit.saturating_sub(all.checkpoints.len() as u32);
+        if wanted == 0 {
+            break;
+        }
+        (params.before, params.limit) = (Some(before), Some(wanted));
+        let mut page = client.call::<StateHistory>(&params)?;
+        all.checkpoints.append(&mut page.checkpoints);
+        all.next = page.next;
+    }
+    Ok(all)
+}
+
+fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> Result<ExitCode> {
+    let history = read_history(client, session.session, limit)?;
     if json {
         print_json(&history)?;
         return Ok(ExitCode::SUCCESS);

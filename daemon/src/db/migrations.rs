@@ -67,6 +67,13 @@ const MIGRATIONS: &[&str] = &[
         sha256          TEXT NOT NULL,
         at_ms           INTEGER NOT NULL
     );",
+    // 5: checkpoints the user pinned (`grove state pin`): compaction keeps them readable.
+    "CREATE TABLE pins (
+        session         TEXT NOT NULL,
+        id              INTEGER NOT NULL,
+        at_ms           INTEGER NOT NULL,
+        PRIMARY KEY (session, id)
+    ) WITHOUT ROWID;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

@@ -3,7 +3,7 @@
 use grove_proto::state::CheckpointInfo;
 use grove_state::{replay_batch, LastChange, Schema, State, Write};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// A full snapshot is stored after every this many checkpoints, so reading any
 /// checkpoint costs one snapshot plus at most this many batches.
@@ -264,16 +264,19 @@ pub fn state_at(
     Ok(state)
 }
 
+/// The newest `limit` checkpoints older than `before`, newest first.
 pub fn history(
     conn: &Connection,
     session: &str,
     limit: u32,
+    before: Option<u64>,
 ) -> rusqlite::Result<Vec<CheckpointInfo>> {
+    let before = before.map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
     let mut stmt = conn.prepare(
         "SELECT id, parent, parent_session, at_ms, writer, source, channels, schema_version
-         FROM checkpoints WHERE session = ?1 ORDER BY id DESC LIMIT ?2",
+         FROM checkpoints WHERE session = ?1 AND id < ?3 ORDER BY id DESC LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![session, limit], |r| {
+    let rows = stmt.query_map(params![session, limit, before], |r| {
         Ok(CheckpointInfo {
             id: r.get::<_, i64>(0)? as u64,
             parent: r.get::<_, Option<i64>>(1)?.map(|v| v as u64),
@@ -288,29 +291,36 @@ pub fn history(
     rows.collect()
 }
 
-/// Drops every checkpoint before `oldest`, after storing the state at `oldest` as a
-/// snapshot so that it and every later checkpoint read exactly as before.
+/// Drops every checkpoint before `oldest` but the pinned ones, after storing the state
+/// at `oldest` and at each pin as snapshots, so that they and every later checkpoint
+/// read exactly as before.
 pub fn compact(
     conn: &mut Connection,
     session: &SessionRow,
     schema: &Schema,
+    pins: &BTreeSet<u64>,
 ) -> rusqlite::Result<u64> {
-    let state = state_at(conn, &session.name, schema, session.oldest)?;
+    let mut kept = vec![session.oldest];
+    kept.extend(pins.iter().copied().filter(|&pin| pin < session.oldest));
+    let mut snapshots = Vec::new();
+    for &id in &kept {
+        let state = state_at(conn, &session.name, schema, id)?;
+        snapshots.push((id, serde_json::to_string(&state).map_err(json_err)?));
+    }
     let tx = conn.transaction()?;
+    for (id, state) in &snapshots {
+        tx.execute(
+            "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
+            params![session.name, *id as i64, state],
+        )?;
+    }
+    let pinned = "(SELECT id FROM pins WHERE session = ?1)";
     tx.execute(
-        "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
-        params![
-            session.name,
-            session.oldest as i64,
-            serde_json::to_string(&state).map_err(json_err)?
-        ],
-    )?;
-    tx.execute(
-        "DELETE FROM snapshots WHERE session = ?1 AND id < ?2",
+        &format!("DELETE FROM snapshots WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"),
         params![session.name, session.oldest as i64],
     )?;
     let dropped = tx.execute(
-        "DELETE FROM checkpoints WHERE session = ?1 AND id < ?2",
+        &format!("DELETE FROM checkpoints WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"),
         params![session.name, session.oldest as i64],
     )?;
     upsert_session(&tx, session)?;
@@ -323,6 +333,59 @@ pub fn delete_session(conn: &mut Connection, name: &str) -> rusqlite::Result<()>
     let tx = conn.transaction()?;
     tx.execute("DELETE FROM snapshots WHERE session = ?1", [name])?;
     tx.execute("DELETE FROM checkpoints WHERE session = ?1", [name])?;
+    tx.execute("DELETE FROM pins WHERE session = ?1", [name])?;
     tx.execute("DELETE FROM sessions WHERE name = ?1", [name])?;
+    tx.commit()
+}
+
+/// Every session's pinned checkpoints, read once at start.
+pub fn load_pins(conn: &Connection) -> rusqlite::Result<HashMap<String, BTreeSet<u64>>> {
+    let mut stmt = conn.prepare("SELECT session, id FROM pins")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+    })?;
+    let mut pins: HashMap<String, BTreeSet<u64>> = HashMap::new();
+    for row in rows {
+        let (session, id) = row?;
+        pins.entry(session).or_default().insert(id);
+    }
+    Ok(pins)
+}
+
+pub fn session_pins(conn: &Connection, session: &str) -> rusqlite::Result<BTreeSet<u64>> {
+    let mut stmt = conn.prepare("SELECT id FROM pins WHERE session = ?1")?;
+    let rows = stmt.query_map([session], |r| Ok(r.get::<_, i64>(0)? as u64))?;
+    rows.collect()
+}
+
+/// Pins checkpoint `id`, or unpins it; an unpinned checkpoint older than `oldest` goes
+/// at once, as compaction would have taken it.
+pub fn set_pin(
+    conn: &mut Connection,
+    session: &str,
+    id: u64,
+    pinned: bool,
+    oldest: u64,
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    if pinned {
+        tx.execute(
+            "INSERT OR IGNORE INTO pins (session, id, at_ms) VALUES (?1, ?2, ?3)",
+            params![session, id as i64, grove_agent_shim::now_ms() as i64],
+        )?;
+    } else {
+        tx.execute(
+            "DELETE FROM pins WHERE session = ?1 AND id = ?2",
+            params![session, id as i64],
+        )?;
+        if id < oldest {
+            for table in ["checkpoints", "snapshots"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE session = ?1 AND id = ?2"),
+                    params![session, id as i64],
+                )?;
+            }
+        }
+    }
     tx.commit()
 }

@@ -26,6 +26,7 @@ pub mod state_compact;
 pub mod state_fork;
 pub mod state_get;
 pub mod state_history;
+pub mod state_pin;
 pub mod state_update;
 pub mod state_watch;
 pub mod trust;
@@ -132,6 +133,9 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         }
         m::StateCompact::NAME => {
             reply(state_compact::handle(ctx, conn, parse::<m::StateCompact>(params)?).await)
+        }
+        m::StatePin::NAME => {
+            reply(state_pin::handle(ctx, conn, parse::<m::StatePin>(params)?).await)
         }
         m::DaemonStatus::NAME => {
             parse::<m::DaemonStatus>(params)?;
