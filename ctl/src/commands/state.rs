@@ -195,15 +195,20 @@ fn batches_from_file(path: &Path, base: Option<u64>) -> Result<Vec<Vec<StateWrit
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     }
     let documents: Vec<Value> = match serde_json::from_str::<Value>(&text) {
-        Ok(one) => vec![one],
+        Ok(one) => {
+            no_repeated_keys(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+            vec![one]
+        }
         Err(_) => text
             .lines()
             .enumerate()
             .filter(|(_, line)| !line.trim().is_empty())
             .map(|(n, line)| {
-                serde_json::from_str(line).map_err(|e| {
-                    UsageError(format!("{}:{}: not JSON: {e}", path.display(), n + 1)).into()
-                })
+                let at = format!("{}:{}", path.display(), n + 1);
+                let doc = serde_json::from_str(line)
+                    .map_err(|e| UsageError(format!("{at}: not JSON: {e}")))?;
+                no_repeated_keys(line).map_err(|e| UsageError(format!("{at}: {e}")))?;
+                Ok(doc)
             })
             .collect::<Result<_>>()?,
     };
@@ -353,5 +358,75 @@ fn watch(client: &mut Client, session: SessionArg, json: bool) -> Result<ExitCod
                 safe(&channels.join(", "))
             );
         }
+    }
+}
+
+/// Refuses JSON with a key twice in one object: parsed as a map, all but the last would
+/// be dropped without a word (a batch's channel written twice, say).
+fn no_repeated_keys(text: &str) -> std::result::Result<(), String> {
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+    use std::collections::HashSet;
+    struct Check;
+    impl<'de> serde::de::DeserializeSeed<'de> for Check {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+            d.deserialize_any(Check)
+        }
+    }
+    impl<'de> Visitor<'de> for Check {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+            while seq.next_element_seed(Check)?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+            let mut seen = HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    return Err(serde::de::Error::custom(format!(
+                        "key `{key}` appears twice in one object; write each channel once \
+                         per batch (repeated writes go in separate batches, one per line)"
+                    )));
+                }
+                map.next_value_seed(Check)?;
+            }
+            Ok(())
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::de::DeserializeSeed::deserialize(Check, &mut de).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_repeated_keys;
+
+    #[test]
+    fn a_repeated_key_at_any_depth_is_found() {
+        assert!(no_repeated_keys(r#"{"a": 1, "b": {"c": [1, {"d": 2}]}}"#).is_ok());
+        let e = no_repeated_keys(r#"{"a": 1, "a": 2}"#).expect_err("twice");
+        assert!(e.contains("key `a` appears twice"), "{e}");
+        assert!(no_repeated_keys(r#"[{"n": {"x": 1, "x": 1}}]"#).is_err());
     }
 }
