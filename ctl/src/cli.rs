@@ -284,6 +284,17 @@ pub enum SessionCommand {
     List,
     /// One session: its agents and their statuses, schema, sizes.
     Show { name: String },
+    /// Delete a session: its state, checkpoints and snapshots (an audit row stays,
+    /// shown by `grove gc --log`). Refused while agents of it are live.
+    Rm {
+        name: String,
+        /// Delete it even while agents of it are live.
+        #[arg(long)]
+        force: bool,
+        /// Why, for the audit row.
+        #[arg(long)]
+        reason: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! Every method: its name, its params and its result, in one place.
 
-use crate::state::{CheckpointInfo, SchemaText, SessionInfo, StateWrite};
+use crate::state::{CheckpointInfo, SchemaText, SessionInfo, SessionRemoval, StateWrite};
 use crate::types::{AgentRecord, Limits, Removal, SalvageRef};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -55,6 +55,7 @@ method!(
 );
 method!(SessionList, "session.list", Empty, SessionListResult);
 method!(SessionShow, "session.show", SessionShowParams, SessionInfo);
+method!(SessionRm, "session.rm", SessionRmParams, SessionRemoval);
 method!(
     StateUpdate,
     "state.update",
@@ -107,6 +108,7 @@ pub const ALL_METHODS: &[&str] = &[
     SessionCreate::NAME,
     SessionList::NAME,
     SessionShow::NAME,
+    SessionRm::NAME,
     StateUpdate::NAME,
     StateGet::NAME,
     StateHistory::NAME,
@@ -380,6 +382,9 @@ pub struct GcLogParams {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GcLogResult {
     pub removals: Vec<Removal>,
+    /// Deleted sessions, oldest first.
+    #[serde(default)]
+    pub sessions: Vec<SessionRemoval>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -447,6 +452,18 @@ pub struct SessionListResult {
 #[serde(deny_unknown_fields)]
 pub struct SessionShowParams {
     pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRmParams {
+    pub name: String,
+    /// Delete it even while agents of it are live (their later state calls fail).
+    #[serde(default)]
+    pub force: bool,
+    /// Why, for the audit row (default `rm`).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -65,6 +65,22 @@ pub struct SessionInfo {
     pub forked_at: Option<u64>,
 }
 
+/// A deleted session, as its audit row keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionRemoval {
+    pub at_ms: u64,
+    pub session: String,
+    /// Who deleted it: `user`, or the daemon's own pass.
+    pub by: String,
+    pub reason: String,
+    /// Its checkpoints, and the bytes its checkpoints and snapshots took, when deleted.
+    pub checkpoints: u64,
+    pub bytes: u64,
+    /// Agents of it that were still live (a forced removal).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live_agents: Vec<String>,
+}
+
 /// Which session a state call is about. Inside an agent the token says it (and an agent
 /// may only name its own session); elsewhere `session` does.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -2,7 +2,9 @@ use crate::cli::SessionCommand;
 use crate::connect::{connect, dirs};
 use crate::output::{ago, bytes, paint, print_json, safe, status_word_tone, table};
 use anyhow::Result;
-use grove_proto::methods::{Empty, SessionList, SessionShow, SessionShowParams};
+use grove_proto::methods::{
+    Empty, SessionList, SessionRm, SessionRmParams, SessionShow, SessionShowParams,
+};
 use grove_proto::state::SessionInfo;
 use std::process::ExitCode;
 
@@ -30,6 +32,27 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
                         ],
                         rows
                     )
+                );
+            }
+        }
+        SessionCommand::Rm {
+            name,
+            force,
+            reason,
+        } => {
+            let done = client.call::<SessionRm>(&SessionRmParams {
+                name,
+                force,
+                reason,
+            })?;
+            if json {
+                print_json(&done)?;
+            } else {
+                println!(
+                    "deleted session {} ({} checkpoints, {})",
+                    done.session,
+                    done.checkpoints,
+                    bytes(done.bytes)
                 );
             }
         }
@@ -94,4 +117,25 @@ fn describe(info: &SessionInfo) -> String {
         }
     }
     out
+}
+
+/// Deleted sessions, for `grove gc --log`.
+pub fn removal_table(removals: &[grove_proto::state::SessionRemoval]) -> String {
+    let rows = removals
+        .iter()
+        .map(|r| {
+            vec![
+                ago(r.at_ms),
+                safe(&r.session),
+                safe(&r.by),
+                safe(&r.reason),
+                r.checkpoints.to_string(),
+                bytes(r.bytes),
+            ]
+        })
+        .collect();
+    table(
+        &["WHEN", "SESSION", "BY", "WHY", "CHECKPOINTS", "SIZE"],
+        rows,
+    )
 }

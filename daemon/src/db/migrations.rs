@@ -74,6 +74,13 @@ const MIGRATIONS: &[&str] = &[
         at_ms           INTEGER NOT NULL,
         PRIMARY KEY (session, id)
     ) WITHOUT ROWID;",
+    // 6: the audit row of every deleted session (`grove session rm`): who, when, why,
+    // how big. The session's own rows go; this stays.
+    "CREATE TABLE session_removals (
+        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms           INTEGER NOT NULL,
+        record          TEXT NOT NULL
+    );",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

@@ -13,7 +13,7 @@ use crate::db::Db;
 use crate::error::Error;
 use crate::events::EventBus;
 use grove_agent_shim::now_ms;
-use grove_proto::state::{CheckpointInfo, SessionInfo};
+use grove_proto::state::{CheckpointInfo, SessionInfo, SessionRemoval};
 use grove_state::{apply_batch, channels_written, BatchError, Schema, State, Write};
 use serde::Serialize;
 pub use session::json_bytes;
@@ -90,6 +90,13 @@ enum Req {
     List {
         reply: Reply<Vec<SessionInfo>>,
     },
+    Remove {
+        name: String,
+        by: String,
+        reason: String,
+        live_agents: Vec<String>,
+        reply: Reply<SessionRemoval>,
+    },
     /// Forget a session that never got a checkpoint (its only agent never started).
     DropUnused {
         name: String,
@@ -99,6 +106,7 @@ enum Req {
 #[derive(Clone)]
 pub struct StateHandle {
     tx: mpsc::Sender<Req>,
+    db: Db,
 }
 
 impl StateHandle {
@@ -218,6 +226,33 @@ impl StateHandle {
         self.ask(|reply| Req::List { reply }).await
     }
 
+    /// Deletes a session with its head, checkpoints, snapshots and pins, keeping an audit
+    /// row; answers once both are stored.
+    pub async fn remove(
+        &self,
+        name: &str,
+        by: &str,
+        reason: &str,
+        live_agents: Vec<String>,
+    ) -> Result<SessionRemoval, Error> {
+        self.ask(|reply| Req::Remove {
+            name: name.into(),
+            by: by.into(),
+            reason: reason.into(),
+            live_agents,
+            reply,
+        })
+        .await
+    }
+
+    /// The most recent `limit` session deletions, oldest first.
+    pub async fn removals(&self, limit: u32) -> Result<Vec<SessionRemoval>, Error> {
+        Ok(self
+            .db
+            .call(move |conn| store::recent_removals(conn, limit))
+            .await?)
+    }
+
     /// Removes a session that holds no checkpoint, e.g. the own session of an agent
     /// whose spawn failed.
     pub async fn drop_unused(&self, name: &str) {
@@ -297,6 +332,7 @@ pub async fn start(
         sessions.insert(session.name.clone(), session);
     }
     let (tx, mut rx) = mpsc::channel::<Req>(4096);
+    let db_for_handle = db.clone();
     let mut service = StateService {
         sessions,
         limits,
@@ -332,7 +368,10 @@ pub async fn start(
             }
         }
     });
-    Ok(StateHandle { tx })
+    Ok(StateHandle {
+        tx,
+        db: db_for_handle,
+    })
 }
 
 /// A session as stored, with its head state.
@@ -664,6 +703,15 @@ impl StateService {
             Req::Info { name, reply } => {
                 let _ = reply.send(self.session(&name).map(Session::info));
             }
+            Req::Remove {
+                name,
+                by,
+                reason,
+                live_agents,
+                reply,
+            } => {
+                let _ = reply.send(self.remove(&name, by, reason, live_agents).await);
+            }
             Req::DropUnused { name } => {
                 if self.sessions.get(&name).is_some_and(|s| s.head == 0) {
                     self.sessions.remove(&name);
@@ -914,6 +962,42 @@ impl StateService {
         if let Err(e) = self.compact(name, keep).await {
             tracing::error!(session = %name, error = %e, "cannot compact a session");
         }
+    }
+
+    async fn remove(
+        &mut self,
+        name: &str,
+        by: String,
+        reason: String,
+        live_agents: Vec<String>,
+    ) -> Result<SessionRemoval, Error> {
+        // An unreadable session may be deleted too: nothing of it is read.
+        let Some(session) = self.sessions.get(name) else {
+            return Err(Error::NotFound(format!(
+                "no session `{name}` (`grove session list` shows them)"
+            )));
+        };
+        let pinned_older = session.pins.iter().filter(|&&p| p < session.oldest).count();
+        let checkpoints = session.info().checkpoints + pinned_older as u64;
+        let owned = name.to_string();
+        let removal = self
+            .db
+            .call(move |conn| {
+                let removal = SessionRemoval {
+                    at_ms: now_ms(),
+                    bytes: store::stored_bytes(conn, &owned)?,
+                    session: owned,
+                    by,
+                    reason,
+                    checkpoints,
+                    live_agents,
+                };
+                store::remove_session(conn, &removal)?;
+                Ok(removal)
+            })
+            .await?;
+        self.sessions.remove(name);
+        Ok(removal)
     }
 
     async fn pin(&mut self, name: &str, at: u64, pinned: bool) -> Result<Vec<u64>, Error> {

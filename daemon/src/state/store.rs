@@ -328,6 +328,57 @@ pub fn compact(
     Ok(dropped as u64)
 }
 
+/// Bytes a session's checkpoints and snapshots take.
+pub fn stored_bytes(conn: &Connection, name: &str) -> rusqlite::Result<u64> {
+    conn.query_row(
+        "SELECT (SELECT coalesce(sum(length(writes) + length(channels)), 0)
+                 FROM checkpoints WHERE session = ?1)
+              + (SELECT coalesce(sum(length(state)), 0) FROM snapshots WHERE session = ?1)",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n.max(0) as u64)
+}
+
+/// Deletes a session with everything it holds and keeps its audit row, in one
+/// transaction: either both happened or neither.
+pub fn remove_session(
+    conn: &mut Connection,
+    removal: &grove_proto::state::SessionRemoval,
+) -> rusqlite::Result<()> {
+    let record = serde_json::to_string(removal).map_err(json_err)?;
+    let tx = conn.transaction()?;
+    for table in ["snapshots", "checkpoints", "pins"] {
+        tx.execute(
+            &format!("DELETE FROM {table} WHERE session = ?1"),
+            [&removal.session],
+        )?;
+    }
+    tx.execute("DELETE FROM sessions WHERE name = ?1", [&removal.session])?;
+    tx.execute(
+        "INSERT INTO session_removals (at_ms, record) VALUES (?1, ?2)",
+        params![removal.at_ms as i64, record],
+    )?;
+    crate::faults::point("mid_session_rm");
+    tx.commit()
+}
+
+/// The most recent `limit` session removals, oldest first.
+pub fn recent_removals(
+    conn: &Connection,
+    limit: u32,
+) -> rusqlite::Result<Vec<grove_proto::state::SessionRemoval>> {
+    let mut stmt = conn.prepare(
+        "SELECT record FROM (SELECT seq, record FROM session_removals ORDER BY seq DESC
+         LIMIT ?1) ORDER BY seq",
+    )?;
+    let rows = stmt.query_map([limit], |r| r.get::<_, String>(0))?;
+    Ok(rows
+        .filter_map(Result::ok)
+        .filter_map(|json| serde_json::from_str(&json).ok())
+        .collect())
+}
+
 /// Deletes a session with everything it holds.
 pub fn delete_session(conn: &mut Connection, name: &str) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;

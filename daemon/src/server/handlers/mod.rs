@@ -20,6 +20,7 @@ pub mod restore;
 pub mod salvaged;
 pub mod session_create;
 pub mod session_list;
+pub mod session_rm;
 pub mod session_show;
 pub mod spawn;
 pub mod state_compact;
@@ -133,6 +134,9 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         }
         m::StateCompact::NAME => {
             reply(state_compact::handle(ctx, conn, parse::<m::StateCompact>(params)?).await)
+        }
+        m::SessionRm::NAME => {
+            reply(session_rm::handle(ctx, conn, parse::<m::SessionRm>(params)?).await)
         }
         m::StatePin::NAME => {
             reply(state_pin::handle(ctx, conn, parse::<m::StatePin>(params)?).await)
