@@ -62,6 +62,8 @@ pub struct Config {
     pub salvage_max_file: u64,
     /// Sizes and checkpoint counts of sessions' shared state.
     pub state_limits: StateLimits,
+    /// When sessions move from one lifecycle state to the next.
+    pub session_lifecycle: SessionLifecycle,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -110,6 +112,35 @@ impl Default for StateLimits {
     }
 }
 
+/// When sessions move along: active, idle, suspended, archived, deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLifecycle {
+    /// Active while an agent of it is live or it was written this recently.
+    pub idle_after: Duration,
+    /// No activity (read or write) this long: its head leaves memory.
+    pub suspend_after: Duration,
+    pub archive_after: Duration,
+    /// No activity this long: deleted, with an audit row.
+    pub delete_after: Duration,
+    /// How often the pass that moves sessions along runs.
+    pub gc_interval: Duration,
+    /// Most session heads kept in memory; the least recently used go first.
+    pub cache: usize,
+}
+
+impl Default for SessionLifecycle {
+    fn default() -> Self {
+        SessionLifecycle {
+            idle_after: Duration::from_secs(30 * 60),
+            suspend_after: Duration::from_secs(30 * 60),
+            archive_after: Duration::from_secs(7 * 24 * 3600),
+            delete_after: Duration::from_secs(90 * 24 * 3600),
+            gc_interval: Duration::from_secs(5 * 60),
+            cache: 1000,
+        }
+    }
+}
+
 /// Every setting: its key in `config.toml`, its variable, its default as text.
 pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_worktrees", "GROVE_MAX_WORKTREES", "20"),
@@ -141,6 +172,12 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("state_max_write", "GROVE_STATE_MAX_WRITE", "256K"),
     ("state_max_session", "GROVE_STATE_MAX_SESSION", "2M"),
     ("checkpoint_keep", "GROVE_CHECKPOINT_KEEP", "500"),
+    ("session_idle", "GROVE_SESSION_IDLE", "30m"),
+    ("session_suspend", "GROVE_SESSION_SUSPEND", "30m"),
+    ("session_archive", "GROVE_SESSION_ARCHIVE", "7days"),
+    ("session_delete", "GROVE_SESSION_DELETE", "90days"),
+    ("session_gc_interval", "GROVE_SESSION_GC_INTERVAL", "5m"),
+    ("session_cache", "GROVE_SESSION_CACHE", "1000"),
 ];
 
 impl Config {
@@ -198,6 +235,16 @@ impl Config {
                 max_write: get("state_max_write")?.bytes()?.max(1),
                 max_session: get("state_max_session")?.bytes()?.max(1),
                 checkpoint_keep: get("checkpoint_keep")?.number()?.max(1),
+            },
+            session_lifecycle: SessionLifecycle {
+                idle_after: get("session_idle")?.duration()?,
+                suspend_after: get("session_suspend")?.duration()?,
+                archive_after: get("session_archive")?.duration()?,
+                delete_after: get("session_delete")?.duration()?,
+                gc_interval: get("session_gc_interval")?
+                    .duration()?
+                    .max(Duration::from_millis(10)),
+                cache: (get("session_cache")?.number()? as usize).max(1),
             },
             protocol_version: match std::env::var("GROVE_TEST_PROTOCOL_VERSION") {
                 Ok(v) => v.parse().unwrap_or(0),

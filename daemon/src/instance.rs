@@ -56,6 +56,7 @@ pub async fn run(
         db.clone(),
         events.clone(),
         config.state_limits,
+        config.session_lifecycle,
         stopped.clone(),
     )
     .await?;
@@ -80,6 +81,12 @@ pub async fn run(
         events.clone(),
     );
     janitor.startup_scan().await;
+    crate::state::gc::start(
+        state.clone(),
+        core.clone(),
+        config.session_lifecycle,
+        stopped.clone(),
+    );
     let janitor = janitor.start(stopped);
     let listener = bind(&dirs.socket)?;
     let ctx = Arc::new(Ctx {

@@ -626,6 +626,7 @@ pub const ALL_EVENTS: &[&str] = &[
     "agent.exited",
     "agent.collected",
     "state.updated",
+    "session.lifecycle",
     "janitor.removed",
     "disk.pressure",
     "events.lagged",

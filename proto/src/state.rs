@@ -60,6 +60,16 @@ pub struct SessionInfo {
     pub last_checkpoint_at_ms: Option<u64>,
     /// Size of the current state as JSON.
     pub state_bytes: u64,
+    /// `active` (an agent of it is live, or it was written lately), `idle`, `suspended`
+    /// (its head is out of memory, read again on use), `archived`.
+    #[serde(default)]
+    pub lifecycle: String,
+    /// The last read or write.
+    #[serde(default)]
+    pub last_used_ms: u64,
+    /// Whether its head is in memory (at most `session_cache` are).
+    #[serde(default)]
+    pub in_memory: bool,
     pub agents: Vec<SessionAgent>,
     pub forked_from: Option<String>,
     pub forked_at: Option<u64>,

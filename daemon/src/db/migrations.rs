@@ -81,6 +81,12 @@ const MIGRATIONS: &[&str] = &[
         at_ms           INTEGER NOT NULL,
         record          TEXT NOT NULL
     );",
+    // 7: session lifecycle: the last read or write, the state the GC pass left it in,
+    // and its size, so that a session whose head is not in memory is shown without
+    // reading it.
+    "ALTER TABLE sessions ADD COLUMN last_used_ms INTEGER;
+    ALTER TABLE sessions ADD COLUMN lifecycle TEXT NOT NULL DEFAULT 'active';
+    ALTER TABLE sessions ADD COLUMN state_bytes INTEGER NOT NULL DEFAULT 0;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

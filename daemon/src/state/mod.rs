@@ -5,6 +5,7 @@
 //! The task never waits for the disk while updates arrive: it applies the next group
 //! while the database thread stores (and fsyncs) the one before.
 
+pub mod gc;
 mod session;
 mod store;
 
@@ -96,6 +97,11 @@ enum Req {
         reason: String,
         live_agents: Vec<String>,
         reply: Reply<SessionRemoval>,
+    },
+    Gc {
+        live: std::collections::HashSet<String>,
+        lifecycle: crate::config::SessionLifecycle,
+        reply: Reply<gc::GcReport>,
     },
     /// Forget a session that never got a checkpoint (its only agent never started).
     DropUnused {
@@ -245,6 +251,21 @@ impl StateHandle {
         .await
     }
 
+    /// Moves every session along its lifecycle; `live` names the sessions with a live
+    /// agent.
+    pub async fn gc(
+        &self,
+        live: std::collections::HashSet<String>,
+        lifecycle: crate::config::SessionLifecycle,
+    ) -> Result<gc::GcReport, Error> {
+        self.ask(|reply| Req::Gc {
+            live,
+            lifecycle,
+            reply,
+        })
+        .await
+    }
+
     /// The most recent `limit` session deletions, oldest first.
     pub async fn removals(&self, limit: u32) -> Result<Vec<SessionRemoval>, Error> {
         Ok(self
@@ -300,6 +321,8 @@ struct Pending {
 
 struct StateService {
     sessions: HashMap<String, Session>,
+    /// Most heads in memory (`session_cache`).
+    cache: usize,
     limits: StateLimits,
     db: Db,
     events: EventBus,
@@ -321,13 +344,15 @@ pub async fn start(
     db: Db,
     events: EventBus,
     limits: StateLimits,
+    lifecycle: crate::config::SessionLifecycle,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<StateHandle, Error> {
     let rows = db.call(|conn| store::load_sessions(conn)).await?;
     let mut pins = db.call(|conn| store::load_pins(conn)).await?;
     let mut sessions = HashMap::new();
+    // Heads are read on first use, not here: start-up does not grow with the sessions.
     for row in rows {
-        let mut session = load(&db, row).await?;
+        let mut session = Session::from_row(row);
         session.pins = pins.remove(&session.name).unwrap_or_default();
         sessions.insert(session.name.clone(), session);
     }
@@ -335,6 +360,7 @@ pub async fn start(
     let db_for_handle = db.clone();
     let mut service = StateService {
         sessions,
+        cache: lifecycle.cache,
         limits,
         db,
         events,
@@ -433,6 +459,10 @@ impl StateService {
                 writes,
                 reply,
             } => {
+                if let Err(e) = self.use_session(&session).await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
                 self.stage(&session, &writer, &writes, reply);
                 self.keep_checkpoints(&session).await;
             }
@@ -618,7 +648,22 @@ impl StateService {
         };
         let snapshot = (id % SNAPSHOT_EVERY == 0).then_some(&state);
         let rows = CheckpointRow::new(name, info, writes, snapshot).and_then(|row| {
-            SessionHead::new(name, id, oldest, Some(at_ms), &last_changes).map(|head| (row, head))
+            SessionHead::new(
+                name,
+                id,
+                oldest,
+                Some(at_ms),
+                &last_changes,
+                session::state_bytes(
+                    session
+                        .channel_bytes
+                        .iter()
+                        .filter(|(c, _)| !channels.contains(c))
+                        .map(|(_, b)| *b)
+                        .chain(channel_bytes.iter().map(|(_, b)| *b)),
+                ),
+            )
+            .map(|head| (row, head))
         });
         let (row, head) = match rows {
             Ok(rows) => rows,
@@ -631,6 +676,7 @@ impl StateService {
         };
         session.last_changes = last_changes;
         session.current = state;
+        session.last_used_ms = at_ms;
         session.channel_bytes.extend(channel_bytes);
         session.head = id;
         session.oldest = oldest;
@@ -669,13 +715,28 @@ impl StateService {
             } => {
                 let _ = reply.send(self.ensure(&name, schema, explicit).await);
             }
-            Req::Get { session, at, reply } => self.get(&session, at, reply),
+            Req::Get { session, at, reply } => match self.use_session(&session).await {
+                Ok(()) => self.get(&session, at, reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
             Req::History {
                 session,
                 limit,
                 before,
                 reply,
-            } => self.history(&session, limit, before, reply),
+            } => {
+                let _ = self.use_session(&session).await;
+                self.history(&session, limit, before, reply);
+            }
+            Req::Gc {
+                live,
+                lifecycle,
+                reply,
+            } => {
+                let _ = reply.send(self.gc(&live, lifecycle).await);
+            }
             Req::Pin {
                 session,
                 at,
@@ -691,7 +752,14 @@ impl StateService {
                 writer,
                 reply,
             } => {
-                let _ = reply.send(self.fork(&session, at, &new_session, &writer).await);
+                let forked = match self.use_session(&session).await {
+                    Ok(()) => self.fork(&session, at, &new_session, &writer).await,
+                    Err(e) => Err(e),
+                };
+                if forked.is_ok() {
+                    self.keep_cache(&new_session);
+                }
+                let _ = reply.send(forked);
             }
             Req::Compact {
                 session,
@@ -762,6 +830,7 @@ impl StateService {
             .call(move |conn| store::upsert_session(conn, &row))
             .await?;
         self.sessions.insert(name.to_string(), session);
+        self.keep_cache(name);
         Ok(())
     }
 
@@ -1086,6 +1155,7 @@ mod tests {
             db.clone(),
             EventBus::default(),
             StateLimits::default(),
+            crate::config::SessionLifecycle::default(),
             stopped,
         )
         .await

@@ -26,6 +26,14 @@ pub struct Session {
     pub channel_bytes: HashMap<String, u64>,
     /// Checkpoints kept readable through compaction.
     pub pins: BTreeSet<u64>,
+    /// Whether `current` and `channel_bytes` hold the head; a suspended session's head
+    /// is read again on its next use.
+    pub loaded: bool,
+    /// The state's size as last measured, for a session not loaded.
+    pub stored_bytes: u64,
+    /// The last read or write (or its creation).
+    pub last_used_ms: u64,
+    pub lifecycle: Lifecycle,
     /// Set when the stored data cannot be read by this daemon (a newer schema version):
     /// every operation is refused with this message rather than misread.
     pub unreadable: Option<String>,
@@ -47,13 +55,18 @@ impl Session {
             last_changes: HashMap::new(),
             channel_bytes: HashMap::new(),
             pins: BTreeSet::new(),
+            loaded: true,
+            stored_bytes: 0,
+            last_used_ms: now_ms,
+            lifecycle: Lifecycle::Active,
             unreadable: None,
         }
         .measured()
     }
 
-    /// Measures every channel of `current` again.
+    /// Measures every channel of `current` again; the head is loaded from here on.
     pub fn measured(mut self) -> Session {
+        self.loaded = true;
         self.channel_bytes = self
             .current
             .iter()
@@ -64,7 +77,20 @@ impl Session {
 
     /// Bytes of the state as JSON.
     pub fn state_bytes(&self) -> u64 {
+        if !self.loaded {
+            return self.stored_bytes;
+        }
         state_bytes(self.channel_bytes.values().copied())
+    }
+
+    /// Drops the head from memory (it stays stored).
+    pub fn unload(&mut self) {
+        if self.loaded {
+            self.stored_bytes = self.state_bytes();
+        }
+        self.current = State::new();
+        self.channel_bytes = HashMap::new();
+        self.loaded = false;
     }
 
     /// Rebuilds a session from its row; `current` is filled in by the caller.
@@ -107,6 +133,13 @@ impl Session {
             last_changes: row.last_changes,
             channel_bytes: HashMap::new(),
             pins: BTreeSet::new(),
+            loaded: false,
+            stored_bytes: row.state_bytes,
+            last_used_ms: row
+                .last_used_ms
+                .or(row.last_at_ms)
+                .unwrap_or(row.created_at_ms),
+            lifecycle: Lifecycle::parse(&row.lifecycle),
             unreadable,
         }
     }
@@ -123,6 +156,9 @@ impl Session {
             oldest: self.oldest,
             last_at_ms: self.last_at_ms,
             last_changes: self.last_changes.clone(),
+            last_used_ms: Some(self.last_used_ms),
+            lifecycle: self.lifecycle.name().to_string(),
+            state_bytes: self.state_bytes(),
         }
     }
 
@@ -164,9 +200,42 @@ impl Session {
             oldest: self.oldest,
             last_checkpoint_at_ms: self.last_at_ms,
             state_bytes: self.state_bytes(),
+            lifecycle: self.lifecycle.name().to_string(),
+            last_used_ms: self.last_used_ms,
+            in_memory: self.loaded,
             agents: Vec::new(),
             forked_from: self.forked_from.clone(),
             forked_at: self.forked_at,
+        }
+    }
+}
+
+/// Where a session is in its life; see `SessionLifecycle` for when it moves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    Active,
+    Idle,
+    Suspended,
+    Archived,
+}
+
+impl Lifecycle {
+    pub fn name(self) -> &'static str {
+        match self {
+            Lifecycle::Active => "active",
+            Lifecycle::Idle => "idle",
+            Lifecycle::Suspended => "suspended",
+            Lifecycle::Archived => "archived",
+        }
+    }
+
+    /// A stored name; anything unknown counts as suspended (read again on use).
+    pub fn parse(name: &str) -> Lifecycle {
+        match name {
+            "active" => Lifecycle::Active,
+            "idle" => Lifecycle::Idle,
+            "archived" => Lifecycle::Archived,
+            _ => Lifecycle::Suspended,
         }
     }
 }

@@ -31,6 +31,9 @@ pub struct SessionRow {
     pub oldest: u64,
     pub last_at_ms: Option<u64>,
     pub last_changes: HashMap<String, LastChange>,
+    pub last_used_ms: Option<u64>,
+    pub lifecycle: String,
+    pub state_bytes: u64,
 }
 
 /// One checkpoint to store, its JSON already written: the state task writes it while
@@ -72,6 +75,7 @@ pub struct SessionHead {
     pub oldest: u64,
     pub last_at_ms: Option<u64>,
     last_changes: String,
+    pub state_bytes: u64,
 }
 
 impl SessionHead {
@@ -81,6 +85,7 @@ impl SessionHead {
         oldest: u64,
         last_at_ms: Option<u64>,
         last_changes: &HashMap<String, LastChange>,
+        state_bytes: u64,
     ) -> serde_json::Result<SessionHead> {
         Ok(SessionHead {
             name: name.to_string(),
@@ -88,6 +93,7 @@ impl SessionHead {
             oldest,
             last_at_ms,
             last_changes: serde_json::to_string(last_changes)?,
+            state_bytes,
         })
     }
 }
@@ -95,10 +101,12 @@ impl SessionHead {
 pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO sessions (name, schema, schema_version, created_at_ms, forked_from,
-                               forked_at, head, oldest, last_at_ms, last_changes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                               forked_at, head, oldest, last_at_ms, last_changes,
+                               last_used_ms, lifecycle, state_bytes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
          ON CONFLICT(name) DO UPDATE SET head = ?7, oldest = ?8, last_at_ms = ?9,
-                                          last_changes = ?10",
+                                          last_changes = ?10, last_used_ms = ?11,
+                                          lifecycle = ?12, state_bytes = ?13",
         params![
             row.name,
             row.schema.to_string(),
@@ -110,6 +118,9 @@ pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
             row.oldest as i64,
             row.last_at_ms.map(|v| v as i64),
             serde_json::to_string(&row.last_changes).map_err(json_err)?,
+            row.last_used_ms.map(|v| v as i64),
+            row.lifecycle,
+            row.state_bytes as i64,
         ],
     )?;
     Ok(())
@@ -147,7 +158,8 @@ fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result
 fn advance_session(conn: &Connection, head: &SessionHead) -> rusqlite::Result<()> {
     let changed = conn
         .prepare_cached(
-            "UPDATE sessions SET head = ?2, oldest = ?3, last_at_ms = ?4, last_changes = ?5
+            "UPDATE sessions SET head = ?2, oldest = ?3, last_at_ms = ?4, last_changes = ?5,
+                                 last_used_ms = ?4, lifecycle = 'active', state_bytes = ?6
              WHERE name = ?1",
         )?
         .execute(params![
@@ -156,6 +168,7 @@ fn advance_session(conn: &Connection, head: &SessionHead) -> rusqlite::Result<()
             head.oldest as i64,
             head.last_at_ms.map(|v| v as i64),
             head.last_changes,
+            head.state_bytes as i64,
         ])?;
     // Every session is stored when it is created; one that is not must not take
     // checkpoints (the group fails and is undone).
@@ -196,7 +209,7 @@ pub fn commit_fork(
 }
 
 const SESSION_COLUMNS: &str = "name, schema, schema_version, created_at_ms, forked_from,
-    forked_at, head, oldest, last_at_ms, last_changes";
+    forked_at, head, oldest, last_at_ms, last_changes, last_used_ms, lifecycle, state_bytes";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -210,6 +223,9 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         oldest: r.get::<_, i64>(7)? as u64,
         last_at_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
         last_changes: from_json(&r.get::<_, String>(9)?, 9)?,
+        last_used_ms: r.get::<_, Option<i64>>(10)?.map(|v| v as u64),
+        lifecycle: r.get(11)?,
+        state_bytes: r.get::<_, i64>(12)?.max(0) as u64,
     })
 }
 
@@ -438,5 +454,19 @@ pub fn set_pin(
             }
         }
     }
+    tx.commit()
+}
+
+/// Stores where the GC pass left sessions: their lifecycle state and last use.
+pub fn set_lifecycles(
+    conn: &mut Connection,
+    rows: &[(String, String, u64)],
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    for (name, lifecycle, last_used_ms) in rows {
+        tx.prepare_cached("UPDATE sessions SET lifecycle = ?2, last_used_ms = ?3 WHERE name = ?1")?
+            .execute(params![name, lifecycle, *last_used_ms as i64])?;
+    }
+    crate::faults::point("mid_session_gc");
     tx.commit()
 }
