@@ -284,6 +284,16 @@ pub enum SessionCommand {
     List,
     /// One session: its agents and their statuses, schema, sizes.
     Show { name: String },
+    /// Move a session to a new schema (a TOML file with a `[state]` table): channels may
+    /// be added and reducers changed where the stored value fits; one checkpoint.
+    Migrate {
+        name: String,
+        #[arg(long, value_name = "FILE")]
+        schema: PathBuf,
+        /// Drop this channel of the old schema, and its value (repeatable).
+        #[arg(long = "drop", value_name = "CHANNEL")]
+        drop: Vec<String>,
+    },
     /// Delete a session: its state, checkpoints and snapshots (an audit row stays,
     /// shown by `grove gc --log`). Refused while agents of it are live.
     Rm {

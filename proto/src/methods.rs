@@ -57,6 +57,12 @@ method!(SessionList, "session.list", Empty, SessionListResult);
 method!(SessionShow, "session.show", SessionShowParams, SessionInfo);
 method!(SessionRm, "session.rm", SessionRmParams, SessionRemoval);
 method!(
+    SessionMigrate,
+    "session.migrate",
+    SessionMigrateParams,
+    SessionMigrateResult
+);
+method!(
     StateUpdate,
     "state.update",
     StateUpdateParams,
@@ -109,6 +115,7 @@ pub const ALL_METHODS: &[&str] = &[
     SessionList::NAME,
     SessionShow::NAME,
     SessionRm::NAME,
+    SessionMigrate::NAME,
     StateUpdate::NAME,
     StateGet::NAME,
     StateHistory::NAME,
@@ -452,6 +459,31 @@ pub struct SessionListResult {
 #[serde(deny_unknown_fields)]
 pub struct SessionShowParams {
     pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionMigrateParams {
+    pub name: String,
+    /// The new schema in its JSON form, or as TOML text (`schema_text`).
+    #[serde(default)]
+    pub schema: Option<Value>,
+    #[serde(default)]
+    pub schema_text: Option<SchemaText>,
+    /// Channels of the old schema to drop (with their values).
+    #[serde(default)]
+    pub drop: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionMigrateResult {
+    pub session: String,
+    /// The migration's checkpoint (source `migrate`).
+    pub checkpoint: u64,
+    pub added: Vec<String>,
+    pub dropped: Vec<String>,
+    /// Channels whose reducer changed.
+    pub changed: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

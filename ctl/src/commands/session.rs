@@ -3,8 +3,10 @@ use crate::connect::{connect, dirs};
 use crate::output::{ago, bytes, paint, print_json, safe, status_word_tone, table};
 use anyhow::Result;
 use grove_proto::methods::{
-    Empty, SessionList, SessionRm, SessionRmParams, SessionShow, SessionShowParams,
+    Empty, SessionList, SessionMigrate, SessionMigrateParams, SessionRm, SessionRmParams,
+    SessionShow, SessionShowParams,
 };
+use grove_proto::state::SchemaText;
 use grove_proto::state::SessionInfo;
 use std::process::ExitCode;
 
@@ -32,6 +34,39 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
                         ],
                         rows
                     )
+                );
+            }
+        }
+        SessionCommand::Migrate { name, schema, drop } => {
+            let text = std::fs::read_to_string(&schema).map_err(|e| {
+                crate::exit::UsageError(format!("cannot read {}: {e}", schema.display()))
+            })?;
+            let done = client.call::<SessionMigrate>(&SessionMigrateParams {
+                name,
+                schema: None,
+                schema_text: Some(SchemaText {
+                    origin: schema.display().to_string(),
+                    text,
+                }),
+                drop,
+            })?;
+            if json {
+                print_json(&done)?;
+            } else {
+                let list = |v: &[String]| {
+                    if v.is_empty() {
+                        "none".into()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                println!(
+                    "session {} migrated at checkpoint {}: added {}; dropped {}; reducer changed {}",
+                    done.session,
+                    done.checkpoint,
+                    list(&done.added),
+                    list(&done.dropped),
+                    list(&done.changed)
                 );
             }
         }

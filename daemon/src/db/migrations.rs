@@ -87,6 +87,14 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE sessions ADD COLUMN last_used_ms INTEGER;
     ALTER TABLE sessions ADD COLUMN lifecycle TEXT NOT NULL DEFAULT 'active';
     ALTER TABLE sessions ADD COLUMN state_bytes INTEGER NOT NULL DEFAULT 0;",
+    // 8: the schemas a session had before `grove session migrate`: each reads the
+    // checkpoints before `until_id`, so that history still reads with its own schema.
+    "CREATE TABLE session_schemas (
+        session         TEXT NOT NULL,
+        until_id        INTEGER NOT NULL,
+        schema          TEXT NOT NULL,
+        PRIMARY KEY (session, until_id)
+    ) WITHOUT ROWID;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

@@ -151,9 +151,7 @@ impl StateService {
             };
             if let Some(session) = self.sessions.get_mut(name) {
                 session.current = current;
-                let measured =
-                    std::mem::replace(session, Session::new("", session.schema.clone(), 0));
-                *session = measured.measured();
+                session.remeasure();
             }
             self.keep_cache(name);
         }

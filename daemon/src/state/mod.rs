@@ -6,6 +6,7 @@
 //! while the database thread stores (and fsyncs) the one before.
 
 pub mod gc;
+mod migrate;
 mod session;
 mod store;
 
@@ -97,6 +98,12 @@ enum Req {
         reason: String,
         live_agents: Vec<String>,
         reply: Reply<SessionRemoval>,
+    },
+    Migrate {
+        name: String,
+        schema: Schema,
+        drop: Vec<String>,
+        reply: Reply<grove_proto::methods::SessionMigrateResult>,
     },
     Gc {
         live: std::collections::HashSet<String>,
@@ -246,6 +253,22 @@ impl StateHandle {
             by: by.into(),
             reason: reason.into(),
             live_agents,
+            reply,
+        })
+        .await
+    }
+
+    /// Moves a session to a new schema in one checkpoint (source `migrate`).
+    pub async fn migrate(
+        &self,
+        name: &str,
+        schema: Schema,
+        drop: Vec<String>,
+    ) -> Result<grove_proto::methods::SessionMigrateResult, Error> {
+        self.ask(|reply| Req::Migrate {
+            name: name.into(),
+            schema,
+            drop,
             reply,
         })
         .await
@@ -729,6 +752,14 @@ impl StateService {
             } => {
                 let _ = self.use_session(&session).await;
                 self.history(&session, limit, before, reply);
+            }
+            Req::Migrate {
+                name,
+                schema,
+                drop,
+                reply,
+            } => {
+                let _ = reply.send(self.migrate(&name, schema, drop).await);
             }
             Req::Gc {
                 live,

@@ -66,13 +66,17 @@ impl Session {
 
     /// Measures every channel of `current` again; the head is loaded from here on.
     pub fn measured(mut self) -> Session {
+        self.remeasure();
+        self
+    }
+
+    pub fn remeasure(&mut self) {
         self.loaded = true;
         self.channel_bytes = self
             .current
             .iter()
             .map(|(key, value)| (key.clone(), entry_bytes(key, value)))
             .collect();
-        self
     }
 
     /// Bytes of the state as JSON.

@@ -262,6 +262,22 @@ pub fn state_at(
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
+    // Checkpoints before a migration read with the schema they were written with.
+    let older: Option<String> = conn
+        .prepare_cached(
+            "SELECT schema FROM session_schemas WHERE session = ?1 AND until_id > ?2
+             ORDER BY until_id LIMIT 1",
+        )?
+        .query_row(params![session, at as i64], |r| r.get(0))
+        .optional()?;
+    let older = match older {
+        Some(json) => Some(
+            Schema::from_json(&from_json::<serde_json::Value>(&json, 0)?)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?,
+        ),
+        None => None,
+    };
+    let schema = older.as_ref().unwrap_or(schema);
     let (from, mut state) = match snapshot {
         Some((id, json)) => (id as u64, from_json::<State>(&json, 1)?),
         None => (0, schema.initial_state()),
@@ -364,7 +380,7 @@ pub fn remove_session(
 ) -> rusqlite::Result<()> {
     let record = serde_json::to_string(removal).map_err(json_err)?;
     let tx = conn.transaction()?;
-    for table in ["snapshots", "checkpoints", "pins"] {
+    for table in ["snapshots", "checkpoints", "pins", "session_schemas"] {
         tx.execute(
             &format!("DELETE FROM {table} WHERE session = ?1"),
             [&removal.session],
@@ -468,5 +484,31 @@ pub fn set_lifecycles(
             .execute(params![name, lifecycle, *last_used_ms as i64])?;
     }
     crate::faults::point("mid_session_gc");
+    tx.commit()
+}
+
+/// Stores a schema migration: the old schema kept for the checkpoints before `first`,
+/// the migration's checkpoint (with a snapshot of the migrated state), and the session
+/// with its new schema, in one transaction.
+pub fn commit_migrate(
+    conn: &mut Connection,
+    old_schema: &serde_json::Value,
+    first: &CheckpointRow,
+    head: &SessionHead,
+    new_schema: &serde_json::Value,
+    schema_version: u32,
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    tx.execute(
+        "INSERT OR REPLACE INTO session_schemas (session, until_id, schema) VALUES (?1, ?2, ?3)",
+        params![head.name, first.info.id as i64, old_schema.to_string()],
+    )?;
+    insert_checkpoint(&tx, first)?;
+    advance_session(&tx, head)?;
+    tx.execute(
+        "UPDATE sessions SET schema = ?2, schema_version = ?3 WHERE name = ?1",
+        params![head.name, new_schema.to_string(), schema_version],
+    )?;
+    crate::faults::point("mid_session_migrate");
     tx.commit()
 }

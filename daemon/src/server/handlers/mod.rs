@@ -20,6 +20,7 @@ pub mod restore;
 pub mod salvaged;
 pub mod session_create;
 pub mod session_list;
+pub mod session_migrate;
 pub mod session_rm;
 pub mod session_show;
 pub mod spawn;
@@ -134,6 +135,9 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         }
         m::StateCompact::NAME => {
             reply(state_compact::handle(ctx, conn, parse::<m::StateCompact>(params)?).await)
+        }
+        m::SessionMigrate::NAME => {
+            reply(session_migrate::handle(ctx, conn, parse::<m::SessionMigrate>(params)?).await)
         }
         m::SessionRm::NAME => {
             reply(session_rm::handle(ctx, conn, parse::<m::SessionRm>(params)?).await)
