@@ -53,7 +53,12 @@ method!(
     SessionCreateParams,
     SessionInfo
 );
-method!(SessionList, "session.list", Empty, SessionListResult);
+method!(
+    SessionList,
+    "session.list",
+    SessionListParams,
+    SessionListResult
+);
 method!(SessionShow, "session.show", SessionShowParams, SessionInfo);
 method!(SessionRm, "session.rm", SessionRmParams, SessionRemoval);
 method!(
@@ -453,6 +458,21 @@ pub struct SessionCreateParams {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SessionListResult {
     pub sessions: Vec<SessionInfo>,
+    /// Present when more sessions follow: pass it as `after` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionListParams {
+    /// Only sessions whose names sort after this one (a previous answer's `next`).
+    #[serde(default)]
+    pub after: Option<String>,
+    /// Most sessions in this answer (default and most: 1000); an answer also stops
+    /// before the line cap.
+    #[serde(default)]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -341,3 +341,28 @@ fn an_agent_cannot_pin_or_unpin() {
     .expect_err("nothing pinned");
     assert!(pins.message.contains("not pinned"), "{}", pins.message);
 }
+
+#[test]
+fn a_long_session_list_comes_in_pages_and_the_cli_reads_them_all() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    for n in 0..1200 {
+        create(&mut c, &format!("s{n:04}"));
+    }
+    let first = call(&mut c, "session.list", json!({})).expect("list");
+    assert_eq!(first["sessions"].as_array().expect("page").len(), 1000);
+    assert_eq!(first["next"], "s0999");
+    assert!(first.to_string().len() < grove_proto::MAX_LINE_BYTES);
+    let rest = call(&mut c, "session.list", json!({"after": "s0999"})).expect("page 2");
+    assert_eq!(rest["sessions"].as_array().expect("page").len(), 200);
+    assert!(rest.get("next").is_none(), "{}", rest["next"]);
+    let all = g.json(&["session", "list"]);
+    let names: Vec<&str> = all["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name"))
+        .collect();
+    let expected: Vec<String> = (0..1200).map(|n| format!("s{n:04}")).collect();
+    assert_eq!(names, expected);
+}

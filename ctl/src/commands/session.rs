@@ -3,8 +3,8 @@ use crate::connect::{connect, dirs};
 use crate::output::{ago, bytes, paint, print_json, safe, status_word_tone, table};
 use anyhow::Result;
 use grove_proto::methods::{
-    Empty, SessionList, SessionMigrate, SessionMigrateParams, SessionRm, SessionRmParams,
-    SessionShow, SessionShowParams,
+    SessionList, SessionListParams, SessionListResult, SessionMigrate, SessionMigrateParams,
+    SessionRm, SessionRmParams, SessionShow, SessionShowParams,
 };
 use grove_proto::state::SchemaText;
 use grove_proto::state::SessionInfo;
@@ -14,7 +14,7 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
     let mut client = connect(&dirs()?)?;
     match command {
         SessionCommand::List => {
-            let list = client.call::<SessionList>(&Empty {})?;
+            let list = read_all(&mut client)?;
             if json {
                 print_json(&list)?;
             } else if list.sessions.is_empty() {
@@ -173,4 +173,17 @@ pub fn removal_table(removals: &[grove_proto::state::SessionRemoval]) -> String 
         &["WHEN", "SESSION", "BY", "WHY", "CHECKPOINTS", "SIZE"],
         rows,
     )
+}
+
+/// Every session, however many pages they take.
+fn read_all(client: &mut grove_proto::Client) -> Result<SessionListResult> {
+    let mut params = SessionListParams::default();
+    let mut all = client.call::<SessionList>(&params)?;
+    while let Some(after) = all.next.take() {
+        params.after = Some(after);
+        let mut page = client.call::<SessionList>(&params)?;
+        all.sessions.append(&mut page.sessions);
+        all.next = page.next;
+    }
+    Ok(all)
 }

@@ -115,8 +115,7 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
             reply(session_create::handle(ctx, conn, parse::<m::SessionCreate>(params)?).await)
         }
         m::SessionList::NAME => {
-            parse::<m::SessionList>(params)?;
-            reply(session_list::handle(ctx, conn).await)
+            reply(session_list::handle(ctx, conn, parse::<m::SessionList>(params)?).await)
         }
         m::SessionShow::NAME => {
             reply(session_show::handle(ctx, conn, parse::<m::SessionShow>(params)?).await)
