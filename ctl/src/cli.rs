@@ -297,6 +297,7 @@ pub enum StateCommand {
     History {
         #[command(flatten)]
         session: SessionArg,
+        /// How many (read in pages when they do not fit in one answer).
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
@@ -323,6 +324,15 @@ pub enum StateCommand {
         #[arg(long)]
         keep: u64,
     },
+    /// Keep checkpoint N readable through compaction (`--remove` stops keeping it).
+    Pin {
+        #[command(flatten)]
+        session: SessionArg,
+        /// The checkpoint.
+        at: u64,
+        #[arg(long)]
+        remove: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -335,6 +345,27 @@ pub enum SessionCommand {
     },
     /// One session: its agents and their statuses, schema, sizes.
     Show { name: String },
+    /// Move a session to a new schema (a TOML file with a `[state]` table): channels may
+    /// be added and reducers changed where the stored value fits; one checkpoint.
+    Migrate {
+        name: String,
+        #[arg(long, value_name = "FILE")]
+        schema: PathBuf,
+        /// Drop this channel of the old schema, and its value (repeatable).
+        #[arg(long = "drop", value_name = "CHANNEL")]
+        drop: Vec<String>,
+    },
+    /// Delete a session: its state, checkpoints and snapshots (an audit row stays,
+    /// shown by `grove gc --log`). Refused while agents of it are live.
+    Rm {
+        name: String,
+        /// Delete it even while agents of it are live.
+        #[arg(long)]
+        force: bool,
+        /// Why, for the audit row.
+        #[arg(long)]
+        reason: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]

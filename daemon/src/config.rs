@@ -60,6 +60,10 @@ pub struct Config {
     pub env_allow: Vec<String>,
     /// Files larger than this are left out of a salvage (recorded; the worktree kept).
     pub salvage_max_file: u64,
+    /// Sizes and checkpoint counts of sessions' shared state.
+    pub state_limits: StateLimits,
+    /// When sessions move from one lifecycle state to the next.
+    pub session_lifecycle: SessionLifecycle,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -85,6 +89,56 @@ pub enum ConfigError {
     },
     #[error("{path}: {reason}")]
     File { path: PathBuf, reason: String },
+}
+
+/// Limits of sessions' shared state; a write over one is refused before anything changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateLimits {
+    /// Most bytes of one batch of writes, as JSON.
+    pub max_write: u64,
+    /// Most bytes of a session's state, as JSON, after a write.
+    pub max_session: u64,
+    /// Checkpoints kept readable per session; older ones are compacted (pinned ones stay).
+    pub checkpoint_keep: u64,
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        StateLimits {
+            max_write: 256 << 10,
+            max_session: 2 << 20,
+            checkpoint_keep: 500,
+        }
+    }
+}
+
+/// When sessions move along: active, idle, suspended, archived, deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLifecycle {
+    /// Active while an agent of it is live or it was written this recently.
+    pub idle_after: Duration,
+    /// No activity (read or write) this long: its head leaves memory.
+    pub suspend_after: Duration,
+    pub archive_after: Duration,
+    /// No activity this long: deleted, with an audit row.
+    pub delete_after: Duration,
+    /// How often the pass that moves sessions along runs.
+    pub gc_interval: Duration,
+    /// Most session heads kept in memory; the least recently used go first.
+    pub cache: usize,
+}
+
+impl Default for SessionLifecycle {
+    fn default() -> Self {
+        SessionLifecycle {
+            idle_after: Duration::from_secs(30 * 60),
+            suspend_after: Duration::from_secs(30 * 60),
+            archive_after: Duration::from_secs(7 * 24 * 3600),
+            delete_after: Duration::from_secs(90 * 24 * 3600),
+            gc_interval: Duration::from_secs(5 * 60),
+            cache: 1000,
+        }
+    }
 }
 
 /// Every setting: its key in `config.toml`, its variable, its default as text.
@@ -115,6 +169,15 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
     ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
+    ("state_max_write", "GROVE_STATE_MAX_WRITE", "256K"),
+    ("state_max_session", "GROVE_STATE_MAX_SESSION", "2M"),
+    ("checkpoint_keep", "GROVE_CHECKPOINT_KEEP", "500"),
+    ("session_idle", "GROVE_SESSION_IDLE", "30m"),
+    ("session_suspend", "GROVE_SESSION_SUSPEND", "30m"),
+    ("session_archive", "GROVE_SESSION_ARCHIVE", "7days"),
+    ("session_delete", "GROVE_SESSION_DELETE", "90days"),
+    ("session_gc_interval", "GROVE_SESSION_GC_INTERVAL", "5m"),
+    ("session_cache", "GROVE_SESSION_CACHE", "1000"),
 ];
 
 impl Config {
@@ -168,6 +231,21 @@ impl Config {
             agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
             salvage_max_file: get("salvage_max_file")?.bytes()?,
+            state_limits: StateLimits {
+                max_write: get("state_max_write")?.bytes()?.max(1),
+                max_session: get("state_max_session")?.bytes()?.max(1),
+                checkpoint_keep: get("checkpoint_keep")?.number()?.max(1),
+            },
+            session_lifecycle: SessionLifecycle {
+                idle_after: get("session_idle")?.duration()?,
+                suspend_after: get("session_suspend")?.duration()?,
+                archive_after: get("session_archive")?.duration()?,
+                delete_after: get("session_delete")?.duration()?,
+                gc_interval: get("session_gc_interval")?
+                    .duration()?
+                    .max(Duration::from_millis(10)),
+                cache: (get("session_cache")?.number()? as usize).max(1),
+            },
             protocol_version: match crate::faults::test_var("GROVE_TEST_PROTOCOL_VERSION") {
                 Some(v) => v.parse().unwrap_or(0),
                 None => grove_proto::PROTOCOL_VERSION,

@@ -3,7 +3,7 @@
 //! nothing and leaves nothing half done. Points: `after_branch_create`,
 //! `after_worktree_add`, `mid_pool_adopt` (a warm-pool worktree moved, git not yet
 //! told), `mid_salvage`, `after_import` (a salvage in the user's repository, the
-//! worktree not yet removed), `mid_state_commit`.
+//! worktree not yet removed), `mid_state_commit`, `mid_session_rm`, `mid_session_gc`.
 
 //! Compiled in only with the `test-hooks` feature; otherwise every point is a no-op.
 

@@ -52,7 +52,14 @@ pub async fn run(
     // Says now, not at the first spawn, which shim agents will get.
     crate::supervisor::launch::shim_program(&exe);
     let events = EventBus::default();
-    let state = crate::state::start(db.clone(), events.clone(), stopped.clone()).await?;
+    let state = crate::state::start(
+        db.clone(),
+        events.clone(),
+        config.state_limits,
+        config.session_lifecycle,
+        stopped.clone(),
+    )
+    .await?;
     // The core outlives the server by a little: on the way out it removes the warm pool.
     let (core_stop, core_stopped) = watch::channel(false);
     let core = Core::start(
@@ -74,6 +81,12 @@ pub async fn run(
         events.clone(),
     );
     janitor.startup_scan().await;
+    crate::state::gc::start(
+        state.clone(),
+        core.clone(),
+        config.session_lifecycle,
+        stopped.clone(),
+    );
     let janitor = janitor.start(stopped);
     let listener = bind(&dirs.socket)?;
     let ctx = Arc::new(Ctx {

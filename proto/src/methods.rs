@@ -1,6 +1,6 @@
 //! Every method: its name, its params and its result, in one place.
 
-use crate::state::{CheckpointInfo, SchemaText, SessionInfo, StateWrite};
+use crate::state::{CheckpointInfo, SchemaText, SessionInfo, SessionRemoval, StateWrite};
 use crate::types::{AgentRecord, Limits, Removal, SalvageRef};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -53,8 +53,20 @@ method!(
     SessionCreateParams,
     SessionInfo
 );
-method!(SessionList, "session.list", Empty, SessionListResult);
+method!(
+    SessionList,
+    "session.list",
+    SessionListParams,
+    SessionListResult
+);
 method!(SessionShow, "session.show", SessionShowParams, SessionInfo);
+method!(SessionRm, "session.rm", SessionRmParams, SessionRemoval);
+method!(
+    SessionMigrate,
+    "session.migrate",
+    SessionMigrateParams,
+    SessionMigrateResult
+);
 method!(
     StateUpdate,
     "state.update",
@@ -69,6 +81,7 @@ method!(
     StateHistoryResult
 );
 method!(StateFork, "state.fork", StateForkParams, SessionInfo);
+method!(StatePin, "state.pin", StatePinParams, StatePinResult);
 method!(
     StateCompact,
     "state.compact",
@@ -106,11 +119,14 @@ pub const ALL_METHODS: &[&str] = &[
     SessionCreate::NAME,
     SessionList::NAME,
     SessionShow::NAME,
+    SessionRm::NAME,
+    SessionMigrate::NAME,
     StateUpdate::NAME,
     StateGet::NAME,
     StateHistory::NAME,
     StateFork::NAME,
     StateCompact::NAME,
+    StatePin::NAME,
     StateWatch::NAME,
     DaemonStatus::NAME,
     DaemonStop::NAME,
@@ -378,6 +394,9 @@ pub struct GcLogParams {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GcLogResult {
     pub removals: Vec<Removal>,
+    /// Deleted sessions, oldest first.
+    #[serde(default)]
+    pub sessions: Vec<SessionRemoval>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -439,12 +458,64 @@ pub struct SessionCreateParams {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SessionListResult {
     pub sessions: Vec<SessionInfo>,
+    /// Present when more sessions follow: pass it as `after` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionListParams {
+    /// Only sessions whose names sort after this one (a previous answer's `next`).
+    #[serde(default)]
+    pub after: Option<String>,
+    /// Most sessions in this answer (default and most: 1000); an answer also stops
+    /// before the line cap.
+    #[serde(default)]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct SessionShowParams {
     pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionMigrateParams {
+    pub name: String,
+    /// The new schema in its JSON form, or as TOML text (`schema_text`).
+    #[serde(default)]
+    pub schema: Option<Value>,
+    #[serde(default)]
+    pub schema_text: Option<SchemaText>,
+    /// Channels of the old schema to drop (with their values).
+    #[serde(default)]
+    pub drop: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SessionMigrateResult {
+    pub session: String,
+    /// The migration's checkpoint (source `migrate`).
+    pub checkpoint: u64,
+    pub added: Vec<String>,
+    pub dropped: Vec<String>,
+    /// Channels whose reducer changed.
+    pub changed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionRmParams {
+    pub name: String,
+    /// Delete it even while agents of it are live (their later state calls fail).
+    #[serde(default)]
+    pub force: bool,
+    /// Why, for the audit row (default `rm`).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -478,14 +549,36 @@ pub struct StateGetParams {
     /// Only this channel.
     #[serde(default)]
     pub channel: Option<String>,
+    /// Read the state's JSON text in pages, from this byte (a previous answer's
+    /// `page.next`; pass its `checkpoint` as `at` too, so that every page is of one state).
+    #[serde(default)]
+    pub offset: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StateGetResult {
     pub session: String,
     pub checkpoint: u64,
-    /// The whole state, or the one channel's value when a channel was asked for.
+    /// The whole state, or the one channel's value when a channel was asked for; null
+    /// when the answer comes in pages (`page`).
     pub state: Value,
+    /// Present when the value does not fit in one answer (or `offset` was given): one
+    /// page of its JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<StatePage>,
+}
+
+/// One page of a state's JSON text; the pages joined are the whole text.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StatePage {
+    /// Where this page starts, in bytes of the whole text.
+    pub offset: u64,
+    /// Length of the whole text in bytes.
+    pub bytes: u64,
+    pub text: String,
+    /// Where the next page starts; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -498,6 +591,9 @@ pub struct StateHistoryParams {
     /// Newest checkpoints to return (default 100).
     #[serde(default)]
     pub limit: Option<u32>,
+    /// Only checkpoints older than this one (a previous answer's `next`).
+    #[serde(default)]
+    pub before: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -505,6 +601,28 @@ pub struct StateHistoryResult {
     pub session: String,
     /// Newest first.
     pub checkpoints: Vec<CheckpointInfo>,
+    /// Present when the answer stopped short of `limit` to stay within the line cap:
+    /// pass it as `before` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StatePinParams {
+    pub session: String,
+    /// The checkpoint to keep readable through compaction.
+    pub at: u64,
+    /// Unpin it instead.
+    #[serde(default)]
+    pub unpin: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StatePinResult {
+    pub session: String,
+    /// Every pinned checkpoint of the session, oldest first.
+    pub pinned: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -560,6 +678,7 @@ pub const ALL_EVENTS: &[&str] = &[
     "agent.exited",
     "agent.collected",
     "state.updated",
+    "session.lifecycle",
     "janitor.removed",
     "disk.pressure",
     "events.lagged",

@@ -60,9 +60,35 @@ pub struct SessionInfo {
     pub last_checkpoint_at_ms: Option<u64>,
     /// Size of the current state as JSON.
     pub state_bytes: u64,
+    /// `active` (an agent of it is live, or it was written lately), `idle`, `suspended`
+    /// (its head is out of memory, read again on use), `archived`.
+    #[serde(default)]
+    pub lifecycle: String,
+    /// The last read or write.
+    #[serde(default)]
+    pub last_used_ms: u64,
+    /// Whether its head is in memory (at most `session_cache` are).
+    #[serde(default)]
+    pub in_memory: bool,
     pub agents: Vec<SessionAgent>,
     pub forked_from: Option<String>,
     pub forked_at: Option<u64>,
+}
+
+/// A deleted session, as its audit row keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SessionRemoval {
+    pub at_ms: u64,
+    pub session: String,
+    /// Who deleted it: `user`, or the daemon's own pass.
+    pub by: String,
+    pub reason: String,
+    /// Its checkpoints, and the bytes its checkpoints and snapshots took, when deleted.
+    pub checkpoints: u64,
+    pub bytes: u64,
+    /// Agents of it that were still live (a forced removal).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live_agents: Vec<String>,
 }
 
 /// Which session a state call is about. Inside an agent the token says it (and an agent

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::BatchError;
-use crate::reducer::{json_type, ReduceError, Reducer};
+use crate::reducer::{inexact_integer, json_type, ReduceError, Reducer};
 use crate::schema::{ChannelSpec, Schema};
 use crate::State;
 
@@ -95,6 +95,15 @@ pub fn apply_batch(
     writer: &str,
     last_changes: &HashMap<String, LastChange>,
 ) -> Result<State, BatchError> {
+    // Only new writes: a stored batch was accepted as it is and must replay the same.
+    for write in writes {
+        if let Some(value) = inexact_integer(&write.value) {
+            return Err(BatchError::InexactInteger {
+                channel: write.channel.clone(),
+                value,
+            });
+        }
+    }
     apply(
         schema,
         state,

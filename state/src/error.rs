@@ -96,6 +96,13 @@ pub enum BatchError {
     NumberOutOfRange { channel: String },
 
     #[error(
+        "channel `{channel}`: the write holds the whole number {value:e}, outside the range \
+         integers are exact in (-2^63 to 2^64-1), so it would be rounded; write it as a string, \
+         or as a float with a fraction if rounding is fine"
+    )]
+    InexactInteger { channel: String, value: f64 },
+
+    #[error(
         "channel `{channel}` is replaced twice in one batch (two writes to an `overwrite` channel, \
          or two {{\"__overwrite__\": value}} writes); send them in separate batches"
     )]
@@ -122,6 +129,7 @@ impl BatchError {
             | BatchError::WrongType { channel, .. }
             | BatchError::StoredTypeMismatch { channel, .. }
             | BatchError::NumberOutOfRange { channel }
+            | BatchError::InexactInteger { channel, .. }
             | BatchError::DoubleOverwrite { channel }
             | BatchError::Conflict { channel, .. } => Some(channel),
         }

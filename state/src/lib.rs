@@ -12,7 +12,9 @@ mod schema;
 
 pub use batch::{apply_batch, channels_written, replay_batch, LastChange, Write, OVERWRITE_KEY};
 pub use error::{BatchError, SchemaError, UnsupportedVersion};
-pub use reducer::{json_type, known_reducers, Reducer, UnknownReducer};
+pub use reducer::{
+    inexact_integer, json_type, known_reducers, same_value, Reducer, UnknownReducer,
+};
 pub use schema::{ChannelSpec, Schema, JSON_ORIGIN, SCHEMA_VERSION};
 
 /// A session's state: one JSON value per channel.

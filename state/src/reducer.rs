@@ -207,7 +207,7 @@ fn union(current: Value, write: &Value) -> Result<Value, ReduceError> {
     // Linear membership test: JSON equality (objects ignore key order) has
     // no cheap canonical hash, and sets shared between agents stay small.
     for item in items(write) {
-        if !set.contains(item) {
+        if !set.iter().any(|held| same_value(held, item)) {
             set.push(item.clone());
         }
     }
@@ -218,7 +218,7 @@ fn union(current: Value, write: &Value) -> Result<Value, ReduceError> {
 pub(crate) fn dedupe(values: &[Value]) -> Vec<Value> {
     let mut set: Vec<Value> = Vec::with_capacity(values.len());
     for value in values {
-        if !set.contains(value) {
+        if !set.iter().any(|held| same_value(held, value)) {
             set.push(value.clone());
         }
     }
@@ -286,11 +286,66 @@ fn integer_number(value: i128) -> Option<Number> {
     u64::try_from(value).ok().map(Number::from)
 }
 
-/// Exact for two integers; through f64 as soon as a float is involved.
+/// Exact for any two JSON numbers: an integer and a float compare by value (1 equals
+/// 1.0; 2^53 + 1 is above 2^53 as a float), never through a rounded f64.
 pub(crate) fn compare_numbers(a: &Number, b: &Number) -> Option<Ordering> {
     match (integer(a), integer(b)) {
         (Some(x), Some(y)) => Some(x.cmp(&y)),
-        _ => a.as_f64()?.partial_cmp(&b.as_f64()?),
+        (Some(x), None) => compare_integer_float(x, b.as_f64()?),
+        (None, Some(y)) => compare_integer_float(y, a.as_f64()?).map(Ordering::reverse),
+        (None, None) => a.as_f64()?.partial_cmp(&b.as_f64()?),
+    }
+}
+
+fn compare_integer_float(x: i128, f: f64) -> Option<Ordering> {
+    const LIMIT: f64 = 1.7014118346046923e38; // 2^127: beyond every i64 and u64
+    if f.is_nan() {
+        return None;
+    }
+    if f >= LIMIT {
+        return Some(Ordering::Less);
+    }
+    if f < -LIMIT {
+        return Some(Ordering::Greater);
+    }
+    let floor = f.floor();
+    // Exact: a float below 2^127 in magnitude with no fraction is an i128.
+    match x.cmp(&(floor as i128)) {
+        Ordering::Equal if f > floor => Some(Ordering::Less),
+        other => Some(other),
+    }
+}
+
+/// JSON equality with one notion of number equality everywhere: numbers are equal when
+/// their values are (1 and 1.0), as `max` and `min` compare them.
+pub fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => compare_numbers(x, y) == Some(Ordering::Equal),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, value)| y.get(key).is_some_and(|other| same_value(value, other)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A whole number beyond what an integer holds exactly (below -2^63 or from 2^64 on)
+/// arrives as a rounded float: the first one in `value`, if any. A float of exactly
+/// -2^63 counts too: the integers just below it round to it.
+pub fn inexact_integer(value: &Value) -> Option<f64> {
+    const TWO_64: f64 = 18446744073709551616.0;
+    const MINUS_TWO_63: f64 = -9223372036854775808.0;
+    match value {
+        Value::Number(n) if n.is_f64() => n
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (*f >= TWO_64 || *f <= MINUS_TWO_63)),
+        Value::Array(items) => items.iter().find_map(inexact_integer),
+        Value::Object(map) => map.values().find_map(inexact_integer),
+        _ => None,
     }
 }
 
@@ -359,6 +414,52 @@ mod tests {
             .combine(json!(9_007_199_254_740_992_u64), &big)
             .unwrap();
         assert_eq!(result, big);
+    }
+
+    #[test]
+    fn numbers_are_equal_by_value_in_every_reducer() {
+        assert_eq!(
+            Reducer::Union
+                .combine(json!([1]), &json!([1.0, 2.0, 2]))
+                .unwrap(),
+            json!([1, 2.0])
+        );
+        assert_eq!(
+            Reducer::Max.combine(json!(1), &json!(1.0)).unwrap(),
+            json!(1)
+        );
+        assert_eq!(
+            dedupe(&[json!({"a": 1}), json!({"a": 1.0})]),
+            vec![json!({"a": 1})]
+        );
+        assert!(!same_value(&json!(1), &json!("1")));
+    }
+
+    #[test]
+    fn an_integer_and_a_float_compare_exactly() {
+        let big = Number::from(9_007_199_254_740_993_u64); // 2^53 + 1
+        let float = Number::from_f64(9_007_199_254_740_992.0).unwrap();
+        assert_eq!(compare_numbers(&big, &float), Some(Ordering::Greater));
+        assert_eq!(compare_numbers(&float, &big), Some(Ordering::Less));
+        let half = Number::from_f64(-0.5).unwrap();
+        assert_eq!(
+            compare_numbers(&Number::from(-1), &half),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            compare_numbers(&Number::from(0), &half),
+            Some(Ordering::Greater)
+        );
+    }
+
+    #[test]
+    fn whole_numbers_past_the_integer_range_are_found() {
+        assert_eq!(inexact_integer(&json!([1, {"k": 1e20}])), Some(1e20));
+        assert_eq!(inexact_integer(&json!(-1e19)), Some(-1e19));
+        assert_eq!(inexact_integer(&json!(u64::MAX)), None);
+        assert_eq!(inexact_integer(&json!(i64::MIN)), None);
+        assert_eq!(inexact_integer(&json!(1.5e30)), Some(1.5e30));
+        assert_eq!(inexact_integer(&json!(0.5)), None);
     }
 
     #[test]

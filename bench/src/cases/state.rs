@@ -8,9 +8,12 @@ use crate::stats::{ms, Rng, Summary};
 use anyhow::{bail, Context, Result};
 use grove_proto::{codes, Client};
 use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::process::Stdio;
+use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const WRITERS: usize = 20;
 const SESSION: &str = "bench";
@@ -108,6 +111,8 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
         checkpoints = round.last_checkpoint.unwrap_or(applied);
     }
     rows.push(read_row(&mut client, checkpoints)?);
+    drop(client);
+    rows.push(startup_with_sessions(ctx)?);
     if ctx.quick {
         rows.push(Row::not_available(
             "5",
@@ -169,12 +174,17 @@ fn write_round(socket: &Path, per_writer: usize) -> Result<Round> {
     Ok(round)
 }
 
-/// Reads the state at `READS` random checkpoints in `1..=checkpoints`.
+/// Reads the state at `READS` random checkpoints in `1..=checkpoints`, of those still
+/// readable: past `checkpoint_keep` (500) older ones are compacted.
 fn read_row(client: &mut Client, checkpoints: u64) -> Result<Row> {
+    let oldest = match call(client, "session.show", json!({ "name": SESSION }))? {
+        Probe::Answered(info) => info["oldest"].as_u64().unwrap_or(1).max(1),
+        Probe::Missing => 1,
+    };
     let mut rng = Rng::new(checkpoints);
     let mut reads = Vec::with_capacity(READS);
     for _ in 0..READS {
-        let at = rng.range(1, checkpoints.max(1));
+        let at = rng.range(oldest.min(checkpoints), checkpoints.max(1));
         let start = Instant::now();
         let response = client.call_raw("state.get", json!({ "session": SESSION, "at": at }))?;
         reads.push(ms(start.elapsed()));
@@ -193,4 +203,102 @@ fn read_row(client: &mut Client, checkpoints: u64) -> Result<Row> {
     )
     .grove(Summary::of(&reads))
     .goal(Goal::at_most(Metric::P99, 2.0)))
+}
+
+/// Sessions made for the start-up measurement, and taken away after it.
+const SESSION_PREFIX: &str = "bench-startup-";
+
+/// Daemon start → socket ready with 100,000 sessions (10,000 with --quick): heads are
+/// read on first use, so start-up must not grow with the sessions.
+fn startup_with_sessions(ctx: &Ctx<'_>) -> Result<Row> {
+    let env = ctx.env;
+    let count = if ctx.quick { 10_000 } else { 100_000 };
+    env.stop_daemon()?;
+    let db_path = env.home.join("grove.db");
+    let mut db = rusqlite::Connection::open(&db_path).context("opening grove.db")?;
+    let schema = json!({"version": 1, "channels": {"n": {"reducer": "add"}}}).to_string();
+    {
+        let tx = db.transaction()?;
+        let mut session = tx.prepare(
+            "INSERT INTO sessions (name, schema, schema_version, created_at_ms, head, oldest,
+                                   last_at_ms, last_changes, last_used_ms, lifecycle,
+                                   state_bytes)
+             VALUES (?1, ?2, 1, 1, 1, 1, 1, '{}', 1, 'suspended', 8)",
+        )?;
+        let mut checkpoint = tx.prepare(
+            "INSERT INTO checkpoints (session, id, at_ms, writer, source, channels, writes,
+                                      schema_version)
+             VALUES (?1, 1, 1, 'user', 'update', '[\"n\"]',
+                     '[{\"channel\":\"n\",\"value\":1}]', 1)",
+        )?;
+        for n in 0..count {
+            let name = format!("{SESSION_PREFIX}{n}");
+            session.execute(rusqlite::params![name, schema])?;
+            checkpoint.execute([&name])?;
+        }
+        drop((session, checkpoint));
+        tx.commit()?;
+    }
+    drop(db);
+    let mut times = Vec::new();
+    let measured = (0..=ctx.runs).try_for_each(|run| {
+        let took = start_until_ready(ctx)?;
+        if run > 0 {
+            times.push(ms(took));
+        }
+        Ok::<_, anyhow::Error>(())
+    });
+    // The other cases run without them, whatever happened.
+    env.stop_daemon()?;
+    let db = rusqlite::Connection::open(&db_path)?;
+    let like = format!("{SESSION_PREFIX}%");
+    db.execute("DELETE FROM checkpoints WHERE session LIKE ?1", [&like])?;
+    db.execute("DELETE FROM sessions WHERE name LIKE ?1", [&like])?;
+    drop(db);
+    measured?;
+    Ok(Row::new(
+        "5",
+        format!("daemon start → socket ready, {count} sessions"),
+        "ms",
+    )
+    .grove(Summary::of(&times))
+    .goal(Goal::at_most(Metric::Median, 200.0)))
+}
+
+/// Starts `grove daemon run` and times it until its ready line; stops it again.
+fn start_until_ready(ctx: &Ctx<'_>) -> Result<Duration> {
+    let env = ctx.env;
+    env.stop_daemon()?;
+    let mut command = env.grove_command(&env.root);
+    command
+        .args(["daemon", "run"])
+        .env("GROVE_NOTIFY_READY", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let start = Instant::now();
+    let mut child = command.spawn().context("starting grove daemon run")?;
+    let stdout = child.stdout.take().context("daemon stdout")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let ready = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.trim() == "grove-daemon-ready");
+        let _ = tx.send((ready, Instant::now()));
+    });
+    let took = match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok((true, at)) => at - start,
+        _ => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("grove daemon run was not ready within 120s")
+        }
+    };
+    env.grove(
+        &env.root,
+        &["session", "show", &format!("{SESSION_PREFIX}0")],
+    )?;
+    env.stop_daemon()?;
+    child.wait()?;
+    Ok(took)
 }

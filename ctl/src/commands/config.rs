@@ -145,6 +145,15 @@ fn value_of(config: &Config, key: &str) -> String {
         "timeout" => or_none(config.default_timeout.map(duration)),
         "cgroup" => config.cgroup.to_string(),
         "env_allow" => list(config.env_allow.iter().cloned()),
+        "state_max_write" => config.state_limits.max_write.to_string(),
+        "state_max_session" => config.state_limits.max_session.to_string(),
+        "checkpoint_keep" => config.state_limits.checkpoint_keep.to_string(),
+        "session_idle" => duration(config.session_lifecycle.idle_after),
+        "session_suspend" => duration(config.session_lifecycle.suspend_after),
+        "session_archive" => duration(config.session_lifecycle.archive_after),
+        "session_delete" => duration(config.session_lifecycle.delete_after),
+        "session_gc_interval" => duration(config.session_lifecycle.gc_interval),
+        "session_cache" => config.session_lifecycle.cache.to_string(),
         // A setting added to the daemon before this command learned it.
         _ => "(see the daemon)".into(),
     }

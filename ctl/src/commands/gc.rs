@@ -11,10 +11,15 @@ pub fn run(dry_run: bool, log: bool, json: bool) -> Result<ExitCode> {
         let log = client.call::<GcLog>(&GcLogParams { limit: None })?;
         if json {
             print_json(&log)?;
-        } else if log.removals.is_empty() {
+        } else if log.removals.is_empty() && log.sessions.is_empty() {
             println!("grove has removed nothing yet");
         } else {
-            println!("{}", removal_table(&log.removals));
+            if !log.removals.is_empty() {
+                println!("{}", removal_table(&log.removals));
+            }
+            if !log.sessions.is_empty() {
+                println!("{}", super::session::removal_table(&log.sessions));
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -2,7 +2,11 @@ use crate::cli::SessionCommand;
 use crate::connect::{connect, dirs};
 use crate::output::{ago, bytes, paint, print_json, safe, status_word_tone, table};
 use anyhow::Result;
-use grove_proto::methods::{Empty, SessionList, SessionShow, SessionShowParams};
+use grove_proto::methods::{
+    SessionList, SessionListParams, SessionListResult, SessionMigrate, SessionMigrateParams,
+    SessionRm, SessionRmParams, SessionShow, SessionShowParams,
+};
+use grove_proto::state::SchemaText;
 use grove_proto::state::SessionInfo;
 use std::process::ExitCode;
 
@@ -10,7 +14,7 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
     let mut client = connect(&dirs()?)?;
     match command {
         SessionCommand::List { all } => {
-            let mut list = client.call::<SessionList>(&Empty {})?;
+            let mut list = read_all(&mut client)?;
             if !all {
                 list.sessions.retain(|s| !automatic(s));
             }
@@ -40,6 +44,60 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
                         ],
                         rows
                     )
+                );
+            }
+        }
+        SessionCommand::Migrate { name, schema, drop } => {
+            let text = std::fs::read_to_string(&schema).map_err(|e| {
+                crate::exit::UsageError(format!("cannot read {}: {e}", schema.display()))
+            })?;
+            let done = client.call::<SessionMigrate>(&SessionMigrateParams {
+                name,
+                schema: None,
+                schema_text: Some(SchemaText {
+                    origin: schema.display().to_string(),
+                    text,
+                }),
+                drop,
+            })?;
+            if json {
+                print_json(&done)?;
+            } else {
+                let list = |v: &[String]| {
+                    if v.is_empty() {
+                        "none".into()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                println!(
+                    "session {} migrated at checkpoint {}: added {}; dropped {}; reducer changed {}",
+                    done.session,
+                    done.checkpoint,
+                    list(&done.added),
+                    list(&done.dropped),
+                    list(&done.changed)
+                );
+            }
+        }
+        SessionCommand::Rm {
+            name,
+            force,
+            reason,
+        } => {
+            let done = client.call::<SessionRm>(&SessionRmParams {
+                name,
+                force,
+                reason,
+            })?;
+            if json {
+                print_json(&done)?;
+            } else {
+                println!(
+                    "deleted session {} ({} checkpoints, {})",
+                    done.session,
+                    done.checkpoints,
+                    bytes(done.bytes)
                 );
             }
         }
@@ -109,4 +167,38 @@ fn describe(info: &SessionInfo) -> String {
 /// The session grove made for an agent spawned without `--session`: named after it.
 fn automatic(session: &SessionInfo) -> bool {
     session.agents.iter().any(|a| a.id == session.name)
+}
+
+/// Deleted sessions, for `grove gc --log`.
+pub fn removal_table(removals: &[grove_proto::state::SessionRemoval]) -> String {
+    let rows = removals
+        .iter()
+        .map(|r| {
+            vec![
+                ago(r.at_ms),
+                safe(&r.session),
+                safe(&r.by),
+                safe(&r.reason),
+                r.checkpoints.to_string(),
+                bytes(r.bytes),
+            ]
+        })
+        .collect();
+    table(
+        &["WHEN", "SESSION", "BY", "WHY", "CHECKPOINTS", "SIZE"],
+        rows,
+    )
+}
+
+/// Every session, however many pages they take.
+fn read_all(client: &mut grove_proto::Client) -> Result<SessionListResult> {
+    let mut params = SessionListParams::default();
+    let mut all = client.call::<SessionList>(&params)?;
+    while let Some(after) = all.next.take() {
+        params.after = Some(after);
+        let mut page = client.call::<SessionList>(&params)?;
+        all.sessions.append(&mut page.sessions);
+        all.next = page.next;
+    }
+    Ok(all)
 }

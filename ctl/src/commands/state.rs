@@ -8,7 +8,8 @@ use crate::output::{ago, print_json, safe, table};
 use anyhow::{Context, Result};
 use grove_proto::methods::{
     StateCompact, StateCompactParams, StateFork, StateForkParams, StateGet, StateGetParams,
-    StateHistory, StateHistoryParams, StateUpdate, StateUpdateParams, StateWatch, StateWatchParams,
+    StateGetResult, StateHistory, StateHistoryParams, StateHistoryResult, StatePin, StatePinParams,
+    StateUpdate, StateUpdateParams, StateWatch, StateWatchParams,
 };
 use grove_proto::state::StateWrite;
 use grove_proto::Client;
@@ -35,12 +36,16 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
             at,
             channel,
         } => {
-            let got = client.call::<StateGet>(&StateGetParams {
-                session: session.session,
-                token: token(),
-                at,
-                channel,
-            })?;
+            let got = read_state(
+                &mut client,
+                StateGetParams {
+                    session: session.session,
+                    token: token(),
+                    at,
+                    channel,
+                    offset: None,
+                },
+            )?;
             if json {
                 print_json(&got)?;
             } else {
@@ -68,6 +73,36 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
                     "session {} starts from checkpoint {at} of {}",
                     info.name,
                     info.forked_from.unwrap_or_default()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        StateCommand::Pin {
+            session,
+            at,
+            remove,
+        } => {
+            let session = session
+                .session
+                .ok_or_else(|| UsageError("say which session: --session NAME".into()))?;
+            let done = client.call::<StatePin>(&StatePinParams {
+                session,
+                at,
+                unpin: remove,
+            })?;
+            if json {
+                print_json(&done)?;
+            } else {
+                let verb = if remove { "unpinned" } else { "pinned" };
+                let all: Vec<String> = done.pinned.iter().map(u64::to_string).collect();
+                println!(
+                    "{verb} checkpoint {at} of {}; pinned now: {}",
+                    done.session,
+                    if all.is_empty() {
+                        "none".into()
+                    } else {
+                        all.join(", ")
+                    }
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -160,15 +195,20 @@ fn batches_from_file(path: &Path, base: Option<u64>) -> Result<Vec<Vec<StateWrit
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     }
     let documents: Vec<Value> = match serde_json::from_str::<Value>(&text) {
-        Ok(one) => vec![one],
+        Ok(one) => {
+            no_repeated_keys(&text).map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+            vec![one]
+        }
         Err(_) => text
             .lines()
             .enumerate()
             .filter(|(_, line)| !line.trim().is_empty())
             .map(|(n, line)| {
-                serde_json::from_str(line).map_err(|e| {
-                    UsageError(format!("{}:{}: not JSON: {e}", path.display(), n + 1)).into()
-                })
+                let at = format!("{}:{}", path.display(), n + 1);
+                let doc = serde_json::from_str(line)
+                    .map_err(|e| UsageError(format!("{at}: not JSON: {e}")))?;
+                no_repeated_keys(line).map_err(|e| UsageError(format!("{at}: {e}")))?;
+                Ok(doc)
             })
             .collect::<Result<_>>()?,
     };
@@ -204,12 +244,56 @@ fn batch_from_document(doc: Value, base: Option<u64>, path: &Path) -> Result<Vec
         .collect())
 }
 
-fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> Result<ExitCode> {
-    let history = client.call::<StateHistory>(&StateHistoryParams {
-        session: session.session,
+/// The whole state (or channel), however many pages it takes: every page is read at
+/// the checkpoint of the first, so that they are of one state.
+pub fn read_state(client: &mut Client, mut params: StateGetParams) -> Result<StateGetResult> {
+    let mut got = client.call::<StateGet>(&params)?;
+    let Some(mut page) = got.page.take() else {
+        return Ok(got);
+    };
+    let mut text = String::with_capacity(page.bytes as usize);
+    params.at = Some(got.checkpoint);
+    loop {
+        text.push_str(&page.text);
+        let Some(next) = page.next else { break };
+        params.offset = Some(next);
+        page = client
+            .call::<StateGet>(&params)?
+            .page
+            .context("the daemon stopped paging the state midway")?;
+    }
+    got.state = serde_json::from_str(&text).context("the state's pages do not join into JSON")?;
+    Ok(got)
+}
+
+/// The newest `limit` checkpoints, however many pages they take.
+fn read_history(
+    client: &mut Client,
+    session: Option<String>,
+    limit: u32,
+) -> Result<StateHistoryResult> {
+    let mut params = StateHistoryParams {
+        session,
         token: token(),
         limit: Some(limit),
-    })?;
+        before: None,
+    };
+    let mut all = client.call::<StateHistory>(&params)?;
+    while let Some(before) = all.next.take() {
+        let wanted = limit.saturating_sub(all.checkpoints.len() as u32);
+        if wanted == 0 {
+            break;
+        }
+        (params.before, params.limit) = (Some(before), Some(wanted));
+        let mut page = client.call::<StateHistory>(&params)?;
+        all.checkpoints.append(&mut page.checkpoints);
+        all.next = page.next;
+    }
+    Ok(all)
+}
+
+fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> Result<ExitCode> {
+    let history = read_history(client, session.session, limit)?;
     if json {
         print_json(&history)?;
         return Ok(ExitCode::SUCCESS);
@@ -274,5 +358,75 @@ fn watch(client: &mut Client, session: SessionArg, json: bool) -> Result<ExitCod
                 safe(&channels.join(", "))
             );
         }
+    }
+}
+
+/// Refuses JSON with a key twice in one object: parsed as a map, all but the last would
+/// be dropped without a word (a batch's channel written twice, say).
+fn no_repeated_keys(text: &str) -> std::result::Result<(), String> {
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+    use std::collections::HashSet;
+    struct Check;
+    impl<'de> serde::de::DeserializeSeed<'de> for Check {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+            d.deserialize_any(Check)
+        }
+    }
+    impl<'de> Visitor<'de> for Check {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+            while seq.next_element_seed(Check)?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+            let mut seen = HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    return Err(serde::de::Error::custom(format!(
+                        "key `{key}` appears twice in one object; write each channel once \
+                         per batch (repeated writes go in separate batches, one per line)"
+                    )));
+                }
+                map.next_value_seed(Check)?;
+            }
+            Ok(())
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::de::DeserializeSeed::deserialize(Check, &mut de).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_repeated_keys;
+
+    #[test]
+    fn a_repeated_key_at_any_depth_is_found() {
+        assert!(no_repeated_keys(r#"{"a": 1, "b": {"c": [1, {"d": 2}]}}"#).is_ok());
+        let e = no_repeated_keys(r#"{"a": 1, "a": 2}"#).expect_err("twice");
+        assert!(e.contains("key `a` appears twice"), "{e}");
+        assert!(no_repeated_keys(r#"[{"n": {"x": 1, "x": 1}}]"#).is_err());
     }
 }

@@ -67,6 +67,34 @@ const MIGRATIONS: &[&str] = &[
         sha256          TEXT NOT NULL,
         at_ms           INTEGER NOT NULL
     );",
+    // 5: checkpoints the user pinned (`grove state pin`): compaction keeps them readable.
+    "CREATE TABLE pins (
+        session         TEXT NOT NULL,
+        id              INTEGER NOT NULL,
+        at_ms           INTEGER NOT NULL,
+        PRIMARY KEY (session, id)
+    ) WITHOUT ROWID;",
+    // 6: the audit row of every deleted session (`grove session rm`): who, when, why,
+    // how big. The session's own rows go; this stays.
+    "CREATE TABLE session_removals (
+        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms           INTEGER NOT NULL,
+        record          TEXT NOT NULL
+    );",
+    // 7: session lifecycle: the last read or write, the state the GC pass left it in,
+    // and its size, so that a session whose head is not in memory is shown without
+    // reading it.
+    "ALTER TABLE sessions ADD COLUMN last_used_ms INTEGER;
+    ALTER TABLE sessions ADD COLUMN lifecycle TEXT NOT NULL DEFAULT 'active';
+    ALTER TABLE sessions ADD COLUMN state_bytes INTEGER NOT NULL DEFAULT 0;",
+    // 8: the schemas a session had before `grove session migrate`: each reads the
+    // checkpoints before `until_id`, so that history still reads with its own schema.
+    "CREATE TABLE session_schemas (
+        session         TEXT NOT NULL,
+        until_id        INTEGER NOT NULL,
+        schema          TEXT NOT NULL,
+        PRIMARY KEY (session, until_id)
+    ) WITHOUT ROWID;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

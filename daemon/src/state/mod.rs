@@ -5,16 +5,20 @@
 //! The task never waits for the disk while updates arrive: it applies the next group
 //! while the database thread stores (and fsyncs) the one before.
 
+pub mod gc;
+mod migrate;
 mod session;
 mod store;
 
+use crate::config::StateLimits;
 use crate::db::Db;
 use crate::error::Error;
 use crate::events::EventBus;
 use grove_agent_shim::now_ms;
-use grove_proto::state::{CheckpointInfo, SessionInfo};
+use grove_proto::state::{CheckpointInfo, SessionInfo, SessionRemoval};
 use grove_state::{apply_batch, channels_written, BatchError, Schema, State, Write};
 use serde::Serialize;
+pub use session::json_bytes;
 use session::Session;
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -60,7 +64,14 @@ enum Req {
     History {
         session: String,
         limit: u32,
+        before: Option<u64>,
         reply: Reply<Vec<CheckpointInfo>>,
+    },
+    Pin {
+        session: String,
+        at: u64,
+        pinned: bool,
+        reply: Reply<Vec<u64>>,
     },
     Fork {
         session: String,
@@ -81,6 +92,24 @@ enum Req {
     List {
         reply: Reply<Vec<SessionInfo>>,
     },
+    Remove {
+        name: String,
+        by: String,
+        reason: String,
+        live_agents: Vec<String>,
+        reply: Reply<SessionRemoval>,
+    },
+    Migrate {
+        name: String,
+        schema: Schema,
+        drop: Vec<String>,
+        reply: Reply<grove_proto::methods::SessionMigrateResult>,
+    },
+    Gc {
+        live: std::collections::HashSet<String>,
+        lifecycle: crate::config::SessionLifecycle,
+        reply: Reply<gc::GcReport>,
+    },
     /// Forget a session that never got a checkpoint (its only agent never started).
     DropUnused {
         name: String,
@@ -90,6 +119,7 @@ enum Req {
 #[derive(Clone)]
 pub struct StateHandle {
     tx: mpsc::Sender<Req>,
+    db: Db,
 }
 
 impl StateHandle {
@@ -144,10 +174,28 @@ impl StateHandle {
         .await
     }
 
-    pub async fn history(&self, session: &str, limit: u32) -> Result<Vec<CheckpointInfo>, Error> {
+    /// The newest `limit` checkpoints older than `before`, newest first.
+    pub async fn history(
+        &self,
+        session: &str,
+        limit: u32,
+        before: Option<u64>,
+    ) -> Result<Vec<CheckpointInfo>, Error> {
         self.ask(|reply| Req::History {
             session: session.into(),
             limit,
+            before,
+            reply,
+        })
+        .await
+    }
+
+    /// Pins (or unpins) a checkpoint; returns every pinned checkpoint of the session.
+    pub async fn pin(&self, session: &str, at: u64, pinned: bool) -> Result<Vec<u64>, Error> {
+        self.ask(|reply| Req::Pin {
+            session: session.into(),
+            at,
+            pinned,
             reply,
         })
         .await
@@ -189,6 +237,64 @@ impl StateHandle {
 
     pub async fn list(&self) -> Result<Vec<SessionInfo>, Error> {
         self.ask(|reply| Req::List { reply }).await
+    }
+
+    /// Deletes a session with its head, checkpoints, snapshots and pins, keeping an audit
+    /// row; answers once both are stored.
+    pub async fn remove(
+        &self,
+        name: &str,
+        by: &str,
+        reason: &str,
+        live_agents: Vec<String>,
+    ) -> Result<SessionRemoval, Error> {
+        self.ask(|reply| Req::Remove {
+            name: name.into(),
+            by: by.into(),
+            reason: reason.into(),
+            live_agents,
+            reply,
+        })
+        .await
+    }
+
+    /// Moves a session to a new schema in one checkpoint (source `migrate`).
+    pub async fn migrate(
+        &self,
+        name: &str,
+        schema: Schema,
+        drop: Vec<String>,
+    ) -> Result<grove_proto::methods::SessionMigrateResult, Error> {
+        self.ask(|reply| Req::Migrate {
+            name: name.into(),
+            schema,
+            drop,
+            reply,
+        })
+        .await
+    }
+
+    /// Moves every session along its lifecycle; `live` names the sessions with a live
+    /// agent.
+    pub async fn gc(
+        &self,
+        live: std::collections::HashSet<String>,
+        lifecycle: crate::config::SessionLifecycle,
+    ) -> Result<gc::GcReport, Error> {
+        self.ask(|reply| Req::Gc {
+            live,
+            lifecycle,
+            reply,
+        })
+        .await
+    }
+
+    /// The most recent `limit` session deletions, oldest first.
+    pub async fn removals(&self, limit: u32) -> Result<Vec<SessionRemoval>, Error> {
+        Ok(self
+            .db
+            .call(move |conn| store::recent_removals(conn, limit))
+            .await?)
     }
 
     /// Removes a session that holds no checkpoint, e.g. the own session of an agent
@@ -238,6 +344,9 @@ struct Pending {
 
 struct StateService {
     sessions: HashMap<String, Session>,
+    /// Most heads in memory (`session_cache`).
+    cache: usize,
+    limits: StateLimits,
     db: Db,
     events: EventBus,
     outbox: Arc<Mutex<Outbox>>,
@@ -257,17 +366,25 @@ enum Next {
 pub async fn start(
     db: Db,
     events: EventBus,
+    limits: StateLimits,
+    lifecycle: crate::config::SessionLifecycle,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<StateHandle, Error> {
     let rows = db.call(|conn| store::load_sessions(conn)).await?;
+    let mut pins = db.call(|conn| store::load_pins(conn)).await?;
     let mut sessions = HashMap::new();
+    // Heads are read on first use, not here: start-up does not grow with the sessions.
     for row in rows {
-        let session = load(&db, row).await?;
+        let mut session = Session::from_row(row);
+        session.pins = pins.remove(&session.name).unwrap_or_default();
         sessions.insert(session.name.clone(), session);
     }
     let (tx, mut rx) = mpsc::channel::<Req>(4096);
+    let db_for_handle = db.clone();
     let mut service = StateService {
         sessions,
+        cache: lifecycle.cache,
+        limits,
         db,
         events,
         outbox: Arc::default(),
@@ -300,7 +417,10 @@ pub async fn start(
             }
         }
     });
-    Ok(StateHandle { tx })
+    Ok(StateHandle {
+        tx,
+        db: db_for_handle,
+    })
 }
 
 /// A session as stored, with its head state.
@@ -312,7 +432,7 @@ async fn load(db: &Db, row: store::SessionRow) -> Result<Session, Error> {
             .call(move |conn| store::state_at(conn, &name, &schema, head))
             .await?;
     }
-    Ok(session)
+    Ok(session.measured())
 }
 
 /// The result of the oldest store job; never, when there is none.
@@ -361,7 +481,14 @@ impl StateService {
                 writer,
                 writes,
                 reply,
-            } => self.stage(&session, &writer, &writes, reply),
+            } => {
+                if let Err(e) = self.use_session(&session).await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                self.stage(&session, &writer, &writes, reply);
+                self.keep_checkpoints(&session).await;
+            }
             other => {
                 self.drain().await;
                 self.handle(other).await;
@@ -453,7 +580,12 @@ impl StateService {
             .await?;
         match row {
             Some(row) => {
-                let session = load(&self.db, row).await?;
+                let mut session = load(&self.db, row).await?;
+                let owned = name.to_string();
+                session.pins = self
+                    .db
+                    .call(move |conn| store::session_pins(conn, &owned))
+                    .await?;
                 self.sessions.insert(name.to_string(), session);
             }
             None => {
@@ -489,6 +621,11 @@ impl StateService {
             let _ = reply.send(Err(e));
             return;
         }
+        if let Err(e) = check_write_size(writes, self.limits) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let limits = self.limits;
         let Some(session) = self.sessions.get_mut(name) else {
             return;
         };
@@ -506,9 +643,16 @@ impl StateService {
                 return;
             }
         };
+        let channels = channels_written(writes);
+        let channel_bytes = match check_session_size(session, &state, &channels, limits) {
+            Ok(sizes) => sizes,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
         let id = session.head + 1;
         let at_ms = now_ms();
-        let channels = channels_written(writes);
         let mut last_changes = session.last_changes.clone();
         for channel in &channels {
             let change = grove_state::LastChange::after(last_changes.get(channel), id, writer);
@@ -527,7 +671,22 @@ impl StateService {
         };
         let snapshot = (id % SNAPSHOT_EVERY == 0).then_some(&state);
         let rows = CheckpointRow::new(name, info, writes, snapshot).and_then(|row| {
-            SessionHead::new(name, id, oldest, Some(at_ms), &last_changes).map(|head| (row, head))
+            SessionHead::new(
+                name,
+                id,
+                oldest,
+                Some(at_ms),
+                &last_changes,
+                session::state_bytes(
+                    session
+                        .channel_bytes
+                        .iter()
+                        .filter(|(c, _)| !channels.contains(c))
+                        .map(|(_, b)| *b)
+                        .chain(channel_bytes.iter().map(|(_, b)| *b)),
+                ),
+            )
+            .map(|head| (row, head))
         });
         let (row, head) = match rows {
             Ok(rows) => rows,
@@ -540,6 +699,8 @@ impl StateService {
         };
         session.last_changes = last_changes;
         session.current = state;
+        session.last_used_ms = at_ms;
+        session.channel_bytes.extend(channel_bytes);
         session.head = id;
         session.oldest = oldest;
         session.last_at_ms = Some(at_ms);
@@ -577,12 +738,44 @@ impl StateService {
             } => {
                 let _ = reply.send(self.ensure(&name, schema, explicit).await);
             }
-            Req::Get { session, at, reply } => self.get(&session, at, reply),
+            Req::Get { session, at, reply } => match self.use_session(&session).await {
+                Ok(()) => self.get(&session, at, reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
             Req::History {
                 session,
                 limit,
+                before,
                 reply,
-            } => self.history(&session, limit, reply),
+            } => {
+                let _ = self.use_session(&session).await;
+                self.history(&session, limit, before, reply);
+            }
+            Req::Migrate {
+                name,
+                schema,
+                drop,
+                reply,
+            } => {
+                let _ = reply.send(self.migrate(&name, schema, drop).await);
+            }
+            Req::Gc {
+                live,
+                lifecycle,
+                reply,
+            } => {
+                let _ = reply.send(self.gc(&live, lifecycle).await);
+            }
+            Req::Pin {
+                session,
+                at,
+                pinned,
+                reply,
+            } => {
+                let _ = reply.send(self.pin(&session, at, pinned).await);
+            }
             Req::Fork {
                 session,
                 at,
@@ -590,7 +783,14 @@ impl StateService {
                 writer,
                 reply,
             } => {
-                let _ = reply.send(self.fork(&session, at, &new_session, &writer).await);
+                let forked = match self.use_session(&session).await {
+                    Ok(()) => self.fork(&session, at, &new_session, &writer).await,
+                    Err(e) => Err(e),
+                };
+                if forked.is_ok() {
+                    self.keep_cache(&new_session);
+                }
+                let _ = reply.send(forked);
             }
             Req::Compact {
                 session,
@@ -601,6 +801,15 @@ impl StateService {
             }
             Req::Info { name, reply } => {
                 let _ = reply.send(self.session(&name).map(Session::info));
+            }
+            Req::Remove {
+                name,
+                by,
+                reason,
+                live_agents,
+                reply,
+            } => {
+                let _ = reply.send(self.remove(&name, by, reason, live_agents).await);
             }
             Req::DropUnused { name } => {
                 if self.sessions.get(&name).is_some_and(|s| s.head == 0) {
@@ -652,6 +861,7 @@ impl StateService {
             .call(move |conn| store::upsert_session(conn, &row))
             .await?;
         self.sessions.insert(name.to_string(), session);
+        self.keep_cache(name);
         Ok(())
     }
 
@@ -684,7 +894,13 @@ impl StateService {
         });
     }
 
-    fn history(&self, name: &str, limit: u32, reply: Reply<Vec<CheckpointInfo>>) {
+    fn history(
+        &self,
+        name: &str,
+        limit: u32,
+        before: Option<u64>,
+        reply: Reply<Vec<CheckpointInfo>>,
+    ) {
         if let Err(e) = self.session(name) {
             let _ = reply.send(Err(e));
             return;
@@ -692,7 +908,7 @@ impl StateService {
         let (db, name) = (self.db.clone(), name.to_string());
         tokio::spawn(async move {
             let history = db
-                .call(move |conn| store::history(conn, &name, limit))
+                .call(move |conn| store::history(conn, &name, limit, before))
                 .await
                 .map_err(Error::from);
             let _ = reply.send(history);
@@ -726,6 +942,7 @@ impl StateService {
         let at_ms = now_ms();
         let mut fork = Session::new(new_name, schema, at_ms);
         fork.current = state.clone();
+        let mut fork = fork.measured();
         fork.head = 1;
         fork.oldest = 1;
         fork.last_at_ms = Some(at_ms);
@@ -764,15 +981,166 @@ impl StateService {
         let mut row = session.row();
         row.oldest = oldest;
         let schema = session.schema.clone();
+        let pins = session.pins.clone();
         let dropped = self
             .db
-            .call(move |conn| store::compact(conn, &row, &schema))
+            .call(move |conn| store::compact(conn, &row, &schema, &pins))
             .await?;
         if let Some(session) = self.sessions.get_mut(name) {
             session.oldest = oldest;
         }
         Ok((dropped, oldest))
     }
+}
+
+/// Checkpoints beyond `checkpoint_keep` are compacted once this many more accumulate,
+/// not after every write: each compaction waits for the stored head.
+const COMPACT_SLACK: u64 = 64;
+
+/// A batch over `state_max_write` is refused before it is applied.
+fn check_write_size(writes: &[Write], limits: StateLimits) -> Result<(), Error> {
+    let bytes = session::json_bytes(writes);
+    if bytes > limits.max_write {
+        return Err(Error::Refused(format!(
+            "the batch is {bytes} bytes of JSON, over the per-write limit of {} bytes \
+             (setting `state_max_write`); nothing was written: split it into smaller batches \
+             or raise the setting",
+            limits.max_write
+        )));
+    }
+    Ok(())
+}
+
+/// The new sizes of the written channels, unless the state would grow past
+/// `state_max_session`. A state already over it (stored before the limit) may shrink.
+fn check_session_size(
+    session: &Session,
+    state: &State,
+    channels: &[String],
+    limits: StateLimits,
+) -> Result<Vec<(String, u64)>, Error> {
+    let sizes: Vec<(String, u64)> = channels
+        .iter()
+        .map(|c| {
+            let bytes = state.get(c).map_or(0, |v| session::entry_bytes(c, v));
+            (c.clone(), bytes)
+        })
+        .collect();
+    let before = session.state_bytes();
+    let unchanged = session
+        .channel_bytes
+        .iter()
+        .filter(|(c, _)| !channels.contains(c))
+        .map(|(_, b)| *b);
+    let after = session::state_bytes(unchanged.chain(sizes.iter().map(|(_, b)| *b)));
+    if after > limits.max_session && after > before {
+        return Err(Error::Refused(format!(
+            "after this batch session `{}` would hold {after} bytes of state, over the \
+             per-session limit of {} bytes (setting `state_max_session`); nothing was \
+             written: replace a large channel with {{\"__overwrite__\": value}}, use a new \
+             session, or raise the setting",
+            session.name, limits.max_session
+        )));
+    }
+    Ok(sizes)
+}
+
+impl StateService {
+    /// Compacts a session that holds `COMPACT_SLACK` checkpoints more than
+    /// `checkpoint_keep`, down to `checkpoint_keep` (pinned ones stay).
+    async fn keep_checkpoints(&mut self, name: &str) {
+        let keep = self.limits.checkpoint_keep;
+        let over = self
+            .sessions
+            .get(name)
+            .is_some_and(|s| s.head.saturating_sub(s.oldest.max(1)) + 1 > keep + COMPACT_SLACK);
+        if !over {
+            return;
+        }
+        // Compaction works on what is stored.
+        self.drain().await;
+        if let Err(e) = self.compact(name, keep).await {
+            tracing::error!(session = %name, error = %e, "cannot compact a session");
+        }
+    }
+
+    async fn remove(
+        &mut self,
+        name: &str,
+        by: String,
+        reason: String,
+        live_agents: Vec<String>,
+    ) -> Result<SessionRemoval, Error> {
+        // An unreadable session may be deleted too: nothing of it is read.
+        let Some(session) = self.sessions.get(name) else {
+            return Err(Error::NotFound(format!(
+                "no session `{name}` (`grove session list` shows them)"
+            )));
+        };
+        let pinned_older = session.pins.iter().filter(|&&p| p < session.oldest).count();
+        let checkpoints = session.info().checkpoints + pinned_older as u64;
+        let owned = name.to_string();
+        let removal = self
+            .db
+            .call(move |conn| {
+                let removal = SessionRemoval {
+                    at_ms: now_ms(),
+                    bytes: store::stored_bytes(conn, &owned)?,
+                    session: owned,
+                    by,
+                    reason,
+                    checkpoints,
+                    live_agents,
+                };
+                store::remove_session(conn, &removal)?;
+                Ok(removal)
+            })
+            .await?;
+        self.sessions.remove(name);
+        Ok(removal)
+    }
+
+    async fn pin(&mut self, name: &str, at: u64, pinned: bool) -> Result<Vec<u64>, Error> {
+        let session = self.session(name)?;
+        if pinned {
+            if at == 0 {
+                return Err(Error::BadInput(
+                    "checkpoint 0 is the initial state and is always readable; pin a \
+                     checkpoint from 1 on"
+                        .into(),
+                ));
+            }
+            session.check_checkpoint(at)?;
+        } else if !session.pins.contains(&at) {
+            return Err(Error::NotFound(format!(
+                "checkpoint {at} of session `{name}` is not pinned (pinned: {})",
+                list_ids(&session.pins)
+            )));
+        }
+        let (owned, oldest) = (name.to_string(), session.oldest);
+        self.db
+            .call(move |conn| store::set_pin(conn, &owned, at, pinned, oldest))
+            .await?;
+        let Some(session) = self.sessions.get_mut(name) else {
+            return Ok(Vec::new());
+        };
+        if pinned {
+            session.pins.insert(at);
+        } else {
+            session.pins.remove(&at);
+        }
+        Ok(session.pins.iter().copied().collect())
+    }
+}
+
+fn list_ids(ids: &std::collections::BTreeSet<u64>) -> String {
+    if ids.is_empty() {
+        return "none".into();
+    }
+    ids.iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn batch_error(e: BatchError) -> Error {
@@ -814,9 +1182,15 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(&dir.path().join("grove.db")).expect("db");
         let (stop, stopped) = watch::channel(false);
-        let state = start(db.clone(), EventBus::default(), stopped)
-            .await
-            .expect("start");
+        let state = start(
+            db.clone(),
+            EventBus::default(),
+            StateLimits::default(),
+            crate::config::SessionLifecycle::default(),
+            stopped,
+        )
+        .await
+        .expect("start");
         let schema = Schema::from_json(&json!({
             "version": 1,
             "channels": { "n": { "reducer": "add" } }

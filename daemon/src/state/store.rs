@@ -3,7 +3,7 @@
 use grove_proto::state::CheckpointInfo;
 use grove_state::{replay_batch, LastChange, Schema, State, Write};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// A full snapshot is stored after every this many checkpoints, so reading any
 /// checkpoint costs one snapshot plus at most this many batches.
@@ -31,6 +31,9 @@ pub struct SessionRow {
     pub oldest: u64,
     pub last_at_ms: Option<u64>,
     pub last_changes: HashMap<String, LastChange>,
+    pub last_used_ms: Option<u64>,
+    pub lifecycle: String,
+    pub state_bytes: u64,
 }
 
 /// One checkpoint to store, its JSON already written: the state task writes it while
@@ -72,6 +75,7 @@ pub struct SessionHead {
     pub oldest: u64,
     pub last_at_ms: Option<u64>,
     last_changes: String,
+    pub state_bytes: u64,
 }
 
 impl SessionHead {
@@ -81,6 +85,7 @@ impl SessionHead {
         oldest: u64,
         last_at_ms: Option<u64>,
         last_changes: &HashMap<String, LastChange>,
+        state_bytes: u64,
     ) -> serde_json::Result<SessionHead> {
         Ok(SessionHead {
             name: name.to_string(),
@@ -88,6 +93,7 @@ impl SessionHead {
             oldest,
             last_at_ms,
             last_changes: serde_json::to_string(last_changes)?,
+            state_bytes,
         })
     }
 }
@@ -95,10 +101,12 @@ impl SessionHead {
 pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO sessions (name, schema, schema_version, created_at_ms, forked_from,
-                               forked_at, head, oldest, last_at_ms, last_changes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                               forked_at, head, oldest, last_at_ms, last_changes,
+                               last_used_ms, lifecycle, state_bytes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
          ON CONFLICT(name) DO UPDATE SET head = ?7, oldest = ?8, last_at_ms = ?9,
-                                          last_changes = ?10",
+                                          last_changes = ?10, last_used_ms = ?11,
+                                          lifecycle = ?12, state_bytes = ?13",
         params![
             row.name,
             row.schema.to_string(),
@@ -110,6 +118,9 @@ pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
             row.oldest as i64,
             row.last_at_ms.map(|v| v as i64),
             serde_json::to_string(&row.last_changes).map_err(json_err)?,
+            row.last_used_ms.map(|v| v as i64),
+            row.lifecycle,
+            row.state_bytes as i64,
         ],
     )?;
     Ok(())
@@ -147,7 +158,8 @@ fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result
 fn advance_session(conn: &Connection, head: &SessionHead) -> rusqlite::Result<()> {
     let changed = conn
         .prepare_cached(
-            "UPDATE sessions SET head = ?2, oldest = ?3, last_at_ms = ?4, last_changes = ?5
+            "UPDATE sessions SET head = ?2, oldest = ?3, last_at_ms = ?4, last_changes = ?5,
+                                 last_used_ms = ?4, lifecycle = 'active', state_bytes = ?6
              WHERE name = ?1",
         )?
         .execute(params![
@@ -156,6 +168,7 @@ fn advance_session(conn: &Connection, head: &SessionHead) -> rusqlite::Result<()
             head.oldest as i64,
             head.last_at_ms.map(|v| v as i64),
             head.last_changes,
+            head.state_bytes as i64,
         ])?;
     // Every session is stored when it is created; one that is not must not take
     // checkpoints (the group fails and is undone).
@@ -196,7 +209,7 @@ pub fn commit_fork(
 }
 
 const SESSION_COLUMNS: &str = "name, schema, schema_version, created_at_ms, forked_from,
-    forked_at, head, oldest, last_at_ms, last_changes";
+    forked_at, head, oldest, last_at_ms, last_changes, last_used_ms, lifecycle, state_bytes";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -210,6 +223,9 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         oldest: r.get::<_, i64>(7)? as u64,
         last_at_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
         last_changes: from_json(&r.get::<_, String>(9)?, 9)?,
+        last_used_ms: r.get::<_, Option<i64>>(10)?.map(|v| v as u64),
+        lifecycle: r.get(11)?,
+        state_bytes: r.get::<_, i64>(12)?.max(0) as u64,
     })
 }
 
@@ -246,6 +262,22 @@ pub fn state_at(
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
+    // Checkpoints before a migration read with the schema they were written with.
+    let older: Option<String> = conn
+        .prepare_cached(
+            "SELECT schema FROM session_schemas WHERE session = ?1 AND until_id > ?2
+             ORDER BY until_id LIMIT 1",
+        )?
+        .query_row(params![session, at as i64], |r| r.get(0))
+        .optional()?;
+    let older = match older {
+        Some(json) => Some(
+            Schema::from_json(&from_json::<serde_json::Value>(&json, 0)?)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?,
+        ),
+        None => None,
+    };
+    let schema = older.as_ref().unwrap_or(schema);
     let (from, mut state) = match snapshot {
         Some((id, json)) => (id as u64, from_json::<State>(&json, 1)?),
         None => (0, schema.initial_state()),
@@ -264,16 +296,19 @@ pub fn state_at(
     Ok(state)
 }
 
+/// The newest `limit` checkpoints older than `before`, newest first.
 pub fn history(
     conn: &Connection,
     session: &str,
     limit: u32,
+    before: Option<u64>,
 ) -> rusqlite::Result<Vec<CheckpointInfo>> {
+    let before = before.map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
     let mut stmt = conn.prepare(
         "SELECT id, parent, parent_session, at_ms, writer, source, channels, schema_version
-         FROM checkpoints WHERE session = ?1 ORDER BY id DESC LIMIT ?2",
+         FROM checkpoints WHERE session = ?1 AND id < ?3 ORDER BY id DESC LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![session, limit], |r| {
+    let rows = stmt.query_map(params![session, limit, before], |r| {
         Ok(CheckpointInfo {
             id: r.get::<_, i64>(0)? as u64,
             parent: r.get::<_, Option<i64>>(1)?.map(|v| v as u64),
@@ -288,29 +323,36 @@ pub fn history(
     rows.collect()
 }
 
-/// Drops every checkpoint before `oldest`, after storing the state at `oldest` as a
-/// snapshot so that it and every later checkpoint read exactly as before.
+/// Drops every checkpoint before `oldest` but the pinned ones, after storing the state
+/// at `oldest` and at each pin as snapshots, so that they and every later checkpoint
+/// read exactly as before.
 pub fn compact(
     conn: &mut Connection,
     session: &SessionRow,
     schema: &Schema,
+    pins: &BTreeSet<u64>,
 ) -> rusqlite::Result<u64> {
-    let state = state_at(conn, &session.name, schema, session.oldest)?;
+    let mut kept = vec![session.oldest];
+    kept.extend(pins.iter().copied().filter(|&pin| pin < session.oldest));
+    let mut snapshots = Vec::new();
+    for &id in &kept {
+        let state = state_at(conn, &session.name, schema, id)?;
+        snapshots.push((id, serde_json::to_string(&state).map_err(json_err)?));
+    }
     let tx = conn.transaction()?;
+    for (id, state) in &snapshots {
+        tx.execute(
+            "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
+            params![session.name, *id as i64, state],
+        )?;
+    }
+    let pinned = "(SELECT id FROM pins WHERE session = ?1)";
     tx.execute(
-        "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
-        params![
-            session.name,
-            session.oldest as i64,
-            serde_json::to_string(&state).map_err(json_err)?
-        ],
-    )?;
-    tx.execute(
-        "DELETE FROM snapshots WHERE session = ?1 AND id < ?2",
+        &format!("DELETE FROM snapshots WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"),
         params![session.name, session.oldest as i64],
     )?;
     let dropped = tx.execute(
-        "DELETE FROM checkpoints WHERE session = ?1 AND id < ?2",
+        &format!("DELETE FROM checkpoints WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"),
         params![session.name, session.oldest as i64],
     )?;
     upsert_session(&tx, session)?;
@@ -318,11 +360,155 @@ pub fn compact(
     Ok(dropped as u64)
 }
 
+/// Bytes a session's checkpoints and snapshots take.
+pub fn stored_bytes(conn: &Connection, name: &str) -> rusqlite::Result<u64> {
+    conn.query_row(
+        "SELECT (SELECT coalesce(sum(length(writes) + length(channels)), 0)
+                 FROM checkpoints WHERE session = ?1)
+              + (SELECT coalesce(sum(length(state)), 0) FROM snapshots WHERE session = ?1)",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n.max(0) as u64)
+}
+
+/// Deletes a session with everything it holds and keeps its audit row, in one
+/// transaction: either both happened or neither.
+pub fn remove_session(
+    conn: &mut Connection,
+    removal: &grove_proto::state::SessionRemoval,
+) -> rusqlite::Result<()> {
+    let record = serde_json::to_string(removal).map_err(json_err)?;
+    let tx = conn.transaction()?;
+    for table in ["snapshots", "checkpoints", "pins", "session_schemas"] {
+        tx.execute(
+            &format!("DELETE FROM {table} WHERE session = ?1"),
+            [&removal.session],
+        )?;
+    }
+    tx.execute("DELETE FROM sessions WHERE name = ?1", [&removal.session])?;
+    tx.execute(
+        "INSERT INTO session_removals (at_ms, record) VALUES (?1, ?2)",
+        params![removal.at_ms as i64, record],
+    )?;
+    crate::faults::point("mid_session_rm");
+    tx.commit()
+}
+
+/// The most recent `limit` session removals, oldest first.
+pub fn recent_removals(
+    conn: &Connection,
+    limit: u32,
+) -> rusqlite::Result<Vec<grove_proto::state::SessionRemoval>> {
+    let mut stmt = conn.prepare(
+        "SELECT record FROM (SELECT seq, record FROM session_removals ORDER BY seq DESC
+         LIMIT ?1) ORDER BY seq",
+    )?;
+    let rows = stmt.query_map([limit], |r| r.get::<_, String>(0))?;
+    Ok(rows
+        .filter_map(Result::ok)
+        .filter_map(|json| serde_json::from_str(&json).ok())
+        .collect())
+}
+
 /// Deletes a session with everything it holds.
 pub fn delete_session(conn: &mut Connection, name: &str) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     tx.execute("DELETE FROM snapshots WHERE session = ?1", [name])?;
     tx.execute("DELETE FROM checkpoints WHERE session = ?1", [name])?;
+    tx.execute("DELETE FROM pins WHERE session = ?1", [name])?;
     tx.execute("DELETE FROM sessions WHERE name = ?1", [name])?;
+    tx.commit()
+}
+
+/// Every session's pinned checkpoints, read once at start.
+pub fn load_pins(conn: &Connection) -> rusqlite::Result<HashMap<String, BTreeSet<u64>>> {
+    let mut stmt = conn.prepare("SELECT session, id FROM pins")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+    })?;
+    let mut pins: HashMap<String, BTreeSet<u64>> = HashMap::new();
+    for row in rows {
+        let (session, id) = row?;
+        pins.entry(session).or_default().insert(id);
+    }
+    Ok(pins)
+}
+
+pub fn session_pins(conn: &Connection, session: &str) -> rusqlite::Result<BTreeSet<u64>> {
+    let mut stmt = conn.prepare("SELECT id FROM pins WHERE session = ?1")?;
+    let rows = stmt.query_map([session], |r| Ok(r.get::<_, i64>(0)? as u64))?;
+    rows.collect()
+}
+
+/// Pins checkpoint `id`, or unpins it; an unpinned checkpoint older than `oldest` goes
+/// at once, as compaction would have taken it.
+pub fn set_pin(
+    conn: &mut Connection,
+    session: &str,
+    id: u64,
+    pinned: bool,
+    oldest: u64,
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    if pinned {
+        tx.execute(
+            "INSERT OR IGNORE INTO pins (session, id, at_ms) VALUES (?1, ?2, ?3)",
+            params![session, id as i64, grove_agent_shim::now_ms() as i64],
+        )?;
+    } else {
+        tx.execute(
+            "DELETE FROM pins WHERE session = ?1 AND id = ?2",
+            params![session, id as i64],
+        )?;
+        if id < oldest {
+            for table in ["checkpoints", "snapshots"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE session = ?1 AND id = ?2"),
+                    params![session, id as i64],
+                )?;
+            }
+        }
+    }
+    tx.commit()
+}
+
+/// Stores where the GC pass left sessions: their lifecycle state and last use.
+pub fn set_lifecycles(
+    conn: &mut Connection,
+    rows: &[(String, String, u64)],
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    for (name, lifecycle, last_used_ms) in rows {
+        tx.prepare_cached("UPDATE sessions SET lifecycle = ?2, last_used_ms = ?3 WHERE name = ?1")?
+            .execute(params![name, lifecycle, *last_used_ms as i64])?;
+    }
+    crate::faults::point("mid_session_gc");
+    tx.commit()
+}
+
+/// Stores a schema migration: the old schema kept for the checkpoints before `first`,
+/// the migration's checkpoint (with a snapshot of the migrated state), and the session
+/// with its new schema, in one transaction.
+pub fn commit_migrate(
+    conn: &mut Connection,
+    old_schema: &serde_json::Value,
+    first: &CheckpointRow,
+    head: &SessionHead,
+    new_schema: &serde_json::Value,
+    schema_version: u32,
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    tx.execute(
+        "INSERT OR REPLACE INTO session_schemas (session, until_id, schema) VALUES (?1, ?2, ?3)",
+        params![head.name, first.info.id as i64, old_schema.to_string()],
+    )?;
+    insert_checkpoint(&tx, first)?;
+    advance_session(&tx, head)?;
+    tx.execute(
+        "UPDATE sessions SET schema = ?2, schema_version = ?3 WHERE name = ?1",
+        params![head.name, new_schema.to_string(), schema_version],
+    )?;
+    crate::faults::point("mid_session_migrate");
     tx.commit()
 }

@@ -311,6 +311,37 @@ pub fn filesystem_type(path: &std::path::Path) -> Option<String> {
         .map(|m| m.fstype)
 }
 
+/// The Unix socket paths `pid` listens on: its socket fds, matched by inode against
+/// /proc/net/unix (`Num RefCount Protocol Flags Type St Inode Path`; state 01 listens).
+pub fn listening_unix_sockets(pid: u32) -> Vec<PathBuf> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(
+                link.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let path = fields.get(7)?;
+            (fields.get(5) == Some(&"01")
+                && inodes.iter().any(|i| Some(&i.as_str()) == fields.get(6)))
+            .then(|| PathBuf::from(path))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,35 +426,4 @@ mod tests {
             Some(exe.as_encoded_bytes())
         );
     }
-}
-
-/// The Unix socket paths `pid` listens on: its socket fds, matched by inode against
-/// /proc/net/unix (`Num RefCount Protocol Flags Type St Inode Path`; state 01 listens).
-pub fn listening_unix_sockets(pid: u32) -> Vec<PathBuf> {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .filter_map(|link| {
-            let link = link.to_string_lossy().into_owned();
-            Some(
-                link.strip_prefix("socket:[")?
-                    .strip_suffix(']')?
-                    .to_string(),
-            )
-        })
-        .collect();
-    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let path = fields.get(7)?;
-            (fields.get(5) == Some(&"01")
-                && inodes.iter().any(|i| Some(&i.as_str()) == fields.get(6)))
-            .then(|| PathBuf::from(path))
-        })
-        .collect()
 }

@@ -11,5 +11,6 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: GcLogParams) -> Result<GcLog
         .db
         .call(move |conn| crate::db::removals::recent(conn, limit))
         .await?;
-    Ok(GcLogResult { removals })
+    let sessions = ctx.state.removals(limit).await?;
+    Ok(GcLogResult { removals, sessions })
 }

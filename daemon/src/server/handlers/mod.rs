@@ -20,12 +20,15 @@ pub mod restore;
 pub mod salvaged;
 pub mod session_create;
 pub mod session_list;
+pub mod session_migrate;
+pub mod session_rm;
 pub mod session_show;
 pub mod spawn;
 pub mod state_compact;
 pub mod state_fork;
 pub mod state_get;
 pub mod state_history;
+pub mod state_pin;
 pub mod state_update;
 pub mod state_watch;
 pub mod trust;
@@ -112,8 +115,7 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
             reply(session_create::handle(ctx, conn, parse::<m::SessionCreate>(params)?).await)
         }
         m::SessionList::NAME => {
-            parse::<m::SessionList>(params)?;
-            reply(session_list::handle(ctx, conn).await)
+            reply(session_list::handle(ctx, conn, parse::<m::SessionList>(params)?).await)
         }
         m::SessionShow::NAME => {
             reply(session_show::handle(ctx, conn, parse::<m::SessionShow>(params)?).await)
@@ -132,6 +134,15 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         }
         m::StateCompact::NAME => {
             reply(state_compact::handle(ctx, conn, parse::<m::StateCompact>(params)?).await)
+        }
+        m::SessionMigrate::NAME => {
+            reply(session_migrate::handle(ctx, conn, parse::<m::SessionMigrate>(params)?).await)
+        }
+        m::SessionRm::NAME => {
+            reply(session_rm::handle(ctx, conn, parse::<m::SessionRm>(params)?).await)
+        }
+        m::StatePin::NAME => {
+            reply(state_pin::handle(ctx, conn, parse::<m::StatePin>(params)?).await)
         }
         m::DaemonStatus::NAME => {
             parse::<m::DaemonStatus>(params)?;

@@ -1,0 +1,218 @@
+//! Sessions' lifecycle: active while an agent of it is live or it was written lately,
+//! then idle, suspended (its head leaves memory), archived, and at last deleted with
+//! an audit row. A pass every `session_gc_interval` moves sessions along; any read or
+//! write makes a session active again. At most `session_cache` heads stay in memory.
+
+use super::session::{Lifecycle, Session};
+use super::{store, StateHandle, StateService};
+use crate::config::SessionLifecycle;
+use crate::core::CoreHandle;
+use crate::error::Error;
+use grove_agent_shim::now_ms;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GcReport {
+    pub moved: u64,
+    pub deleted: Vec<String>,
+}
+
+/// One lifecycle change, as `session.lifecycle` subscribers see it.
+#[derive(Debug, Clone, Serialize)]
+struct Transition<'a> {
+    session: &'a str,
+    from: &'static str,
+    to: &'static str,
+    at_ms: u64,
+}
+
+/// Runs the pass every `gc_interval` until the daemon stops.
+pub fn start(
+    state: StateHandle,
+    core: CoreHandle,
+    lifecycle: SessionLifecycle,
+    mut stopped: watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(lifecycle.gc_interval) => {}
+                _ = stopped.wait_for(|stop| *stop) => return,
+            }
+            if let Err(e) = pass(&state, &core, lifecycle).await {
+                tracing::warn!(error = %e, "session lifecycle pass failed; the next one retries");
+            }
+        }
+    });
+}
+
+async fn pass(
+    state: &StateHandle,
+    core: &CoreHandle,
+    lifecycle: SessionLifecycle,
+) -> Result<GcReport, Error> {
+    let live: HashSet<String> = core
+        .snapshot()
+        .await?
+        .into_iter()
+        .filter(|a| !a.status.is_final())
+        .map(|a| a.session)
+        .collect();
+    state.gc(live, lifecycle).await
+}
+
+/// Where a session belongs now.
+fn due(session: &Session, live: bool, now: u64, lifecycle: SessionLifecycle) -> Option<Lifecycle> {
+    let since = |ms: u64| Duration::from_millis(now.saturating_sub(ms));
+    let written = session.last_at_ms.unwrap_or(session.created_at_ms);
+    let unused = since(session.last_used_ms);
+    if live || since(written) < lifecycle.idle_after {
+        Some(Lifecycle::Active)
+    } else if unused >= lifecycle.delete_after {
+        None
+    } else if unused >= lifecycle.archive_after {
+        Some(Lifecycle::Archived)
+    } else if unused >= lifecycle.suspend_after {
+        Some(Lifecycle::Suspended)
+    } else {
+        Some(Lifecycle::Idle)
+    }
+}
+
+impl StateService {
+    pub(super) async fn gc(
+        &mut self,
+        live: &HashSet<String>,
+        lifecycle: SessionLifecycle,
+    ) -> Result<GcReport, Error> {
+        let now = now_ms();
+        let mut report = GcReport::default();
+        let mut changed = Vec::new();
+        let mut doomed = Vec::new();
+        for session in self.sessions.values_mut() {
+            let target = due(session, live.contains(&session.name), now, lifecycle);
+            let Some(target) = target else {
+                doomed.push(session.name.clone());
+                continue;
+            };
+            if matches!(target, Lifecycle::Suspended | Lifecycle::Archived) {
+                session.unload();
+            }
+            if target != session.lifecycle {
+                let from = session.lifecycle;
+                session.lifecycle = target;
+                changed.push((
+                    session.name.clone(),
+                    target.name().to_string(),
+                    session.last_used_ms,
+                ));
+                publish(&self.events, &session.name, from.name(), target.name(), now);
+            }
+        }
+        report.moved = changed.len() as u64;
+        if !changed.is_empty() {
+            self.db
+                .call(move |conn| store::set_lifecycles(conn, &changed))
+                .await?;
+        }
+        let days = lifecycle.delete_after.as_secs_f64() / 86_400.0;
+        for name in doomed {
+            let from = self.sessions.get(&name).map(|s| s.lifecycle.name());
+            let reason = format!("no activity for {days:.0} days (session_delete)");
+            self.remove(&name, "gc".into(), reason, Vec::new()).await?;
+            publish(
+                &self.events,
+                &name,
+                from.unwrap_or("archived"),
+                "deleted",
+                now,
+            );
+            report.deleted.push(name);
+        }
+        Ok(report)
+    }
+
+    /// Reads the head of a session that is not in memory, and marks the session used
+    /// (and active, if it was not).
+    pub(super) async fn use_session(&mut self, name: &str) -> Result<(), Error> {
+        let session = self.session(name)?;
+        if !session.loaded {
+            let (owned, schema, head) = (name.to_string(), session.schema.clone(), session.head);
+            let current = if head == 0 {
+                schema.initial_state()
+            } else {
+                self.db
+                    .call(move |conn| store::state_at(conn, &owned, &schema, head))
+                    .await?
+            };
+            if let Some(session) = self.sessions.get_mut(name) {
+                session.current = current;
+                session.remeasure();
+            }
+            self.keep_cache(name);
+        }
+        let now = now_ms();
+        let Some(session) = self.sessions.get_mut(name) else {
+            return Ok(());
+        };
+        session.last_used_ms = now;
+        if session.lifecycle != Lifecycle::Active {
+            let from = session.lifecycle;
+            session.lifecycle = Lifecycle::Active;
+            publish(&self.events, name, from.name(), "active", now);
+            let row = vec![(name.to_string(), "active".to_string(), now)];
+            self.db
+                .call(move |conn| store::set_lifecycles(conn, &row))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Keeps at most `session_cache` heads in memory: the least recently used others
+    /// than `keep` leave.
+    pub(super) fn keep_cache(&mut self, keep: &str) {
+        // A session with updates not yet stored keeps its head: it is ahead of the store.
+        let pending: HashSet<&str> = self
+            .pending
+            .iter()
+            .map(|p| p.event.session.as_str())
+            .collect();
+        let mut loaded: Vec<(u64, String)> = self
+            .sessions
+            .values()
+            .filter(|s| s.loaded && s.name != keep && !pending.contains(s.name.as_str()))
+            .map(|s| (s.last_used_ms, s.name.clone()))
+            .collect();
+        if loaded.len() < self.cache {
+            return;
+        }
+        loaded.sort_unstable();
+        let over = loaded.len() + 1 - self.cache;
+        drop(pending);
+        for (_, name) in loaded.into_iter().take(over) {
+            if let Some(session) = self.sessions.get_mut(&name) {
+                session.unload();
+            }
+        }
+    }
+}
+
+fn publish(
+    events: &crate::events::EventBus,
+    session: &str,
+    from: &'static str,
+    to: &'static str,
+    at_ms: u64,
+) {
+    let transition = Transition {
+        session,
+        from,
+        to,
+        at_ms,
+    };
+    events.publish("session.lifecycle", &transition, Some(session), None);
+}

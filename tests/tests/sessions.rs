@@ -1,0 +1,426 @@
+//! Sessions as first-class (issue 17, "Lifecycle and GC"): `grove session rm` deletes a
+//! session's head, checkpoints and snapshots, is refused while agents of it are live
+//! unless forced, and leaves an audit row that `grove gc --log` lists.
+
+mod support;
+
+use grove_proto::Client;
+use serde_json::{json, Value};
+use std::fs;
+use std::time::Duration;
+use support::*;
+
+const SCHEMA: &str = r#"
+[state]
+version = 1
+[state.channels]
+count = { reducer = "add", default = 0 }
+"#;
+
+fn create(c: &mut Client, name: &str) {
+    call(
+        c,
+        "session.create",
+        json!({"name": name, "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
+    )
+    .expect("session.create");
+}
+
+fn session_names(g: &Grove) -> Vec<String> {
+    g.json(&["session", "list"])["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name").to_string())
+        .collect()
+}
+
+#[test]
+fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "old");
+    create(&mut c, "other");
+    // Past a snapshot (every 64 checkpoints), with a pin: every kind of row it has.
+    for _ in 0..70 {
+        call(
+            &mut c,
+            "state.update",
+            json!({"session": "old", "writes": [{"channel": "count", "value": 1}]}),
+        )
+        .expect("update");
+    }
+    g.ok(&["state", "pin", "--session", "old", "5"]);
+    g.ok(&["state", "update", "--session", "other", "count", "3"]);
+    let out = g.ok(&["session", "rm", "old", "--reason", "done with it"]);
+    assert!(out.contains("deleted session old (70 checkpoints"), "{out}");
+    assert_eq!(session_names(&g), vec!["other"]);
+    let out = g.run(&["state", "get", "--session", "old"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("no session `old`"), "{}", out.stderr);
+    // Nothing of it is left in the database, after a restart too.
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    for table in ["checkpoints", "snapshots", "pins"] {
+        let n: i64 = db
+            .query_row(
+                &format!("SELECT count(*) FROM {table} WHERE session = 'old'"),
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(n, 0, "{table}");
+    }
+    drop(db);
+    assert_eq!(session_names(&g), vec!["other"]);
+    let log = g.json(&["gc", "--log"]);
+    let row = &log["sessions"][0];
+    assert_eq!(row["session"], "old");
+    assert_eq!(row["by"], "user");
+    assert_eq!(row["reason"], "done with it");
+    assert_eq!(row["checkpoints"], 70);
+    assert!(row["bytes"].as_u64() > Some(1000), "{row}");
+    assert!(row["at_ms"].as_u64() > Some(0));
+    let text = g.ok(&["gc", "--log"]);
+    assert!(
+        text.contains("old") && text.contains("done with it"),
+        "{text}"
+    );
+    // The name is free again, and starts empty.
+    let mut c = client(&g);
+    create(&mut c, "old");
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "old", "count"]).trim(),
+        "0"
+    );
+    let history = g.json(&["state", "history", "--session", "old"]);
+    assert_eq!(history["checkpoints"], json!([]));
+    // The other session is untouched.
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "other", "count"])
+            .trim(),
+        "3"
+    );
+    let out = g.run(&["session", "rm", "nope"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("no session `nope`"), "{}", out.stderr);
+}
+
+#[test]
+fn session_rm_is_refused_while_an_agent_of_it_is_live_unless_forced() {
+    let g = Grove::new();
+    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "schema"]);
+    let gate = g.dir.path().join("gate");
+    let script = format!(
+        r#""$GROVE_BIN" state update count 1 || exit 1
+           while [ ! -e '{gate}' ]; do sleep 0.05; done
+           "$GROVE_BIN" state update count 1"#,
+        gate = gate.display()
+    );
+    let id = g.spawn(
+        &["--session", "busy", "--env", &format!("GROVE_BIN={BIN}")],
+        &script,
+    );
+    eventually("the agent wrote", Duration::from_secs(20), || {
+        g.run(&["state", "get", "--session", "busy", "count"])
+            .stdout
+            .trim()
+            == "1"
+    });
+    let out = g.run(&["session", "rm", "busy"]);
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    for needle in ["has live agents", &id, "nothing was deleted", "--force"] {
+        assert!(out.stderr.contains(needle), "{needle}: {}", out.stderr);
+    }
+    assert_eq!(session_names(&g), vec!["busy"]);
+    let removal = g.json(&["session", "rm", "busy", "--force"]);
+    assert_eq!(removal["live_agents"], json!([id]));
+    fs::write(&gate, "").expect("gate");
+    let record = g.wait(&id);
+    assert_eq!(
+        record["outcome"], "failed",
+        "its next write fails: {record}"
+    );
+    assert!(session_names(&g).is_empty());
+}
+
+#[test]
+fn an_agent_cannot_delete_a_session() {
+    let g = Grove::new();
+    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "schema"]);
+    let mut c = client(&g);
+    create(&mut c, "victim");
+    let result = g.dir.path().join("result");
+    let script = format!(
+        r#""$GROVE_BIN" state update count 1 || exit 1
+           "$GROVE_BIN" session rm victim --force 2> '{r}.victim'; echo $? > '{r}.a'
+           "$GROVE_BIN" session rm mine --force 2> '{r}.mine'; echo $? > '{r}.b'"#,
+        r = result.display()
+    );
+    let id = g.spawn(
+        &["--session", "mine", "--env", &format!("GROVE_BIN={BIN}")],
+        &script,
+    );
+    g.wait(&id);
+    for (code, err) in [("a", "victim"), ("b", "mine")] {
+        let exit = fs::read_to_string(result.with_extension(code)).expect("code");
+        assert_eq!(exit.trim(), "4");
+        let why = fs::read_to_string(result.with_extension(err)).expect("stderr");
+        assert!(why.contains("may not delete sessions"), "{why}");
+    }
+    let mut names = session_names(&g);
+    names.sort();
+    assert_eq!(names, vec!["mine", "victim"]);
+}
+
+#[test]
+fn a_crash_in_the_middle_of_session_rm_leaves_it_whole_or_gone_with_its_audit_row() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create(&mut c, "s");
+    g.ok(&["state", "update", "--session", "s", "count", "2"]);
+    drop(c);
+    g.ok(&["daemon", "stop"]);
+    g.crash_during("mid_session_rm", &["session", "rm", "s"]);
+    // The transaction never committed: the session is whole and no audit row claims
+    // otherwise.
+    assert_eq!(session_names(&g), vec!["s"]);
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "s", "count"]).trim(),
+        "2"
+    );
+    let log: Value = g.json(&["gc", "--log"]);
+    assert_eq!(log["sessions"], json!([]));
+    g.ok(&["session", "rm", "s"]);
+    assert_eq!(g.json(&["gc", "--log"])["sessions"][0]["session"], "s");
+}
+
+/// Every `session.lifecycle` event of `session`, as it arrives.
+fn lifecycle_events(g: &Grove, session: &str) -> std::sync::mpsc::Receiver<Value> {
+    let mut c = client(g);
+    call(&mut c, "events.subscribe", json!({"session": session})).expect("subscribe");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        while let Ok(note) = c.next_notification() {
+            if note.method == "session.lifecycle" && tx.send(note.params).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for the event that moves the session to `to`; the states passed on the way.
+fn wait_for(events: &std::sync::mpsc::Receiver<Value>, to: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let event = events
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no move to {to}; saw {seen:?}"));
+        let now = event["to"].as_str().expect("to").to_string();
+        seen.push(now.clone());
+        if now == to {
+            return seen;
+        }
+    }
+}
+
+fn lifecycle(g: &Grove, session: &str) -> Value {
+    g.json(&["session", "show", session])
+}
+
+#[test]
+fn a_session_moves_from_active_to_deleted_and_its_deletion_is_audited() {
+    let g = Grove::new().with_env(&[
+        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+        ("GROVE_SESSION_IDLE", "200ms"),
+        ("GROVE_SESSION_SUSPEND", "500ms"),
+        ("GROVE_SESSION_ARCHIVE", "900ms"),
+        ("GROVE_SESSION_DELETE", "1300ms"),
+    ]);
+    let mut c = client(&g);
+    let events = lifecycle_events(&g, "s");
+    create(&mut c, "s");
+    g.ok(&["state", "update", "--session", "s", "count", "4"]);
+    assert_eq!(lifecycle(&g, "s")["lifecycle"], "active");
+    assert_eq!(wait_for(&events, "idle"), vec!["idle"]);
+    assert_eq!(wait_for(&events, "suspended"), vec!["suspended"]);
+    assert_eq!(wait_for(&events, "archived"), vec!["archived"]);
+    let shown = lifecycle(&g, "s");
+    assert_eq!(shown["lifecycle"], "archived");
+    assert_eq!(shown["in_memory"], false);
+    assert_eq!(wait_for(&events, "deleted"), vec!["deleted"]);
+    assert!(session_names(&g).is_empty());
+    let row = &g.json(&["gc", "--log"])["sessions"][0];
+    assert_eq!(row["session"], "s");
+    assert_eq!(row["by"], "gc");
+    assert!(
+        row["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("session_delete"),
+        "{row}"
+    );
+    assert_eq!(row["checkpoints"], 1);
+}
+
+#[test]
+fn a_suspended_session_is_read_from_disk_and_made_active_by_any_read() {
+    let g = Grove::new().with_env(&[
+        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+        ("GROVE_SESSION_IDLE", "100ms"),
+        ("GROVE_SESSION_SUSPEND", "300ms"),
+    ]);
+    let mut c = client(&g);
+    let events = lifecycle_events(&g, "s");
+    create(&mut c, "s");
+    for n in 0..70 {
+        call(
+            &mut c,
+            "state.update",
+            json!({"session": "s", "writes": [{"channel": "count", "value": n}]}),
+        )
+        .expect("update");
+    }
+    wait_for(&events, "suspended");
+    let shown = lifecycle(&g, "s");
+    assert_eq!(
+        (shown["lifecycle"].clone(), shown["in_memory"].clone()),
+        (json!("suspended"), json!(false)),
+        "showing a session does not use it: {shown}"
+    );
+    assert!(shown["state_bytes"].as_u64() > Some(0), "{shown}");
+    // A read brings it back, whole.
+    let sum = (0..70).sum::<u64>().to_string();
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "s", "count"]).trim(),
+        sum
+    );
+    assert_eq!(wait_for(&events, "active"), vec!["active"]);
+    // A write does too, after a restart that kept it suspended.
+    wait_for(&events, "suspended");
+    drop(events);
+    g.ok(&["daemon", "restart"]);
+    assert_eq!(lifecycle(&g, "s")["lifecycle"], "suspended");
+    let events = lifecycle_events(&g, "s");
+    g.ok(&["state", "update", "--session", "s", "count", "1"]);
+    assert_eq!(wait_for(&events, "active"), vec!["active"]);
+    let sum = ((0..70).sum::<u64>() + 1).to_string();
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "s", "count"]).trim(),
+        sum
+    );
+}
+
+#[test]
+fn a_session_with_a_live_agent_stays_active() {
+    let g = Grove::new().with_env(&[
+        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+        ("GROVE_SESSION_IDLE", "100ms"),
+        ("GROVE_SESSION_SUSPEND", "200ms"),
+    ]);
+    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "schema"]);
+    let gate = g.dir.path().join("gate");
+    let script = format!(
+        r#""$GROVE_BIN" state update count 1 || exit 1
+           while [ ! -e '{gate}' ]; do sleep 0.05; done"#,
+        gate = gate.display()
+    );
+    let id = g.spawn(
+        &["--session", "busy", "--env", &format!("GROVE_BIN={BIN}")],
+        &script,
+    );
+    eventually("the agent wrote", Duration::from_secs(20), || {
+        g.run(&["state", "get", "--session", "busy", "count"])
+            .stdout
+            .trim()
+            == "1"
+    });
+    // Another session, written at the same time, is the clock: once it is suspended,
+    // passes have run past every duration.
+    let mut c = client(&g);
+    create(&mut c, "clock");
+    let clock = lifecycle_events(&g, "clock");
+    g.ok(&["state", "update", "--session", "clock", "count", "1"]);
+    wait_for(&clock, "suspended");
+    assert_eq!(lifecycle(&g, "busy")["lifecycle"], "active");
+    fs::write(&gate, "").expect("gate");
+    g.wait(&id);
+}
+
+#[test]
+fn at_most_session_cache_heads_stay_in_memory_least_recently_used_out() {
+    let g = Grove::new().with_env(&[("GROVE_SESSION_CACHE", "2")]);
+    let mut c = client(&g);
+    for name in ["a", "b", "c"] {
+        create(&mut c, name);
+        g.ok(&["state", "update", "--session", name, "count", "1"]);
+    }
+    let in_memory = |g: &Grove| -> Vec<bool> {
+        ["a", "b", "c"]
+            .iter()
+            .map(|n| lifecycle(g, n)["in_memory"].as_bool().expect("bool"))
+            .collect()
+    };
+    assert_eq!(in_memory(&g), vec![false, true, true]);
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "a", "count"]).trim(),
+        "1"
+    );
+    assert_eq!(in_memory(&g), vec![true, false, true]);
+    // After a restart no head is read until used.
+    g.ok(&["daemon", "restart"]);
+    assert_eq!(in_memory(&g), vec![false, false, false]);
+    g.ok(&["state", "update", "--session", "b", "count", "1"]);
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "b", "count"]).trim(),
+        "2"
+    );
+    assert_eq!(in_memory(&g), vec![false, true, false]);
+}
+
+#[test]
+fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
+    let g = Grove::new().with_env(&[
+        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+        ("GROVE_SESSION_IDLE", "100ms"),
+        ("GROVE_SESSION_SUSPEND", "200ms"),
+    ]);
+    let mut c = client(&g);
+    create(&mut c, "s");
+    g.ok(&["state", "update", "--session", "s", "count", "5"]);
+    drop(c);
+    g.ok(&["daemon", "stop"]);
+    // This daemon dies by SIGKILL in its first pass that moves a session, mid-transaction.
+    let out = g.run_env(
+        &["state", "update", "--session", "s", "count", "1"],
+        &[("GROVE_TEST_CRASH_AT", "mid_session_gc")],
+    );
+    let lock = g.home.join("daemon.lock");
+    eventually(
+        "the daemon died in the pass",
+        Duration::from_secs(20),
+        || {
+            let pid = fs::read_to_string(&lock)
+                .ok()
+                .and_then(|p| p.trim().parse::<i32>().ok());
+            pid.is_none_or(|pid| !process_exists(pid))
+        },
+    );
+    assert!(g.daemon_log().contains("mid_session_gc"), "crashed there");
+    let expected = if out.code == 0 { "6" } else { "5" };
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "s", "count"]).trim(),
+        expected
+    );
+    // The next daemon moves it along as if nothing happened.
+    let events = lifecycle_events(&g, "s");
+    wait_for(&events, "suspended");
+    assert_eq!(session_names(&g), vec!["s"]);
+}

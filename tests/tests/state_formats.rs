@@ -1,0 +1,162 @@
+//! grove's stored-state format has a version chain (the database's schema version,
+//! daemon/src/db/migrations.rs): a database of any released format is migrated step by
+//! step, never refused. tests/fixtures/state-formats holds a database made by each
+//! format; each is opened, read and written here.
+//!
+//! v4.db: the format before issue 17 (made by make_v4.py from that release's
+//! migrations). v8.db: made by this grove (`cargo test -p grove-tests --test
+//! state_formats -- --ignored make_current_fixture` writes it again).
+
+mod support;
+
+use serde_json::{json, Value};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use support::*;
+
+const SCHEMA: &str = r#"
+[state]
+version = 1
+[state.channels]
+count = { reducer = "add", default = 0 }
+items = { reducer = "append" }
+"#;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/state-formats")
+        .join(name)
+}
+
+/// A grove whose database is a copy of the fixture.
+fn grove_on(fixture_name: &str) -> Grove {
+    let g = Grove::new();
+    fs::create_dir_all(&g.home).expect("home");
+    fs::set_permissions(&g.home, fs::Permissions::from_mode(0o700)).expect("mode");
+    fs::copy(fixture(fixture_name), g.home.join("grove.db")).expect("copy fixture");
+    g
+}
+
+fn get(g: &Grove, args: &[&str]) -> Value {
+    let mut all = vec!["state", "get", "--session", "legacy"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&g.ok(&all)).expect("json")
+}
+
+fn opens_reads_and_writes(fixture_name: &str) {
+    let g = grove_on(fixture_name);
+    let mut names: Vec<String> = g.json(&["session", "list"])["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name").to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["empty", "legacy"], "{fixture_name}");
+    let items: Vec<u64> = (1..=70).collect();
+    assert_eq!(
+        get(&g, &[]),
+        json!({"count": 70, "items": items}),
+        "{fixture_name}"
+    );
+    assert_eq!(
+        get(&g, &["--at", "10", "count"]),
+        json!(10),
+        "{fixture_name}"
+    );
+    assert_eq!(
+        get(&g, &["--at", "66", "count"]),
+        json!(66),
+        "{fixture_name}"
+    );
+    let history = g.json(&["state", "history", "--session", "legacy", "--limit", "3"]);
+    assert_eq!(history["checkpoints"][0]["id"], 70, "{fixture_name}");
+    assert_eq!(
+        g.ok(&["state", "update", "--session", "legacy", "count", "1"])
+            .trim(),
+        "checkpoint 71"
+    );
+    g.ok(&["state", "update", "--session", "empty", "items", "[\"x\"]"]);
+    g.ok(&["daemon", "restart"]);
+    assert_eq!(get(&g, &["count"]), json!(71), "{fixture_name}");
+    assert_eq!(
+        get(&g, &["--at", "70", "count"]),
+        json!(70),
+        "{fixture_name}"
+    );
+    let empty = g.ok(&["state", "get", "--session", "empty", "items"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&empty).expect("json"),
+        json!(["x"])
+    );
+    let shown = g.json(&["session", "show", "legacy"]);
+    assert_eq!(shown["lifecycle"], "active", "{shown}");
+}
+
+#[test]
+fn a_database_of_format_4_opens_reads_and_writes() {
+    opens_reads_and_writes("v4.db");
+}
+
+#[test]
+fn a_database_of_format_8_opens_reads_and_writes() {
+    opens_reads_and_writes("v8.db");
+}
+
+#[test]
+fn every_database_format_has_a_fixture() {
+    // Format N is the database's schema version; each released one needs a fixture.
+    let g = Grove::new();
+    g.ok(&["list"]);
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let current: i64 = db
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .expect("version");
+    assert!(
+        fixture(&format!("v{current}.db")).exists(),
+        "no fixture for the current format {current}: run `cargo test -p grove-tests --test \
+         state_formats -- --ignored make_current_fixture` and name it v{current}.db"
+    );
+}
+
+/// Writes the fixture of the current format (run by hand when the format changes).
+#[test]
+#[ignore]
+fn make_current_fixture() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    call(
+        &mut c,
+        "session.create",
+        json!({"name": "legacy", "schema_text": {"origin": "fixture.toml", "text": SCHEMA}}),
+    )
+    .expect("create");
+    call(
+        &mut c,
+        "session.create",
+        json!({"name": "empty", "schema_text": {"origin": "fixture.toml", "text": SCHEMA}}),
+    )
+    .expect("create");
+    for i in 1..=70 {
+        call(
+            &mut c,
+            "state.update",
+            json!({"session": "legacy", "writes": [
+                {"channel": "items", "value": [i]}, {"channel": "count", "value": 1}
+            ]}),
+        )
+        .expect("update");
+    }
+    drop(c);
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let version: i64 = db
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .expect("version");
+    let out = fixture(&format!("v{version}.db"));
+    let _ = fs::remove_file(&out);
+    db.execute("VACUUM INTO ?1", [out.to_str().expect("utf8")])
+        .expect("vacuum into");
+}
