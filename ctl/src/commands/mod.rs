@@ -12,6 +12,7 @@ mod list;
 mod logs;
 mod mcp;
 mod merge;
+mod metrics;
 mod overlaps;
 mod queue;
 mod report;
@@ -54,6 +55,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Discard { id, yes } => discard::run(&id, yes, json),
         Command::Overlaps { hunks } => overlaps::run(hunks, json),
         Command::Queue => queue::run(json),
+        Command::Metrics => metrics::run(json),
         Command::Rm { id } => rm::run(&id, json),
         Command::Gc { dry_run, log } => gc::run(dry_run, log, json),
         Command::Salvaged => salvaged::run(json),

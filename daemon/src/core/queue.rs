@@ -129,7 +129,9 @@ impl Core {
             return;
         };
         row.record.status = AgentStatus::Preparing;
-        row.record.queue_position = None;
+        if row.record.queue_position.take().is_some() {
+            crate::metrics::left_queue(row.record.created_at_ms);
+        }
         row.record.attempt += 1;
         let record = row.record.clone();
         let token = row.token.clone();
