@@ -432,3 +432,46 @@ fn slo_agents_lost_breaches_and_recovers() {
     assert_eq!(g.wait(&id)["status"], "lost");
     breach_then_recover(&g, &rx, "agents_lost", "agents lost", || {});
 }
+
+#[test]
+fn json_logs_follow_one_agent_through_requests_and_its_own_spans() {
+    let g = Grove::new().with_env(&[("GROVE_LOG_FORMAT", "json")]);
+    let id = g.spawn(&[], &format!("{} report done", support::BIN));
+    assert_eq!(g.wait(&id)["status"], "collected");
+    let log = g.daemon_log();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(lines
+        .iter()
+        .all(|l| l["timestamp"].is_string() && l["level"].is_string()));
+    let in_span = |name: &str, key: &str| {
+        lines.iter().any(|l| {
+            l["spans"].as_array().is_some_and(|spans| {
+                spans
+                    .iter()
+                    .any(|s| s["name"] == name && s[key].as_str() == Some(id.as_str()))
+            })
+        })
+    };
+    // The agent's preparation and collect log inside its span; its own request
+    // (agent.report from inside it) inside a request span naming it.
+    assert!(in_span("agent", "id"), "no line in the agent span:\n{log}");
+    assert!(
+        in_span("request", "agent"),
+        "no request span of the agent:\n{log}"
+    );
+}
+
+#[test]
+fn an_unknown_log_format_is_refused_with_the_choices() {
+    let g = Grove::new().with_env(&[("GROVE_LOG_FORMAT", "xml")]);
+    let out = g.run(&["daemon", "run"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("GROVE_LOG_FORMAT") && out.stderr.contains("json"),
+        "{}",
+        out.stderr
+    );
+}

@@ -392,7 +392,8 @@ impl Core {
         self.removal_reasons.insert(id.to_string(), why);
         let lanes = self.lanes.clone();
         let tx = self.tx.clone();
-        tokio::spawn(async move {
+        let span = tracing::info_span!("agent", id = %record.id, repo = %record.repo.display());
+        let collect = async move {
             let result = async {
                 let repo = record.repo.clone();
                 let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
@@ -412,8 +413,10 @@ impl Core {
                     .await
             }
             .await;
+            tracing::debug!(ok = result.is_ok(), "collected");
             let _ = tx.send(Msg::Collected(record.id, result)).await;
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(collect, span));
     }
 
     pub(super) async fn collected(&mut self, id: &str, result: Result<Collected, Error>) {
