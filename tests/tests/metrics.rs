@@ -475,3 +475,51 @@ fn an_unknown_log_format_is_refused_with_the_choices() {
         out.stderr
     );
 }
+
+fn metric_value(g: &Grove, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let metrics = g.json(&["metrics"]);
+    metrics["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .filter(|m| m["name"] == name)
+        .flat_map(|m| m["series"].as_array().cloned().unwrap_or_default())
+        .find(|s| {
+            labels.iter().all(|(k, v)| {
+                s["labels"]
+                    .as_array()
+                    .is_some_and(|l| l.contains(&json!([k, v])))
+            })
+        })
+        .and_then(|s| s["value"].as_f64())
+        .unwrap_or_else(|| panic!("no {name} {labels:?} in {metrics}"))
+}
+
+#[test]
+fn spawn_latency_is_split_by_pool_hits_and_misses() {
+    let g = Grove::new().with_env(&[("GROVE_POOL_SIZE", "1")]);
+    let first = g.spawn(&[], "true");
+    g.wait(&first);
+    eventually("a warm-pool worktree is ready", LONG, || {
+        g.json(&["daemon", "status"])["pool"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|w| w["ready"] == true))
+    });
+    let second = g.spawn(&[], "true");
+    g.wait(&second);
+    assert_eq!(metric_value(&g, "grove_pool_misses_total", &[]), 1.0);
+    assert_eq!(metric_value(&g, "grove_pool_hits_total", &[]), 1.0);
+    assert_eq!(
+        metric_value(&g, "grove_spawn_seconds", &[("pooled", "true")]),
+        1.0
+    );
+    assert_eq!(
+        metric_value(&g, "grove_spawn_seconds", &[("pooled", "false")]),
+        1.0
+    );
+    assert_eq!(metric_value(&g, "grove_collects_total", &[]), 2.0);
+    assert_eq!(
+        metric_value(&g, "grove_agents", &[("status", "collected")]),
+        2.0
+    );
+}
