@@ -186,3 +186,17 @@ fn announce(ctx: &Ctx, breached: &mut HashSet<String>, status: SloStatus) {
         breached.remove(&status.name);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        assert_eq!(quantile(Vec::new(), 0.95), None);
+        assert_eq!(quantile(vec![5.0], 0.99), Some(5.0));
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(values.clone(), 0.95), Some(95.0));
+        assert_eq!(quantile(values, 0.99), Some(99.0));
+    }
+}
