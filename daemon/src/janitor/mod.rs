@@ -113,10 +113,11 @@ impl Janitor {
                         let _ = self.relieve_disk_pressure().await;
                     }
                     _ = prune_timer.tick() => {
+                        let started = grove_agent_shim::now_ms();
                         if let Err(e) = self.prune(false).await {
                             tracing::error!(error = %e, "prune pass failed");
                         }
-                        crate::metrics::prune_ran(grove_agent_shim::now_ms() + self.config.prune_interval.as_millis() as u64);
+                        crate::metrics::prune_ran(started, grove_agent_shim::now_ms() + self.config.prune_interval.as_millis() as u64);
                     }
                     () = &mut stopped => break,
                 }

@@ -153,6 +153,8 @@ pub struct Metrics {
     pub state_updates: Counter,
     pub schema_refusals: Counter,
     pub prune_passes: Counter,
+    /// How late each prune pass started after it was due, in seconds.
+    pub prune_lateness: Recent,
     pub last_prune: Stamp,
     pub next_prune: Stamp,
     pub last_session_gc: Stamp,
@@ -177,6 +179,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     state_updates: Counter::default(),
     schema_refusals: Counter::default(),
     prune_passes: Counter::default(),
+    prune_lateness: Recent::default(),
     last_prune: Stamp::default(),
     next_prune: Stamp::default(),
     last_session_gc: Stamp::default(),
@@ -258,9 +261,14 @@ pub fn schema_refusal<E>(error: E) -> E {
     error
 }
 
-pub fn prune_ran(next_ms: u64) {
+/// A prune pass that began at `started_ms` is done; the next is due at `next_ms`.
+pub fn prune_ran(started_ms: u64, next_ms: u64) {
     let m = get();
     m.prune_passes.inc();
+    if let Some(due) = m.next_prune.get() {
+        m.prune_lateness
+            .push(started_ms.saturating_sub(due) as f64 / 1000.0);
+    }
     m.last_prune.set(now_ms());
     m.next_prune.set(next_ms);
 }

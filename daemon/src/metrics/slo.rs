@@ -80,11 +80,16 @@ pub async fn evaluate(ctx: &Ctx) -> Vec<SloStatus> {
     let sessions = super::sessions(ctx).await;
     let bytes = quantile(sessions.iter().map(|s| s.0 as f64).collect(), 0.99);
     let checkpoints = quantile(sessions.iter().map(|s| s.1 as f64).collect(), 0.99);
-    // Overdue: the prune pass was due and has not run yet.
-    let lag = m
+    // The pass due now and not yet run, or one in the window that started late.
+    let overdue = m
         .next_prune
         .get()
         .map_or(0.0, |due| now_ms().saturating_sub(due) as f64 / 1000.0);
+    let lag = m
+        .prune_lateness
+        .since(since)
+        .into_iter()
+        .fold(overdue, f64::max);
     vec![
         latency(
             "checkpoint_save_p95",
