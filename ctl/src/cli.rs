@@ -122,6 +122,8 @@ pub enum Command {
     },
     /// List agents waiting for a worktree slot, in the order they will start.
     Queue,
+    /// The daemon's metrics and service levels (Prometheus: set metrics_listen).
+    Metrics,
     /// Remove the kept worktree of a finished agent (its work is salvaged to its branch).
     Rm { id: String },
     /// Run the prune pass now: idle worktrees of finished agents, expired records.

@@ -50,12 +50,36 @@ fn init_logging(path: &std::path::Path) -> Result<()> {
     let file = RotatingFile::open(path, RotatingFile::max_bytes_from_env(), KEEP_FILES)
         .with_context(|| format!("opening the daemon log {}", path.display()))?;
     let filter = EnvFilter::try_from_env("GROVE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file))
-        .init();
+        .with_writer(std::sync::Mutex::new(file));
+    match log_format()? {
+        LogFormat::Text => builder.init(),
+        // One object per line, with the request and agent spans the line was logged in.
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+    }
     Ok(())
+}
+
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `GROVE_LOG_FORMAT`: `text` (the default) or `json`.
+fn log_format() -> Result<LogFormat> {
+    match std::env::var("GROVE_LOG_FORMAT").as_deref() {
+        Err(_) | Ok("") | Ok("text") => Ok(LogFormat::Text),
+        Ok("json") => Ok(LogFormat::Json),
+        Ok(other) => anyhow::bail!(
+            "GROVE_LOG_FORMAT={other:?} is not a log format; use `text` (the default) or `json`"
+        ),
+    }
 }
 
 /// After start-up the daemon owes the starting client nothing: point stdio at /dev/null

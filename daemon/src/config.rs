@@ -64,8 +64,29 @@ pub struct Config {
     pub state_limits: StateLimits,
     /// When sessions move from one lifecycle state to the next.
     pub session_lifecycle: SessionLifecycle,
+    /// Address of the Prometheus endpoint (`GET /metrics`); none by default.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Record metrics at all (off only to measure what recording costs).
+    pub metrics: bool,
+    pub slo: SloConfig,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
+}
+
+/// The service levels' objectives and how they are checked.
+#[derive(Debug, Clone)]
+pub struct SloConfig {
+    pub checkpoint_save_p95: Duration,
+    pub restore_p95: Duration,
+    pub start_ready_p99: Duration,
+    pub session_state_p99: u64,
+    pub checkpoints_p99: u64,
+    pub cleanup_lag: Duration,
+    pub schema_mismatches: u64,
+    pub agents_lost: u64,
+    /// Latencies and counts are taken over this much of the recent past.
+    pub window: Duration,
+    pub check_interval: Duration,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -178,6 +199,22 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("session_delete", "GROVE_SESSION_DELETE", "90days"),
     ("session_gc_interval", "GROVE_SESSION_GC_INTERVAL", "5m"),
     ("session_cache", "GROVE_SESSION_CACHE", "1000"),
+    ("metrics_listen", "GROVE_METRICS_LISTEN", ""),
+    ("metrics", "GROVE_METRICS", "true"),
+    (
+        "slo_checkpoint_save_p95",
+        "GROVE_SLO_CHECKPOINT_SAVE_P95",
+        "80ms",
+    ),
+    ("slo_restore_p95", "GROVE_SLO_RESTORE_P95", "50ms"),
+    ("slo_start_ready_p99", "GROVE_SLO_START_READY_P99", "500ms"),
+    ("slo_session_state_p99", "GROVE_SLO_SESSION_STATE_P99", "2M"),
+    ("slo_checkpoints_p99", "GROVE_SLO_CHECKPOINTS_P99", "500"),
+    ("slo_cleanup_lag", "GROVE_SLO_CLEANUP_LAG", "600s"),
+    ("slo_schema_mismatches", "GROVE_SLO_SCHEMA_MISMATCHES", "0"),
+    ("slo_agents_lost", "GROVE_SLO_AGENTS_LOST", "0"),
+    ("slo_window", "GROVE_SLO_WINDOW", "1h"),
+    ("slo_check_interval", "GROVE_SLO_CHECK_INTERVAL", "30s"),
 ];
 
 impl Config {
@@ -245,6 +282,25 @@ impl Config {
                     .duration()?
                     .max(Duration::from_millis(10)),
                 cache: (get("session_cache")?.number()? as usize).max(1),
+            },
+            metrics_listen: get("metrics_listen")?
+                .optional()?
+                .map(|r| r.address())
+                .transpose()?,
+            metrics: get("metrics")?.boolean()?,
+            slo: SloConfig {
+                checkpoint_save_p95: get("slo_checkpoint_save_p95")?.duration()?,
+                restore_p95: get("slo_restore_p95")?.duration()?,
+                start_ready_p99: get("slo_start_ready_p99")?.duration()?,
+                session_state_p99: get("slo_session_state_p99")?.bytes()?,
+                checkpoints_p99: get("slo_checkpoints_p99")?.number()?,
+                cleanup_lag: get("slo_cleanup_lag")?.duration()?,
+                schema_mismatches: get("slo_schema_mismatches")?.number()?,
+                agents_lost: get("slo_agents_lost")?.number()?,
+                window: get("slo_window")?.duration()?,
+                check_interval: get("slo_check_interval")?
+                    .duration()?
+                    .max(Duration::from_millis(10)),
             },
             protocol_version: match crate::faults::test_var("GROVE_TEST_PROTOCOL_VERSION") {
                 Some(v) => v.parse().unwrap_or(0),
@@ -386,6 +442,14 @@ impl Raw {
             return Err(self.invalid("expected a percentage between 1 and 100"));
         }
         Ok(fraction)
+    }
+
+    /// A socket address such as 127.0.0.1:9464.
+    fn address(&self) -> Result<std::net::SocketAddr, ConfigError> {
+        self.text
+            .trim()
+            .parse()
+            .map_err(|_| self.invalid("expected an address and port, e.g. 127.0.0.1:9464"))
     }
 
     /// `None` for an unset value (empty, or "none").

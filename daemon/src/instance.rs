@@ -28,6 +28,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     ready: Ready,
 ) -> Result<(), Error> {
+    let begun = std::time::Instant::now();
+    crate::metrics::record::set_enabled(config.metrics);
     let dirs = config.dirs.clone();
     // Before anything is written: a socket directory someone else could write is
     // refused, whatever else lives in it.
@@ -89,6 +91,10 @@ pub async fn run(
     );
     let janitor = janitor.start(stopped);
     let listener = bind(&dirs.socket)?;
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(crate::metrics::http::bind(addr).await?),
+        None => None,
+    };
     let ctx = Arc::new(Ctx {
         core,
         janitor,
@@ -102,8 +108,14 @@ pub async fn run(
         connections: server::ConnectionSlots::new(config.max_connections),
         agent_connections: server::AgentSlots::new(config.agent_max_connections),
     });
+    crate::metrics::slo::start(ctx.clone());
+    if let Some(listener) = metrics_listener {
+        tracing::info!(address = ?listener.local_addr().ok(), "serving metrics at /metrics");
+        crate::metrics::http::serve(listener, ctx.clone());
+    }
     tracing::info!(socket = %dirs.socket.display(), pid = std::process::id(), "grove daemon ready");
     ready();
+    crate::metrics::daemon_ready(begun);
     let serving = server::serve(listener, ctx);
     tokio::pin!(serving);
     tokio::select! {

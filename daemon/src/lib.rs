@@ -11,6 +11,7 @@ mod git;
 mod ids;
 mod instance;
 mod janitor;
+mod metrics;
 mod owner;
 mod server;
 mod state;

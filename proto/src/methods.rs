@@ -96,6 +96,7 @@ method!(
 );
 method!(DaemonStatus, "daemon.status", Empty, DaemonStatusResult);
 method!(DaemonStop, "daemon.stop", Empty, Empty);
+method!(DaemonMetrics, "daemon.metrics", Empty, MetricsResult);
 
 /// Every method name the daemon serves.
 pub const ALL_METHODS: &[&str] = &[
@@ -130,6 +131,7 @@ pub const ALL_METHODS: &[&str] = &[
     StateWatch::NAME,
     DaemonStatus::NAME,
     DaemonStop::NAME,
+    DaemonMetrics::NAME,
 ];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -347,6 +349,65 @@ pub struct DaemonStatusResult {
     /// Warm-pool worktrees: checked out ahead of time for the next spawns.
     #[serde(default)]
     pub pool: Vec<PoolWorktree>,
+    /// When the janitor's prune pass last ran and runs next (ms since the epoch).
+    #[serde(default)]
+    pub last_prune_ms: Option<u64>,
+    #[serde(default)]
+    pub next_prune_ms: Option<u64>,
+    /// The same for the sessions' garbage collection, where the daemon has one.
+    #[serde(default)]
+    pub last_session_gc_ms: Option<u64>,
+    #[serde(default)]
+    pub next_session_gc_ms: Option<u64>,
+}
+
+/// `daemon.metrics`: every metric as now, and each service level against its objective.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MetricsResult {
+    pub metrics: Vec<Metric>,
+    pub slos: Vec<SloStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Metric {
+    /// The Prometheus name, e.g. `grove_spawn_seconds`.
+    pub name: String,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: String,
+    pub help: String,
+    pub series: Vec<Series>,
+}
+
+/// One labelled value of a metric. A histogram's `value` is its count.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Series {
+    #[serde(default)]
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+    #[serde(default)]
+    pub histogram: Option<HistogramValue>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistogramValue {
+    pub sum: f64,
+    /// (upper bound, cumulative count); the last bound is +Inf, written as `null`.
+    pub buckets: Vec<(Option<f64>, u64)>,
+}
+
+/// One service level: its objective, where it stands, and whether it is breached.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SloStatus {
+    /// e.g. `checkpoint_save_p95`.
+    pub name: String,
+    /// In words, e.g. `checkpoint save p95 < 80ms`.
+    pub objective: String,
+    /// The measured value (None: no samples in the window).
+    pub value: Option<f64>,
+    pub threshold: f64,
+    /// `s`, `bytes`, or `count`.
+    pub unit: String,
+    pub breached: bool,
 }
 
 /// One warm-pool worktree.
@@ -683,4 +744,6 @@ pub const ALL_EVENTS: &[&str] = &[
     "disk.pressure",
     "events.lagged",
     "state.lagged",
+    "slo.breached",
+    "slo.recovered",
 ];

@@ -80,6 +80,10 @@ fn status(json: bool) -> Result<ExitCode> {
             "warm pool    {ready} ready, {} being checked out",
             status.pool.len() - ready
         );
+        println!("last prune   {}", when(status.last_prune_ms));
+        println!("next prune   {}", when(status.next_prune_ms));
+        println!("last GC      {}", when(status.last_session_gc_ms));
+        println!("next GC      {}", when(status.next_session_gc_ms));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -355,6 +359,19 @@ fn wait_until_gone(lock_path: &std::path::Path) -> Result<()> {
             "the daemon did not exit within 15s; see {}",
             lock_path.with_file_name("daemon.log").display()
         )),
+    }
+}
+
+/// A time in the past or future, relative to now.
+fn when(ms: Option<u64>) -> String {
+    let Some(ms) = ms else {
+        return "-".into();
+    };
+    let now = grove_agent_shim::now_ms();
+    if ms <= now {
+        format!("{} ago", age(ms))
+    } else {
+        format!("in {}", crate::output::duration(ms - now))
     }
 }
 

@@ -7,6 +7,7 @@ use crate::exit::AGENT_FAILED;
 use crate::output::{bytes, paint, print_json, Tone};
 use anyhow::Result;
 use grove_agent_shim::{ShimProgram, SHIM_ARG};
+use grove_proto::methods::{DaemonMetrics, Empty};
 use grove_proto::paths::{Dirs, PathError, MAX_SOCKET_PATH_BYTES};
 use grove_proto::ClientError;
 use serde::Serialize;
@@ -115,6 +116,7 @@ pub fn checks() -> Vec<Check> {
             ));
             checks.push(database(&config.dirs.database()));
             checks.push(daemon(&config.dirs));
+            checks.extend(slos(&config.dirs));
         }
         (Ok(dirs), Err(e)) => {
             checks.push(check("config", Level::Fail, e.to_string(), Value::Null));
@@ -603,6 +605,34 @@ fn daemon_elsewhere(dirs: &Dirs) -> Option<(i32, Vec<PathBuf>)> {
 
 fn listening_sockets(pid: i32) -> Vec<PathBuf> {
     grove_sys::proc::listening_unix_sockets(pid as u32)
+}
+
+/// One line per service level of a running daemon; a breached one fails.
+fn slos(dirs: &Dirs) -> Vec<Check> {
+    let Ok(result) = connect_existing(dirs).and_then(|mut c| c.call::<DaemonMetrics>(&Empty {}))
+    else {
+        return Vec::new();
+    };
+    result
+        .slos
+        .iter()
+        .map(|s| {
+            // Check names are static; doctor runs once and exits, so leaking a few
+            // short names costs nothing.
+            let name: &'static str = Box::leak(format!("slo {}", s.name).into_boxed_str());
+            let (level, word) = if s.breached {
+                (Level::Fail, "BREACHED")
+            } else {
+                (Level::Ok, "met")
+            };
+            let message = format!(
+                "{word}: {} (now {})",
+                s.objective,
+                super::metrics::measured(s)
+            );
+            check(name, level, message, json!(s))
+        })
+        .collect()
 }
 
 #[cfg(test)]

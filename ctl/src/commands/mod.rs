@@ -11,6 +11,7 @@ mod kill;
 mod list;
 mod logs;
 mod merge;
+mod metrics;
 mod overlaps;
 mod queue;
 mod report;
@@ -58,6 +59,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Overlaps { hunks } => overlaps::run(hunks, json),
         Command::Queue => queue::run(json),
+        Command::Metrics => metrics::run(json),
         Command::Rm { id } => rm::run(&id, json),
         Command::Gc { dry_run, log } => gc::run(dry_run, log, json),
         Command::Salvaged => salvaged::run(json),

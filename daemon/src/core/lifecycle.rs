@@ -200,10 +200,13 @@ impl Core {
 
     /// A preparation finished: the agent runs, or it never will.
     pub(super) async fn prepared(&mut self, id: &str, result: Result<Prepared, Error>) {
-        self.adopting.remove(id);
+        let pooled = self.adopting.remove(id).is_some();
         let waiting = self.pending_starts.remove(id);
         match result {
             Ok(prepared) => {
+                if let Some(row) = self.agents.get(id) {
+                    crate::metrics::agent_running(row.record.created_at_ms, pooled);
+                }
                 if let Some(row) = self.agents.get_mut(id) {
                     row.record.placed = prepared.placed;
                 }
@@ -392,7 +395,8 @@ impl Core {
         self.removal_reasons.insert(id.to_string(), why);
         let lanes = self.lanes.clone();
         let tx = self.tx.clone();
-        tokio::spawn(async move {
+        let span = tracing::info_span!("agent", id = %record.id, repo = %record.repo.display());
+        let collect = async move {
             let result = async {
                 let repo = record.repo.clone();
                 let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
@@ -412,11 +416,14 @@ impl Core {
                     .await
             }
             .await;
+            tracing::debug!(ok = result.is_ok(), "collected");
             let _ = tx.send(Msg::Collected(record.id, result)).await;
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(collect, span));
     }
 
     pub(super) async fn collected(&mut self, id: &str, result: Result<Collected, Error>) {
+        crate::metrics::collected(&result, |done| done.salvaged);
         let why = self
             .removal_reasons
             .remove(id)
@@ -481,6 +488,7 @@ impl Core {
             record.status = if record.outcome.is_some() {
                 AgentStatus::Collected
             } else {
+                crate::metrics::agent_lost();
                 AgentStatus::Lost
             };
         }
@@ -582,6 +590,7 @@ impl Core {
                 AgentStatus::Running => match (row.record.pid, row.pid_start) {
                     (Some(pid), Some(started)) if procfs::is_same_process(pid, started) => {
                         tracing::info!(agent = %id, pid, "adopting running agent");
+                        crate::metrics::agent_adopted();
                         self.watch_shim(&id, pid);
                     }
                     _ => self.shim_exited(&id).await,

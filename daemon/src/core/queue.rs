@@ -129,7 +129,9 @@ impl Core {
             return;
         };
         row.record.status = AgentStatus::Preparing;
-        row.record.queue_position = None;
+        if row.record.queue_position.take().is_some() {
+            crate::metrics::left_queue(row.record.created_at_ms);
+        }
         row.record.attempt += 1;
         let record = row.record.clone();
         let token = row.token.clone();
@@ -151,10 +153,15 @@ impl Core {
         let lanes = self.lanes.clone();
         let tx = self.tx.clone();
         let id = id.to_string();
-        tokio::spawn(async move {
-            let result = prepare(lanes, job).await;
-            let _ = tx.send(Msg::Prepared(id, result)).await;
-        });
+        let span = tracing::info_span!("agent", id = %id, repo = %job.record.repo.display());
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let result = prepare(lanes, job).await;
+                tracing::debug!(ok = result.is_ok(), "prepared");
+                let _ = tx.send(Msg::Prepared(id, result)).await;
+            },
+            span,
+        ));
     }
 
     /// The environment a queued agent was spawned with. An agent whose variables were

@@ -14,6 +14,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// What a request handler knows of its connection: where to write, and which agent (if
 /// any) the peer process belongs to.
@@ -177,14 +178,21 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             }
             requests.retain(|task| !task.is_finished());
             let (ctx, conn) = (ctx.clone(), conn.clone());
-            requests.push(tokio::spawn(async move {
-                let answer =
-                    handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, call.params)
-                        .await;
-                if let Some(result) = answer {
-                    conn.respond(call.id, result).await;
+            // Every line a request logs carries its method and, from inside an agent, the
+            // agent: one agent's story can be followed through the log.
+            let span = tracing::info_span!("request", method = %call.method, agent = conn.agent.as_ref().map(|a| a.id.as_str()));
+            requests.push(tokio::spawn(
+                async move {
+                    let answer =
+                        handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, call.params)
+                            .await;
+                    if let Some(result) = answer {
+                        tracing::debug!(ok = result.is_ok(), "answered");
+                        conn.respond(call.id, result).await;
+                    }
                 }
-            }));
+                .instrument(span),
+            ));
         }
     };
     if stopping {

@@ -46,6 +46,8 @@ pub fn start(
             if let Err(e) = pass(&state, &core, lifecycle).await {
                 tracing::warn!(error = %e, "session lifecycle pass failed; the next one retries");
             }
+            let next = grove_agent_shim::now_ms() + lifecycle.gc_interval.as_millis() as u64;
+            crate::metrics::record::session_gc_ran(next);
         }
     });
 }

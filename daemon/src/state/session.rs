@@ -168,7 +168,9 @@ impl Session {
 
     pub fn check_readable(&self) -> Result<(), Error> {
         match &self.unreadable {
-            Some(why) => Err(Error::InvalidState(why.clone())),
+            Some(why) => Err(crate::metrics::schema_refusal(Error::InvalidState(
+                why.clone(),
+            ))),
             None => Ok(()),
         }
     }

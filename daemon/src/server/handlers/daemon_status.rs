@@ -5,6 +5,7 @@ use grove_proto::methods::DaemonStatusResult;
 pub async fn handle(ctx: &Ctx) -> Result<DaemonStatusResult, Error> {
     let dirs = &ctx.config.dirs;
     let (agents_live, pool) = ctx.core.status().await;
+    let metrics = crate::metrics::record::get();
     Ok(DaemonStatusResult {
         pid: std::process::id(),
         daemon_version: env!("CARGO_PKG_VERSION").into(),
@@ -15,5 +16,9 @@ pub async fn handle(ctx: &Ctx) -> Result<DaemonStatusResult, Error> {
         worktree_root: dirs.worktree_root.clone(),
         agents_live,
         pool,
+        last_prune_ms: metrics.last_prune.get(),
+        next_prune_ms: metrics.next_prune.get(),
+        last_session_gc_ms: metrics.last_session_gc.get(),
+        next_session_gc_ms: metrics.next_session_gc.get(),
     })
 }

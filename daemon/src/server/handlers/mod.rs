@@ -2,6 +2,7 @@
 //! authority.rs) decides what a caller inside an agent may do.
 
 pub mod authority;
+pub mod daemon_metrics;
 pub mod daemon_status;
 pub mod daemon_stop;
 pub mod diff;
@@ -147,6 +148,10 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         m::DaemonStatus::NAME => {
             parse::<m::DaemonStatus>(params)?;
             reply(daemon_status::handle(ctx).await)
+        }
+        m::DaemonMetrics::NAME => {
+            parse::<m::DaemonMetrics>(params)?;
+            reply(daemon_metrics::handle(ctx, conn).await)
         }
         m::DaemonStop::NAME => {
             parse::<m::DaemonStop>(params)?;

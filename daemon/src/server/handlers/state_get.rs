@@ -23,7 +23,11 @@ pub async fn handle(
         params.token.as_deref(),
     )
     .await?;
+    let begun = std::time::Instant::now();
     let (checkpoint, state) = ctx.state.get(&caller.session, params.at).await?;
+    if params.at.is_some() {
+        crate::metrics::restored(begun);
+    }
     let state = match &params.channel {
         None => Value::Object(state),
         Some(channel) => state.get(channel).cloned().ok_or_else(|| {

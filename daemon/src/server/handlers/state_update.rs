@@ -26,10 +26,12 @@ pub async fn handle(
             base: w.base,
         })
         .collect();
+    let begun = std::time::Instant::now();
     let checkpoint = ctx
         .state
         .update(&caller.session, &caller.writer, writes)
         .await?;
+    crate::metrics::checkpoint_saved(begun);
     Ok(StateUpdateResult {
         session: caller.session,
         checkpoint,

@@ -1,0 +1,554 @@
+//! Issue 18: metrics, service levels and alerts from the running daemon, checked with
+//! real tools: a real Prometheus server scrapes the endpoint and `promtool` checks the
+//! exposition; each service level is breached with tiny settings and recovers.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use support::{call, can_run, client, eventually, Grove};
+
+const LONG: Duration = Duration::from_secs(60);
+
+const SCHEMA: &str = r#"
+[state]
+version = 1
+[state.channels]
+count = { reducer = "add", default = 0 }
+plan  = { reducer = "overwrite" }
+"#;
+
+fn create_session(g: &Grove, name: &str) {
+    let mut c = client(g);
+    call(
+        &mut c,
+        "session.create",
+        json!({"name": name, "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
+    )
+    .expect("session.create");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// A GET over plain HTTP/1.0: (status code, body).
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
+}
+
+fn encode(query: &str) -> String {
+    query
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn missing(program: &str) -> Option<String> {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    (!found).then(|| format!("`{program}` is not installed (Debian: apt-get install prometheus)"))
+}
+
+/// Stops the Prometheus server with the test, pass or fail.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_prometheus(dir: &Path, target: &str) -> (Server, String) {
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  \
+             - job_name: grove\n    static_configs:\n      - targets: ['{target}']\n"
+        ),
+    )
+    .expect("write prometheus.yml");
+    let web = format!("127.0.0.1:{}", free_port());
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.join("prometheus.log")).expect("log"),
+        ))
+        .spawn()
+        .expect("start prometheus");
+    let server = Server(child);
+    eventually("prometheus ready", LONG, || {
+        http_get(&web, "/-/ready").is_some_and(|(code, _)| code == 200)
+    });
+    (server, web)
+}
+
+fn prom_query(web: &str, query: &str) -> Option<Value> {
+    let (code, body) = http_get(web, &format!("/api/v1/query?query={}", encode(query)))?;
+    (code == 200).then_some(())?;
+    serde_json::from_str(&body).ok()
+}
+
+#[test]
+fn prometheus_scrapes_the_endpoint_and_counts_the_spawns() {
+    if !can_run(
+        "prometheus",
+        missing("prometheus").or_else(|| missing("promtool")),
+    ) {
+        return;
+    }
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let g = Grove::new().with_env(&[("GROVE_METRICS_LISTEN", &addr)]);
+    for n in 0..3 {
+        let id = g.spawn(&[], &format!("echo {n} > f{n}.txt"));
+        assert_eq!(g.wait(&id)["status"], "collected");
+    }
+    // The exposition is valid Prometheus text format.
+    let (code, text) = http_get(&addr, "/metrics").expect("GET /metrics");
+    assert_eq!(code, 200, "{text}");
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("feed promtool");
+    let checked = promtool.wait_with_output().expect("promtool ran");
+    assert!(
+        checked.status.success(),
+        "promtool check metrics failed:\n{}{}\n{text}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    // Only /metrics, only GET.
+    assert_eq!(http_get(&addr, "/other").map(|r| r.0), Some(404));
+    // It listens on the address given and nowhere else.
+    assert!(TcpStream::connect(format!("127.0.0.2:{port}")).is_err());
+
+    let (_server, web) = start_prometheus(g.dir.path(), &addr);
+    eventually("prometheus sees the target up", LONG, || {
+        http_get(&web, "/api/v1/targets")
+            .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+            .is_some_and(|v| {
+                v["data"]["activeTargets"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t["health"] == "up"))
+            })
+    });
+    eventually("prometheus counts 3 spawns", LONG, || {
+        prom_query(&web, "sum(grove_spawn_seconds_count)")
+            .is_some_and(|v| v["data"]["result"][0]["value"][1] == "3")
+    });
+    let up = prom_query(&web, "up{job=\"grove\"}").expect("query up");
+    assert_eq!(up["data"]["result"][0]["value"][1], "1", "{up}");
+    // `grove metrics --json` agrees with what was scraped.
+    let metrics = g.json(&["metrics"]);
+    let spawn = metrics["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .find(|m| m["name"] == "grove_spawn_seconds")
+        .expect("spawn histogram")
+        .clone();
+    let total: f64 = spawn["series"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .filter_map(|s| s["value"].as_f64())
+        .sum();
+    assert_eq!(total, 3.0, "{spawn}");
+    assert!(g.ok(&["metrics"]).contains("grove_spawn_seconds"));
+}
+
+#[test]
+fn a_bad_metrics_address_is_refused_with_what_to_do() {
+    let g = Grove::new().with_env(&[("GROVE_METRICS_LISTEN", "everywhere")]);
+    let out = g.run(&["list"]);
+    assert_ne!(out.code, 0);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains("metrics_listen") || said.contains("GROVE_METRICS_LISTEN"),
+        "{said}"
+    );
+    assert!(said.contains("127.0.0.1:9464"), "{said}");
+}
+
+#[test]
+fn an_agent_may_not_read_the_daemons_metrics() {
+    let g = Grove::new();
+    let id = g.spawn(
+        &[],
+        &format!(
+            "{} metrics > out.txt 2>&1; echo $? >> out.txt; git add -A; git commit -qm m",
+            support::BIN
+        ),
+    );
+    assert_eq!(g.wait(&id)["status"], "collected");
+    let out = g.git(&["show", &format!("grove/{id}:out.txt")]);
+    assert!(out.contains("only the user can"), "{out}");
+}
+
+/// The notifications of one user subscription, read on a thread.
+fn subscribe(g: &Grove) -> mpsc::Receiver<(String, Value)> {
+    let mut c = client(g);
+    call(&mut c, "events.subscribe", json!({})).expect("subscribe");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        while let Ok(n) = c.next_notification() {
+            if tx.send((n.method, n.params)).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn expect_event(rx: &mpsc::Receiver<(String, Value)>, method: &str, slo: &str) -> Value {
+    let deadline = Instant::now() + LONG;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((m, params)) if m == method && params["name"] == slo => return params,
+            Ok(_) => {}
+            Err(e) => panic!("no {method} for {slo}: {e}"),
+        }
+    }
+}
+
+/// The doctor line of one service level: (status, message).
+fn doctor_line(g: &Grove, slo: &str) -> (String, String) {
+    let out = g.run(&["--json", "doctor"]);
+    let report: Value = serde_json::from_str(&out.stdout).expect("doctor json");
+    let name = format!("slo {slo}");
+    let check = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("doctor has no line {name}: {report}"))
+        .clone();
+    (
+        check["status"].as_str().unwrap_or("").into(),
+        check["message"].as_str().unwrap_or("").into(),
+    )
+}
+
+/// A grove whose service levels are checked often, over a short window.
+fn watched(settings: &[(&str, &str)]) -> Grove {
+    Grove::new()
+        .with_env(&[
+            ("GROVE_SLO_CHECK_INTERVAL", "100ms"),
+            ("GROVE_SLO_WINDOW", "3s"),
+        ])
+        .with_env(settings)
+}
+
+/// The breach: event, log line, failing doctor line; then recovery, the same way.
+fn breach_then_recover(
+    g: &Grove,
+    rx: &mpsc::Receiver<(String, Value)>,
+    slo: &str,
+    words: &str,
+    recover: impl FnOnce(),
+) {
+    let breached = expect_event(rx, "slo.breached", slo);
+    assert_eq!(breached["breached"], true, "{breached}");
+    eventually("the breach is logged", LONG, || {
+        g.daemon_log()
+            .contains(&format!("service level breached: {words}"))
+    });
+    let (status, message) = doctor_line(g, slo);
+    assert_eq!(status, "fail", "{message}");
+    assert!(
+        message.contains("BREACHED") && message.contains(words),
+        "{message}"
+    );
+    recover();
+    let recovered = expect_event(rx, "slo.recovered", slo);
+    assert_eq!(recovered["breached"], false, "{recovered}");
+    eventually("the recovery is logged", LONG, || {
+        g.daemon_log()
+            .contains(&format!("service level recovered: {words}"))
+    });
+    let (status, message) = doctor_line(g, slo);
+    assert_eq!(status, "ok", "{message}");
+}
+
+#[test]
+fn slo_checkpoint_save_breaches_and_recovers() {
+    let g = watched(&[("GROVE_SLO_CHECKPOINT_SAVE_P95", "0")]);
+    let rx = subscribe(&g);
+    create_session(&g, "s");
+    g.ok(&["state", "update", "--session", "s", "count", "1"]);
+    // The slow saves leave the window: met again.
+    breach_then_recover(&g, &rx, "checkpoint_save_p95", "checkpoint save p95", || {});
+}
+
+#[test]
+fn slo_restore_breaches_and_recovers() {
+    let g = watched(&[("GROVE_SLO_RESTORE_P95", "0")]);
+    let rx = subscribe(&g);
+    create_session(&g, "s");
+    g.ok(&["state", "update", "--session", "s", "count", "1"]);
+    g.ok(&["state", "get", "--session", "s", "--at", "1"]);
+    breach_then_recover(&g, &rx, "restore_p95", "restore p95", || {});
+}
+
+#[test]
+fn slo_session_state_size_breaches_and_recovers() {
+    let g = watched(&[("GROVE_SLO_SESSION_STATE_P99", "200")]);
+    let rx = subscribe(&g);
+    create_session(&g, "s");
+    let big = format!("\"{}\"", "x".repeat(500));
+    g.ok(&["state", "update", "--session", "s", "plan", &big]);
+    breach_then_recover(&g, &rx, "session_state_p99", "session state p99", || {
+        g.ok(&["state", "update", "--session", "s", "plan", "\"short\""]);
+    });
+}
+
+#[test]
+fn slo_checkpoints_per_session_breaches_and_recovers() {
+    let g = watched(&[("GROVE_SLO_CHECKPOINTS_P99", "3")]);
+    let rx = subscribe(&g);
+    create_session(&g, "s");
+    for n in 1..=3 {
+        g.ok(&["state", "update", "--session", "s", "count", &n.to_string()]);
+    }
+    breach_then_recover(
+        &g,
+        &rx,
+        "checkpoints_p99",
+        "checkpoints per session p99",
+        || {
+            g.ok(&["state", "compact", "--session", "s", "--keep", "1"]);
+        },
+    );
+}
+
+#[test]
+fn slo_start_to_ready_breaches_and_recovers() {
+    // Checked every 2s: the first check comes after the subscription.
+    let g = Grove::new().with_env(&[
+        ("GROVE_SLO_START_READY_P99", "0"),
+        ("GROVE_SLO_CHECK_INTERVAL", "2s"),
+        ("GROVE_SLO_WINDOW", "5s"),
+    ]);
+    let rx = subscribe(&g);
+    breach_then_recover(
+        &g,
+        &rx,
+        "start_ready_p99",
+        "daemon start to ready p99",
+        || {},
+    );
+}
+
+#[test]
+fn slo_schema_mismatch_breaches_and_recovers() {
+    let g = watched(&[]);
+    create_session(&g, "s");
+    g.ok(&["state", "update", "--session", "s", "count", "1"]);
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    db.execute(
+        "UPDATE sessions SET schema_version = 99 WHERE name = 's'",
+        [],
+    )
+    .expect("bump");
+    drop(db);
+    let rx = subscribe(&g);
+    let out = g.run(&["state", "get", "--session", "s"]);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    breach_then_recover(&g, &rx, "schema_mismatches", "schema mismatches", || {});
+}
+
+#[test]
+fn slo_agents_lost_breaches_and_recovers() {
+    let g = Grove::new().with_env(&[
+        ("GROVE_SLO_CHECK_INTERVAL", "2s"),
+        ("GROVE_SLO_WINDOW", "6s"),
+    ]);
+    let pid_file = g.dir.path().join("agent.pid");
+    let id = g.spawn(
+        &[],
+        &format!("echo $$ > {}; exec sleep 120", pid_file.display()),
+    );
+    eventually("the agent runs", LONG, || pid_file.exists());
+    let shim = g.record(&id)["pid"].as_i64().expect("shim pid") as i32;
+    let agent: i32 = std::fs::read_to_string(&pid_file)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid number");
+    g.crash_daemon();
+    // The shim dies first, so nothing records how the agent ended: it is lost.
+    for pid in [shim, agent] {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        eventually("killed", LONG, || !support::process_exists(pid));
+    }
+    let rx = subscribe(&g);
+    assert_eq!(g.wait(&id)["status"], "lost");
+    breach_then_recover(&g, &rx, "agents_lost", "agents lost", || {});
+}
+
+#[test]
+fn json_logs_follow_one_agent_through_requests_and_its_own_spans() {
+    let g = Grove::new().with_env(&[("GROVE_LOG_FORMAT", "json")]);
+    let id = g.spawn(&[], &format!("{} report done", support::BIN));
+    assert_eq!(g.wait(&id)["status"], "collected");
+    let log = g.daemon_log();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(lines
+        .iter()
+        .all(|l| l["timestamp"].is_string() && l["level"].is_string()));
+    let in_span = |name: &str, key: &str| {
+        lines.iter().any(|l| {
+            l["spans"].as_array().is_some_and(|spans| {
+                spans
+                    .iter()
+                    .any(|s| s["name"] == name && s[key].as_str() == Some(id.as_str()))
+            })
+        })
+    };
+    // The agent's preparation and collect log inside its span; its own request
+    // (agent.report from inside it) inside a request span naming it.
+    assert!(in_span("agent", "id"), "no line in the agent span:\n{log}");
+    assert!(
+        in_span("request", "agent"),
+        "no request span of the agent:\n{log}"
+    );
+}
+
+#[test]
+fn an_unknown_log_format_is_refused_with_the_choices() {
+    let g = Grove::new().with_env(&[("GROVE_LOG_FORMAT", "xml")]);
+    let out = g.run(&["daemon", "run"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("GROVE_LOG_FORMAT") && out.stderr.contains("json"),
+        "{}",
+        out.stderr
+    );
+}
+
+fn metric_value(g: &Grove, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let metrics = g.json(&["metrics"]);
+    metrics["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .filter(|m| m["name"] == name)
+        .flat_map(|m| m["series"].as_array().cloned().unwrap_or_default())
+        .find(|s| {
+            labels.iter().all(|(k, v)| {
+                s["labels"]
+                    .as_array()
+                    .is_some_and(|l| l.contains(&json!([k, v])))
+            })
+        })
+        .and_then(|s| s["value"].as_f64())
+        .unwrap_or_else(|| panic!("no {name} {labels:?} in {metrics}"))
+}
+
+#[test]
+fn spawn_latency_is_split_by_pool_hits_and_misses() {
+    let g = Grove::new().with_env(&[("GROVE_POOL_SIZE", "1")]);
+    let first = g.spawn(&[], "true");
+    g.wait(&first);
+    eventually("a warm-pool worktree is ready", LONG, || {
+        g.json(&["daemon", "status"])["pool"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|w| w["ready"] == true))
+    });
+    let second = g.spawn(&[], "true");
+    g.wait(&second);
+    assert_eq!(metric_value(&g, "grove_pool_misses_total", &[]), 1.0);
+    assert_eq!(metric_value(&g, "grove_pool_hits_total", &[]), 1.0);
+    assert_eq!(
+        metric_value(&g, "grove_spawn_seconds", &[("pooled", "true")]),
+        1.0
+    );
+    assert_eq!(
+        metric_value(&g, "grove_spawn_seconds", &[("pooled", "false")]),
+        1.0
+    );
+    assert_eq!(metric_value(&g, "grove_collects_total", &[]), 2.0);
+    assert_eq!(
+        metric_value(&g, "grove_agents", &[("status", "collected")]),
+        2.0
+    );
+}
+
+#[test]
+fn slo_cleanup_lag_breaches_and_recovers() {
+    // The first prune pass is due 1s after start; the daemon is held (SIGSTOP) well past
+    // that, so the pass starts late: the lag is over its 1s objective either way the
+    // check and the late pass are ordered after SIGCONT.
+    let g = watched(&[
+        ("GROVE_PRUNE_FIRST_DELAY", "1s"),
+        ("GROVE_SLO_CLEANUP_LAG", "1s"),
+    ]);
+    let rx = subscribe(&g);
+    let pid = nix::unistd::Pid::from_raw(g.daemon_pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_secs(3));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    // The late pass leaves the window and the next one is a day away: met again.
+    breach_then_recover(&g, &rx, "cleanup_lag", "cleanup lag", || {});
+    let status = g.json(&["daemon", "status"]);
+    assert!(status["last_prune_ms"].as_u64().is_some(), "{status}");
+    assert!(
+        status["next_prune_ms"].as_u64() > status["last_prune_ms"].as_u64(),
+        "{status}"
+    );
+    let shown = g.ok(&["daemon", "status"]);
+    assert!(
+        shown.contains("last prune") && shown.contains(" ago"),
+        "{shown}"
+    );
+}
