@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One write of a batch: a delta for `channel` (see shared/state-semantics.md).
+/// One write of a batch: a delta for `channel` (see docs/state-semantics.md).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct StateWrite {

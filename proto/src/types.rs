@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
 
-/// Where an agent is in its life. See `shared/DESIGN.md`, "An agent's life".
+/// Where an agent is in its life. See docs/architecture.md, "An agent's life".
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentStatus {

@@ -3,7 +3,7 @@
 //!
 //! Pure logic without I/O: the daemon orders, stores and acknowledges
 //! batches; this crate says what a batch does to the state, or why it is
-//! refused. The exact rules are in `shared/state-semantics.md`.
+//! refused. The exact rules are in `docs/state-semantics.md`.
 
 mod batch;
 mod error;

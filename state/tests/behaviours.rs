@@ -1,4 +1,4 @@
-//! The numbered behaviours of `shared/state-semantics.md` that this crate
+//! The numbered behaviours of `docs/state-semantics.md` that this crate
 //! covers, one test (at least) each, named after the behaviour.
 #![allow(clippy::unwrap_used)]
 

@@ -1,5 +1,5 @@
 //! Shared state through a real daemon: the numbered behaviours of
-//! shared/state-semantics.md that need storage, sessions or agents (17, 18, 20-24), the
+//! docs/state-semantics.md that need storage, sessions or agents (17, 18, 20-24), the
 //! CLI, and ten agents writing at once. (1-16 and 19 are pinned in the grove-state crate.)
 
 mod support;
