@@ -50,12 +50,7 @@ print("handover", json.dumps(counts))
 
 #[test]
 fn a_thousand_handed_over_connections_never_act_as_the_user() {
-    let python = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .err()
-        .map(|e| format!("cannot run python3: {e}"));
-    if !can_run("python3", python) {
+    if !have_python3() {
         return;
     }
     let g = Grove::new();
@@ -230,12 +225,7 @@ print("heard", " ".join(sorted(heard)))
 
 #[test]
 fn an_agent_hears_only_of_itself_and_its_children() {
-    let python = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .err()
-        .map(|e| format!("cannot run python3: {e}"));
-    if !can_run("python3", python) {
+    if !have_python3() {
         return;
     }
     let g = Grove::new();
@@ -390,12 +380,7 @@ while not os.path.exists(sys.argv[1]):
 
 #[test]
 fn one_agent_cannot_hold_every_connection() {
-    let python = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .err()
-        .map(|e| format!("cannot run python3: {e}"));
-    if !can_run("python3", python) {
+    if !have_python3() {
         return;
     }
     let g = Grove::new().with_env(&[("GROVE_AGENT_MAX_CONNECTIONS", "8")]);

@@ -25,12 +25,7 @@ fn need_root() -> bool {
 }
 
 fn need_python() -> bool {
-    let missing = Command::new("python3")
-        .arg("--version")
-        .output()
-        .err()
-        .map(|e| format!("cannot run python3: {e}"));
-    can_run("python3", missing)
+    have_python3()
 }
 
 /// A second user of this machine (created once with `useradd`): uid and gid.

@@ -6,12 +6,7 @@ use support::*;
 
 #[test]
 fn the_python_parent_spawns_three_agents_and_reports_their_branches() {
-    let python = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .err()
-        .map(|e| format!("cannot run python3: {e}"));
-    if !can_run("python3", python) {
+    if !have_python3() {
         return;
     }
     let g = Grove::new();

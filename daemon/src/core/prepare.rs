@@ -119,12 +119,12 @@ async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
     .map_err(|e| Error::Internal(e.to_string()))?
 }
 
-/// Setup commands run as the agent will: in the same jail (with `tmp` for its
-/// TMPDIR) and with the same environment.
-fn setup_runner(
+/// The environment and jail of the agent's processes, with `tmp` as their TMPDIR: the
+/// same for its setup commands and for the agent itself.
+fn as_the_agent(
     job: &PrepareJob,
     tmp: &std::path::Path,
-) -> Result<crate::worktree_setup::Runner, Error> {
+) -> Result<(Vec<(String, String)>, Option<grove_agent_shim::JailSpec>), Error> {
     let record = &job.record;
     let socket = job.config.dirs.socket.display().to_string();
     let worktree = record.worktree.display().to_string();
@@ -136,45 +136,38 @@ fn setup_runner(
         worktree: &worktree,
         base: &record.base_commit,
     };
+    // A private TMPDIR; the user's --env may override it.
     let mut env = vec![("TMPDIR".to_string(), tmp.display().to_string())];
     env.extend(job.env.iter().cloned());
     let jail = record
         .jail
         .then(|| jail_spec(&record.worktree, tmp, &record.jail_write))
         .transpose()?;
-    Ok(crate::worktree_setup::Runner {
-        jail,
-        env: agent_environment(&identity, &env),
-    })
+    Ok((agent_environment(&identity, &env), jail))
+}
+
+/// Setup commands run as the agent will: in the same jail (with `tmp` for its
+/// TMPDIR) and with the same environment.
+fn setup_runner(
+    job: &PrepareJob,
+    tmp: &std::path::Path,
+) -> Result<crate::worktree_setup::Runner, Error> {
+    let (env, jail) = as_the_agent(job, tmp)?;
+    Ok(crate::worktree_setup::Runner { jail, env })
 }
 
 async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     let record = &job.record;
     let dirs = &job.config.dirs;
-    let socket = dirs.socket.display().to_string();
-    let worktree = record.worktree.display().to_string();
-    let identity = AgentIdentity {
-        agent_id: &record.id,
-        session: &record.session,
-        socket: &socket,
-        token: &job.token,
-        worktree: &worktree,
-        base: &record.base_commit,
-    };
     let (claim, abandon) =
         super::lifecycle::start_markers(&dirs.agent_dir(&record.id), record.attempt);
-    // A private TMPDIR (the shim makes it and removes it); the user's --env may override.
+    // The shim makes the private TMPDIR and removes it.
     let tmp_dir = dirs.agent_dir(&record.id).join("tmp");
-    let mut env = vec![("TMPDIR".to_string(), tmp_dir.display().to_string())];
-    env.extend(job.env.iter().cloned());
-    let jail = record
-        .jail
-        .then(|| jail_spec(&record.worktree, &tmp_dir, &record.jail_write))
-        .transpose()?;
+    let (env, jail) = as_the_agent(job, &tmp_dir)?;
     let spec = ShimSpec {
         agent_id: record.id.clone(),
         argv: record.argv.clone(),
-        env: agent_environment(&identity, &env),
+        env,
         limits: record.limits.clone(),
         timeout_ms: record.timeout_ms,
         grace_ms: job.config.kill_grace.as_millis() as u64,

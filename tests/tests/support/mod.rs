@@ -420,3 +420,13 @@ pub fn can_run(capability: &str, missing: Option<String>) -> bool {
     eprintln!("skipping: needs {capability}: {why}");
     false
 }
+
+/// True when python3 runs here; otherwise [`can_run`] says why (and fails in CI).
+pub fn have_python3() -> bool {
+    let missing = Command::new("python3")
+        .arg("--version")
+        .output()
+        .err()
+        .map(|e| format!("cannot run python3: {e}"));
+    can_run("python3", missing)
+}
