@@ -119,12 +119,14 @@ async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
     .map_err(|e| Error::Internal(e.to_string()))?
 }
 
-/// The environment and jail of the agent's processes, with `tmp` as their TMPDIR: the
-/// same for its setup commands and for the agent itself.
-fn as_the_agent(
-    job: &PrepareJob,
-    tmp: &std::path::Path,
-) -> Result<(Vec<(String, String)>, Option<grove_agent_shim::JailSpec>), Error> {
+/// How the agent's processes run: the same for its setup commands and for the agent.
+struct AsTheAgent {
+    env: Vec<(String, String)>,
+    jail: Option<grove_agent_shim::JailSpec>,
+}
+
+/// The environment and jail of the agent's processes, with `tmp` as their TMPDIR.
+fn as_the_agent(job: &PrepareJob, tmp: &std::path::Path) -> Result<AsTheAgent, Error> {
     let record = &job.record;
     let socket = job.config.dirs.socket.display().to_string();
     let worktree = record.worktree.display().to_string();
@@ -143,7 +145,10 @@ fn as_the_agent(
         .jail
         .then(|| jail_spec(&record.worktree, tmp, &record.jail_write))
         .transpose()?;
-    Ok((agent_environment(&identity, &env), jail))
+    Ok(AsTheAgent {
+        env: agent_environment(&identity, &env),
+        jail,
+    })
 }
 
 /// Setup commands run as the agent will: in the same jail (with `tmp` for its
@@ -152,7 +157,7 @@ fn setup_runner(
     job: &PrepareJob,
     tmp: &std::path::Path,
 ) -> Result<crate::worktree_setup::Runner, Error> {
-    let (env, jail) = as_the_agent(job, tmp)?;
+    let AsTheAgent { env, jail } = as_the_agent(job, tmp)?;
     Ok(crate::worktree_setup::Runner { jail, env })
 }
 
@@ -163,7 +168,7 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
         super::lifecycle::start_markers(&dirs.agent_dir(&record.id), record.attempt);
     // The shim makes the private TMPDIR and removes it.
     let tmp_dir = dirs.agent_dir(&record.id).join("tmp");
-    let (env, jail) = as_the_agent(job, &tmp_dir)?;
+    let AsTheAgent { env, jail } = as_the_agent(job, &tmp_dir)?;
     let spec = ShimSpec {
         agent_id: record.id.clone(),
         argv: record.argv.clone(),
