@@ -24,18 +24,11 @@ use std::process::Command;
 pub fn git_command() -> Command {
     use std::os::unix::process::CommandExt;
     let mut command = grove_proto::git::command();
-    let daemon = nix::unistd::getpid();
+    let daemon = std::process::id();
     // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
-    // calls (prctl, getppid).
+    // calls (prctl, getppid); a daemon gone before the prctl means no start.
     unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
-            // The daemon died between the fork and the prctl: do not start at all.
-            if nix::unistd::getppid() != daemon {
-                return Err(std::io::Error::other("the grove daemon is gone"));
-            }
-            Ok(())
-        });
+        command.pre_exec(move || grove_sys::supervise::die_with_parent(daemon));
     }
     command
 }

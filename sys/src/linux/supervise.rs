@@ -13,3 +13,14 @@ pub fn become_subreaper() -> io::Result<()> {
 pub fn set_no_new_privs() -> io::Result<()> {
     Ok(nix::sys::prctl::set_no_new_privs()?)
 }
+
+/// The calling process gets SIGKILL when the thread that started it ends, and does not
+/// start at all when `parent` is already gone. For `pre_exec`: async-signal-safe (one
+/// prctl, one getppid).
+pub fn die_with_parent(parent: u32) -> io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+    if nix::unistd::getppid().as_raw() as u32 != parent {
+        return Err(io::Error::other("the parent is gone"));
+    }
+    Ok(())
+}

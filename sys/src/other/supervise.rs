@@ -11,3 +11,9 @@ pub fn become_subreaper() -> io::Result<()> {
 pub fn set_no_new_privs() -> io::Result<()> {
     Err(crate::unsupported("no_new_privs"))
 }
+
+/// No parent-death signal here: the child is left to run (the daemon refuses to start
+/// on this OS anyway).
+pub fn die_with_parent(_parent: u32) -> io::Result<()> {
+    Ok(())
+}
