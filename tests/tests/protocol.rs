@@ -271,10 +271,18 @@ fn notifications_get_no_response_but_requests_after_them_do() {
 }
 
 /// What bad input must leave untouched.
+/// Everything a request could change. A session's `last_used_ms` is left out: it is an
+/// access time (any read, even a refused one, keeps a session active), not its data.
 fn snapshot(g: &Grove) -> (Value, Value, Vec<std::path::PathBuf>, String) {
+    let mut sessions = g.json(&["session", "list"]);
+    for session in sessions["sessions"].as_array_mut().into_iter().flatten() {
+        if let Some(session) = session.as_object_mut() {
+            session.remove("last_used_ms");
+        }
+    }
     (
         g.json(&["list", "--all"]),
-        g.json(&["session", "list"]),
+        sessions,
         g.worktree_dirs(),
         g.git(&["for-each-ref"]),
     )

@@ -154,6 +154,18 @@ fn value_of(config: &Config, key: &str) -> String {
         "session_delete" => duration(config.session_lifecycle.delete_after),
         "session_gc_interval" => duration(config.session_lifecycle.gc_interval),
         "session_cache" => config.session_lifecycle.cache.to_string(),
+        "metrics_listen" => or_none(config.metrics_listen),
+        "metrics" => config.metrics.to_string(),
+        "slo_checkpoint_save_p95" => duration(config.slo.checkpoint_save_p95),
+        "slo_restore_p95" => duration(config.slo.restore_p95),
+        "slo_start_ready_p99" => duration(config.slo.start_ready_p99),
+        "slo_session_state_p99" => config.slo.session_state_p99.to_string(),
+        "slo_checkpoints_p99" => config.slo.checkpoints_p99.to_string(),
+        "slo_cleanup_lag" => duration(config.slo.cleanup_lag),
+        "slo_schema_mismatches" => config.slo.schema_mismatches.to_string(),
+        "slo_agents_lost" => config.slo.agents_lost.to_string(),
+        "slo_window" => duration(config.slo.window),
+        "slo_check_interval" => duration(config.slo.check_interval),
         // A setting added to the daemon before this command learned it.
         _ => "(see the daemon)".into(),
     }
