@@ -14,7 +14,7 @@ mod record;
 mod run;
 mod spec;
 
-pub use grove_sys::cgroup::{self, leave_agent_cgroup, remove_stale_cgroup};
+pub use grove_sys::cgroup::{self, leave_agent_cgroup};
 pub use grove_sys::pids;
 pub use program::{c_main, main, shim_path, ShimProgram, SHIM_ARG};
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};

@@ -487,30 +487,40 @@ impl Raw {
             .ok_or_else(|| self.invalid("expected a size such as 512M or 2G"))
     }
 
+    /// A list of strings: a TOML array, or one string with `separators` between items.
+    /// `what` names the items for the error.
+    fn list(&self, what: &str, separators: &[char]) -> Result<Vec<String>, ConfigError> {
+        let text = self.text.trim();
+        if !text.starts_with('[') {
+            return Ok(text
+                .split(separators)
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(str::to_string)
+                .collect());
+        }
+        let table: toml::Table = format!("list = {text}")
+            .parse()
+            .map_err(|_| self.invalid(&format!("expected a list of {what}")))?;
+        table
+            .get("list")
+            .and_then(toml::Value::as_array)
+            .and_then(|items| {
+                items
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+            })
+            .ok_or_else(|| self.invalid(&format!("expected a list of {what} (strings)")))
+    }
+
     /// Absolute paths: a TOML array of strings, or one string with `:` between paths.
     fn paths(&self) -> Result<Vec<PathBuf>, ConfigError> {
-        let text = self.text.trim();
-        let items: Vec<String> = if text.starts_with('[') {
-            let table: toml::Table = format!("paths = {text}")
-                .parse()
-                .map_err(|_| self.invalid("expected a list of paths"))?;
-            table
-                .get("paths")
-                .and_then(toml::Value::as_array)
-                .and_then(|items| {
-                    items
-                        .iter()
-                        .map(|v| v.as_str().map(str::to_string))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .ok_or_else(|| self.invalid("expected a list of paths (strings)"))?
-        } else {
-            text.split(':')
-                .filter(|p| !p.trim().is_empty())
-                .map(|p| p.trim().to_string())
-                .collect()
-        };
-        let paths: Vec<PathBuf> = items.into_iter().map(PathBuf::from).collect();
+        let paths: Vec<PathBuf> = self
+            .list("paths", &[':'])?
+            .into_iter()
+            .map(PathBuf::from)
+            .collect();
         if let Some(relative) = paths.iter().find(|p| !p.is_absolute()) {
             return Err(self.invalid(&format!("`{}` is not an absolute path", relative.display())));
         }
@@ -520,27 +530,7 @@ impl Raw {
     /// Variable names: a TOML array of strings, or one string with commas or spaces
     /// between names.
     fn names(&self) -> Result<Vec<String>, ConfigError> {
-        let text = self.text.trim();
-        let names: Vec<String> = if text.starts_with('[') {
-            let table: toml::Table = format!("names = {text}")
-                .parse()
-                .map_err(|_| self.invalid("expected a list of variable names"))?;
-            table
-                .get("names")
-                .and_then(toml::Value::as_array)
-                .and_then(|items| {
-                    items
-                        .iter()
-                        .map(|v| v.as_str().map(str::to_string))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .ok_or_else(|| self.invalid("expected a list of variable names (strings)"))?
-        } else {
-            text.split([',', ' '])
-                .filter(|n| !n.is_empty())
-                .map(str::to_string)
-                .collect()
-        };
+        let names = self.list("variable names", &[',', ' '])?;
         if let Some(bad) = names
             .iter()
             .find(|n| n.is_empty() || n.contains(['=', '\0']))

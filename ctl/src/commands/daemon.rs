@@ -336,8 +336,8 @@ fn terminate_by_lock_pid(lock_path: &std::path::Path) -> Result<u32> {
 }
 
 /// The pid of the daemon holding the instance lock, if one does (the lock file holds
-/// the pid of whoever locked it).
-fn lock_holder(lock_path: &std::path::Path) -> Option<u32> {
+/// the pid of whoever locked it). Also `grove doctor`'s.
+pub(crate) fn lock_holder(lock_path: &std::path::Path) -> Option<u32> {
     let file = File::open(lock_path).ok()?;
     match Flock::lock(file, FlockArg::LockSharedNonblock) {
         // Nobody holds it: no daemon (ours is released when dropped).

@@ -591,15 +591,7 @@ fn daemon(dirs: &Dirs) -> Check {
 /// A daemon that holds this state directory's lock while our socket is unreachable:
 /// its pid (from the lock file) and the Unix sockets it listens on.
 fn daemon_elsewhere(dirs: &Dirs) -> Option<(i32, Vec<PathBuf>)> {
-    let file = std::fs::File::open(dirs.daemon_lock()).ok()?;
-    if nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock).is_ok() {
-        return None;
-    }
-    let pid: i32 = std::fs::read_to_string(dirs.daemon_lock())
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    let pid = super::daemon::lock_holder(&dirs.daemon_lock())? as i32;
     Some((pid, listening_sockets(pid)))
 }
 

@@ -320,8 +320,14 @@ impl Core {
         let exit_path = self.config.dirs.agent_dir(id).join(EXIT_RECORD_FILE);
         // The shim kills the tree and removes the agent's TMPDIR and cgroup; this covers a
         // shim that died first: what it left running is killed before anything is saved.
-        if let Some(cgroup) = crate::supervisor::reap::kill_leftovers(id) {
-            tokio::task::spawn_blocking(move || crate::supervisor::reap::remove_when_empty(cgroup));
+        match grove_sys::cgroup::kill_stale_cgroup(id) {
+            Ok(Some(cgroup)) => {
+                tokio::task::spawn_blocking(move || grove_sys::cgroup::remove_when_empty(&cgroup));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(agent = id, error = %e, "cannot kill what is left in the agent's cgroup")
+            }
         }
         let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id).join("tmp"));
         let Some(row) = self.agents.get_mut(id) else {

@@ -4,6 +4,5 @@ pub mod environment;
 pub mod jail_paths;
 pub mod launch;
 pub mod procfs;
-pub mod reap;
 pub mod spawn_defaults;
 pub mod watch;

@@ -150,17 +150,14 @@ impl AgentCgroup {
 
 /// Removes a cgroup directory once the kernel lets go of it, and its parent (`grove/`)
 /// when no other agent uses it.
-pub(crate) fn remove_when_empty(dir: &Path) {
+pub fn remove_when_empty(dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         match fs::remove_dir(dir) {
             Ok(()) => break,
             Err(e) if e.kind() == io::ErrorKind::NotFound => break,
             Err(e) if Instant::now() >= deadline => {
-                eprintln!(
-                    "grove shim: cannot remove the cgroup {}: {e}",
-                    dir.display()
-                );
+                eprintln!("grove: cannot remove the cgroup {}: {e}", dir.display());
                 return;
             }
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
@@ -172,17 +169,23 @@ pub(crate) fn remove_when_empty(dir: &Path) {
     }
 }
 
-/// Removes an agent's cgroup that its shim could not (a shim killed before its end),
-/// when it is empty; a no-op otherwise. For the daemon, whose cgroup the shims share.
-pub fn remove_stale_cgroup(agent_id: &str) {
+/// For the daemon, whose cgroup the shims share: SIGKILLs everything left in the cgroup
+/// of an agent whose shim died before its end (`cgroup.kill`, which no fork outruns), so
+/// that nothing writes into a worktree about to be salvaged. Returns the cgroup, for
+/// [`remove_when_empty`] once the kernel lets go of it; `None` when there is none (the
+/// shim cleaned up); an error when the kill could not be written.
+pub fn kill_stale_cgroup(agent_id: &str) -> io::Result<Option<PathBuf>> {
     if agent_id.is_empty() || agent_id.contains(['/', '.']) {
-        return;
+        return Ok(None);
     }
-    if let Some(parent) = base_dir().map(|base| base.join("grove")) {
-        if fs::remove_dir(parent.join(agent_id)).is_ok() {
-            let _ = fs::remove_dir(parent);
-        }
-    }
+    let Some(dir) = base_dir()
+        .map(|base| base.join("grove").join(agent_id))
+        .filter(|dir| dir.is_dir())
+    else {
+        return Ok(None);
+    };
+    fs::write(dir.join("cgroup.kill"), b"1")?;
+    Ok(Some(dir))
 }
 
 /// Where agents' cgroups go: below the caller's own cgroup, else the mount's root.

@@ -36,7 +36,11 @@ impl AgentCgroup {
     pub fn remove(self) {}
 }
 
-pub fn remove_stale_cgroup(_agent_id: &str) {}
+pub fn kill_stale_cgroup(_agent_id: &str) -> std::io::Result<Option<std::path::PathBuf>> {
+    Ok(None)
+}
+
+pub fn remove_when_empty(_dir: &std::path::Path) {}
 
 pub fn usable() -> bool {
     false
