@@ -57,7 +57,7 @@ fn is_claimed_shim(pid: i32) -> bool {
 /// really holds the lock (the kernel's lock table says so). Never recognised by its
 /// argv: an agent can name a process anything, and a spared process outlives `kill`.
 /// A jailed agent cannot write the lock file, so it cannot put its own pid there.
-fn spared_pid() -> Option<i32> {
+pub(crate) fn spared_pid() -> Option<i32> {
     use std::os::unix::fs::MetadataExt;
     let lock = DAEMON_LOCK.get()?;
     let pid: u32 = fs::read_to_string(lock).ok()?.trim().parse().ok()?;

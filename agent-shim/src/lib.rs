@@ -7,6 +7,7 @@
 //! kills whatever the command left behind and writes the [`ExitRecord`] atomically.
 //! A daemon crash or restart never touches a running agent.
 
+mod console;
 mod descendants;
 pub mod jail;
 mod program;
@@ -19,7 +20,7 @@ pub use grove_sys::pids;
 pub use program::{c_main, main, shim_path, ShimProgram, SHIM_ARG};
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
 pub use run::main_from_stdin;
-pub use spec::{JailSpec, ShimSpec};
+pub use spec::{ConsoleSpec, JailSpec, ShimSpec};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

@@ -1,4 +1,5 @@
 use crate::cgroup::{AgentCgroup, Joiner};
+use crate::console::{AgentStdio, Console};
 use crate::descendants::{descendants_of, signal_descendants};
 use crate::jail::Jail;
 use crate::now_ms;
@@ -86,10 +87,36 @@ fn run(spec: &ShimSpec) -> i32 {
             return fail_start(spec, started_at_ms, message);
         }
     };
+    let (mut console, stdio) = match spec
+        .console
+        .as_ref()
+        .map(|c| Console::open(c, &signals))
+        .transpose()
+    {
+        Ok(Some((console, stdio))) => (Some(console), Some(stdio)),
+        Ok(None) => (None, None),
+        Err(e) => {
+            if let Some(cgroup) = cgroup {
+                cgroup.remove();
+            }
+            if let Some(pids) = pids {
+                pids.remove();
+            }
+            return fail_start(
+                spec,
+                started_at_ms,
+                format!("cannot open the agent's terminal: {e}"),
+            );
+        }
+    };
     let (exit_code, exit_signal, stop, error) =
-        match start_command(spec, cgroup.as_ref(), pids.as_ref()) {
+        match start_command(spec, cgroup.as_ref(), pids.as_ref(), stdio) {
             Ok(child) => {
-                let (code, signal, stop) = supervise(child, spec, &signals, cgroup.as_ref());
+                let mut waiter = match console.as_mut() {
+                    Some(console) => Waiter::Console(console),
+                    None => Waiter::Signals(&signals),
+                };
+                let (code, signal, stop) = supervise(child, spec, &mut waiter, cgroup.as_ref());
                 (code, signal, stop, None)
             }
             Err(failure) => {
@@ -97,7 +124,12 @@ fn run(spec: &ShimSpec) -> i32 {
                 (Some(failure.exit_code), None, None, Some(failure.message))
             }
         };
-    // The tree is gone: measure it, then clear away its cgroup and temporary files.
+    // The tree is gone: keep what it last wrote, measure it, then clear away its cgroup
+    // and temporary files. Viewers stay connected until the exit record is written, so
+    // that the daemon learns the outcome as they see the end.
+    if let Some(console) = console.as_mut() {
+        console.drain();
+    }
     let usage = measure(cgroup.as_ref());
     if let Some(cgroup) = cgroup {
         cgroup.remove();
@@ -128,7 +160,7 @@ fn run(spec: &ShimSpec) -> i32 {
         cpu_ms: usage.cpu_ms,
         peak_memory_bytes: usage.peak_memory_bytes,
     };
-    match record.write_atomically(&spec.exit_record) {
+    let written = match record.write_atomically(&spec.exit_record) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!(
@@ -136,6 +168,23 @@ fn run(spec: &ShimSpec) -> i32 {
                 spec.exit_record.display()
             );
             1
+        }
+    };
+    drop(console);
+    written
+}
+
+/// What the supervision loop sleeps in between its checks.
+enum Waiter<'a> {
+    Signals(&'a SigSet),
+    Console(&'a mut Console),
+}
+
+impl Waiter<'_> {
+    fn wait(&mut self, timeout: Option<Duration>) -> Option<Signal> {
+        match self {
+            Waiter::Signals(signals) => grove_sys::signal::wait_timeout(signals, timeout),
+            Waiter::Console(console) => console.wait(timeout),
         }
     }
 }
@@ -230,6 +279,7 @@ fn start_command(
     spec: &ShimSpec,
     cgroup: Option<&AgentCgroup>,
     pids: Option<&crate::pids::PidsCgroup>,
+    stdio: Option<AgentStdio>,
 ) -> Result<Pid, StartFailure> {
     let program = spec.argv.first().ok_or_else(|| StartFailure {
         exit_code: 127,
@@ -263,8 +313,24 @@ fn start_command(
     command
         .args(&spec.argv[1..])
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null());
+        .envs(spec.env.iter().map(|(k, v)| (k, v)));
+    let controlling_terminal = stdio.as_ref().is_some_and(|s| s.output.is_some());
+    match stdio {
+        Some(AgentStdio { stdin, output }) => {
+            command.stdin(Stdio::from(stdin));
+            if let Some(output) = output {
+                let errors = output
+                    .try_clone()
+                    .map_err(|e| cannot(format!("cannot share the agent's terminal: {e}")))?;
+                command
+                    .stdout(Stdio::from(output))
+                    .stderr(Stdio::from(errors));
+            }
+        }
+        None => {
+            command.stdin(Stdio::null());
+        }
+    }
     let limits = spec.limits.clone();
     // SAFETY: the closure runs in the forked child before exec and only makes
     // async-signal-safe system calls (sigprocmask, setpgid, write, setrlimit, prctl,
@@ -272,7 +338,13 @@ fn start_command(
     unsafe {
         command.pre_exec(move || {
             SigSet::empty().thread_set_mask()?;
-            setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+            if controlling_terminal {
+                // A session of its own, led by the agent, with the terminal as its
+                // controlling terminal: job control, Ctrl-C and SIGWINCH work inside.
+                grove_sys::term::take_as_controlling_terminal()?;
+            } else {
+                setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
+            }
             if let Some(joiner) = &joiner {
                 joiner.join()?;
             }
@@ -324,7 +396,7 @@ fn apply_limits(limits: &Limits) -> nix::Result<()> {
 fn supervise(
     main: Pid,
     spec: &ShimSpec,
-    signals: &SigSet,
+    waiter: &mut Waiter<'_>,
     cgroup: Option<&AgentCgroup>,
 ) -> (Option<i32>, Option<i32>, Option<Stop>) {
     let shim = getpid().as_raw();
@@ -370,7 +442,7 @@ fn supervise(
             .flatten()
             .filter(|&t| t > now)
             .min();
-        match grove_sys::signal::wait_timeout(signals, wake_at.map(|t| t - now)) {
+        match waiter.wait(wake_at.map(|t| t - now)) {
             Some(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) if stop.is_none() => {
                 stop = Some(Stop::Killed);
                 signal_descendants(shim, Signal::SIGTERM);

@@ -41,6 +41,22 @@ pub struct ShimSpec {
     /// and memory accounting); otherwise, or when false, the /proc walk alone.
     #[serde(default = "yes")]
     pub cgroup: bool,
+    /// A terminal or a kept-open stdin that the daemon reaches through a socket;
+    /// `None`: stdin is /dev/null and the output goes straight to the log.
+    #[serde(default)]
+    pub console: Option<ConsoleSpec>,
+}
+
+/// The agent's console (see `console`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSpec {
+    /// Where the shim listens for the daemon.
+    pub socket: PathBuf,
+    /// A pseudo terminal of this size; `None`: a pipe to stdin.
+    pub tty: Option<grove_proto::types::TtySize>,
+    /// Quiet output for this long, with the agent reading its terminal, is "waiting".
+    pub waiting_after_ms: u64,
 }
 
 fn yes() -> bool {

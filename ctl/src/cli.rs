@@ -66,6 +66,54 @@ pub enum Command {
         /// Return as soon as one of them finishes (prints the finished ones).
         #[arg(long)]
         any: bool,
+        /// `waiting`: also return once the agent waits for input (exits 0 then).
+        #[arg(long, value_name = "STATE", value_parser = ["finished", "waiting"], default_value = "finished")]
+        until: String,
+    },
+    /// Attach to an agent's terminal (spawned with --tty): type to it, see its screen.
+    /// Detach with the detach key (Ctrl-] unless --detach-key); the agent keeps running.
+    Attach {
+        id: String,
+        /// Watch only: keys other than the detach key (and Ctrl-C) are not sent.
+        #[arg(long)]
+        read_only: bool,
+        /// The key that detaches, as ctrl-<key> (default ctrl-], or GROVE_DETACH_KEY).
+        #[arg(
+            long,
+            value_name = "KEY",
+            env = "GROVE_DETACH_KEY",
+            default_value = "ctrl-]"
+        )]
+        detach_key: String,
+    },
+    /// Type text into an agent's terminal (or its open stdin), then Enter.
+    Send {
+        id: String,
+        /// The text; several words are joined with spaces.
+        #[arg(required_unless_present = "stdin", conflicts_with = "stdin")]
+        text: Vec<String>,
+        /// Do not press Enter after the text.
+        #[arg(long)]
+        no_enter: bool,
+        /// Read the text from standard input (a pipe), as is.
+        #[arg(long)]
+        stdin: bool,
+    },
+    /// Print an agent's current screen (spawned with --tty).
+    Screen {
+        id: String,
+        /// Keep colours and attributes (escape sequences).
+        #[arg(long)]
+        ansi: bool,
+    },
+    /// Say what this agent is doing (run inside an agent, e.g. from its hooks):
+    /// `waiting` for input, or `working`.
+    Status {
+        #[arg(value_parser = ["waiting", "working"])]
+        activity: String,
+        /// For this agent instead of the one we run in (from the user's shell).
+        #[arg(long)]
+        id: Option<String>,
     },
     /// Leave a short final message for whoever spawned this agent (run inside an agent).
     Report {
@@ -453,6 +501,13 @@ pub struct SpawnArgs {
     /// Wait for the agent to finish and print its result.
     #[arg(long)]
     pub wait: bool,
+    /// Give the agent a terminal of its own (for interactive agents): `grove attach`,
+    /// `send` and `screen` reach it; its output still goes to the log.
+    #[arg(long, conflicts_with = "stdin")]
+    pub tty: bool,
+    /// Keep the agent's stdin open for `grove send` (for agents without a terminal).
+    #[arg(long)]
+    pub stdin: bool,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

@@ -13,6 +13,8 @@ pub struct Config {
     pub dirs: Dirs,
     /// Time between SIGTERM and SIGKILL when an agent's tree is stopped.
     pub kill_grace: Duration,
+    /// Quiet output for this long, with the agent reading its terminal, is "waiting".
+    pub waiting_after: Duration,
     /// Most grove worktrees on disk at once; spawns beyond wait in the queue.
     pub max_worktrees: usize,
     /// Warm-pool worktrees kept per repository that had a spawn lately (inside the cap).
@@ -175,6 +177,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_idle", "GROVE_MAX_IDLE", "24h"),
     ("retention", "GROVE_RETENTION", "30days"),
     ("kill_grace", "GROVE_KILL_GRACE", "5s"),
+    ("waiting_after", "GROVE_WAITING_AFTER", "2s"),
     ("max_depth", "GROVE_MAX_DEPTH", "3"),
     ("agent_max_children", "GROVE_AGENT_MAX_CHILDREN", "16"),
     ("agent_max_queued", "GROVE_AGENT_MAX_QUEUED", "8"),
@@ -236,6 +239,7 @@ impl Config {
             max_idle: get("max_idle")?.duration()?,
             retention: get("retention")?.duration()?,
             kill_grace: get("kill_grace")?.duration()?,
+            waiting_after: get("waiting_after")?.duration()?,
             max_depth: get("max_depth")?.number()? as u32,
             agent_max_children: get("agent_max_children")?.number()? as usize,
             agent_max_queued: get("agent_max_queued")?.number()? as usize,

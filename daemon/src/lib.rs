@@ -2,6 +2,7 @@
 //! asks it to stop. The `grove` binary wraps it in `grove daemon run`.
 
 pub mod config;
+mod console;
 mod core;
 mod db;
 mod error;

@@ -142,6 +142,12 @@ impl Client {
         }
     }
 
+    /// A second handle on the connection's socket, for a thread that writes while
+    /// this one reads (`agent.attach`: keys go out as output comes in).
+    pub fn writer(&self) -> std::io::Result<UnixStream> {
+        self.writer.try_clone()
+    }
+
     /// Connects and waits for the daemon's answer to `hello`.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
         let mut client = Client::connect_pipelined(path)?;

@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod codes;
+pub mod console;
 pub mod env;
 pub mod framing;
 pub mod git;

@@ -1,7 +1,7 @@
 //! Every method: its name, its params and its result, in one place.
 
 use crate::state::{CheckpointInfo, SchemaText, SessionInfo, SessionRemoval, StateWrite};
-use crate::types::{AgentRecord, Limits, Removal, SalvageRef};
+use crate::types::{AgentRecord, Limits, Removal, SalvageRef, TtySize};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -94,6 +94,10 @@ method!(
     StateWatchParams,
     StateWatchResult
 );
+method!(Attach, "agent.attach", AttachParams, AttachResult);
+method!(Send, "agent.send", SendParams, SendResult);
+method!(Screen, "agent.screen", ScreenParams, ScreenResult);
+method!(SetActivity, "agent.activity", ActivityParams, AgentRecord);
 method!(DaemonStatus, "daemon.status", Empty, DaemonStatusResult);
 method!(DaemonStop, "daemon.stop", Empty, Empty);
 method!(DaemonMetrics, "daemon.metrics", Empty, MetricsResult);
@@ -129,6 +133,10 @@ pub const ALL_METHODS: &[&str] = &[
     StateCompact::NAME,
     StatePin::NAME,
     StateWatch::NAME,
+    Attach::NAME,
+    Send::NAME,
+    Screen::NAME,
+    SetActivity::NAME,
     DaemonStatus::NAME,
     DaemonStop::NAME,
     DaemonMetrics::NAME,
@@ -210,6 +218,16 @@ pub struct SpawnParams {
     /// More paths the jailed agent may write beneath (`--jail-write`).
     #[serde(default)]
     pub jail_write: Vec<PathBuf>,
+    /// Give the agent a terminal of its own (`--tty`): it can then be attached to,
+    /// sent keys and read from.
+    #[serde(default)]
+    pub tty: bool,
+    /// The terminal's first size (the spawning terminal's); default 24x80.
+    #[serde(default)]
+    pub tty_size: Option<TtySize>,
+    /// Keep the agent's stdin open for `agent.send` (`--stdin`; without a terminal).
+    #[serde(default)]
+    pub keep_stdin: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -249,6 +267,17 @@ pub struct WaitParams {
     /// `all` (default): return when every agent is finished; `any`: when one is.
     #[serde(default)]
     pub mode: WaitMode,
+    /// `finished` (default), or `waiting`: also return once the agent waits for input.
+    #[serde(default)]
+    pub until: WaitUntil,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitUntil {
+    #[default]
+    Finished,
+    Waiting,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -738,6 +767,8 @@ pub const ALL_EVENTS: &[&str] = &[
     "agent.started",
     "agent.exited",
     "agent.collected",
+    "agent.waiting",
+    "agent.working",
     "state.updated",
     "session.lifecycle",
     "janitor.removed",
@@ -747,3 +778,124 @@ pub const ALL_EVENTS: &[&str] = &[
     "slo.breached",
     "slo.recovered",
 ];
+
+/// Connection-scoped: after the answer the connection carries the agent's terminal.
+/// The daemon sends `attach.output` notifications (`{"data": base64}`), and at the end
+/// one `attach.end` (`{"record": AgentRecord}` once the agent ended, or `{"reason":
+/// text}` when the terminal went away otherwise). The client sends `attach.input`
+/// (`{"data": base64}`) and `attach.resize` (`{"rows", "cols"}`) notifications, in
+/// order, on the same connection.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AttachParams {
+    pub id: String,
+    /// Watch only: input and resizes are refused.
+    #[serde(default)]
+    pub read_only: bool,
+    /// The attaching terminal's size: the agent's terminal takes it (the last viewer
+    /// to attach or resize wins).
+    #[serde(default)]
+    pub size: Option<TtySize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AttachResult {
+    pub id: String,
+    /// Escape sequences that redraw the current screen on an empty terminal, base64.
+    pub screen: String,
+    pub size: TtySize,
+}
+
+/// Notification names and params of an attached connection.
+pub mod attach {
+    use super::*;
+
+    pub const OUTPUT: &str = "attach.output";
+
+    /// Bytes as the protocol carries them in JSON.
+    pub fn encode(bytes: &[u8]) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    pub fn decode(text: &str) -> Result<Vec<u8>, String> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| format!("not base64 (standard alphabet, padded): {e}"))
+    }
+    pub const END: &str = "attach.end";
+    pub const INPUT: &str = "attach.input";
+    pub const RESIZE: &str = "attach.resize";
+
+    #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+    #[serde(deny_unknown_fields)]
+    pub struct Data {
+        /// Bytes, base64 (standard alphabet, padded).
+        pub data: String,
+    }
+
+    #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+    pub struct End {
+        /// The agent's record once it ended (its outcome, exit code).
+        #[serde(default)]
+        pub record: Option<AgentRecord>,
+        /// Why the terminal went away when the agent did not end.
+        #[serde(default)]
+        pub reason: Option<String>,
+    }
+}
+
+/// Types into the agent's terminal, or writes to its kept-open stdin.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SendParams {
+    pub id: String,
+    /// Text to type.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Bytes to type, base64 (instead of `text`, for control keys and binary).
+    #[serde(default)]
+    pub data: Option<String>,
+    /// Press Enter after the text (`\r` on a terminal, `\n` on stdin).
+    #[serde(default)]
+    pub enter: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SendResult {
+    pub id: String,
+    /// Bytes handed to the terminal (or stdin).
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ScreenParams {
+    pub id: String,
+    /// With the escape sequences for colours and attributes.
+    #[serde(default)]
+    pub ansi: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ScreenResult {
+    pub id: String,
+    /// The visible screen, rows separated by newlines (trailing blanks trimmed).
+    pub text: String,
+    pub size: TtySize,
+    /// Row and column of the cursor, from 0.
+    pub cursor: (u16, u16),
+}
+
+/// `grove status waiting|working` from inside an agent: what it is doing, for list,
+/// top, `wait --until waiting` and notifications.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ActivityParams {
+    /// Default: the calling agent itself.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// `waiting` or `working`.
+    pub activity: String,
+}

@@ -48,6 +48,38 @@ impl fmt::Display for AgentStatus {
     }
 }
 
+/// What a running agent is doing beyond running. Kept beside the status, so that
+/// everything that asks "is it running?" keeps one answer.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Activity {
+    /// Blocked reading its terminal with its output quiet, or said so itself
+    /// (`grove status waiting`).
+    Waiting,
+}
+
+impl Activity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activity::Waiting => "waiting",
+        }
+    }
+}
+
+/// The size of a terminal, in character cells.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TtySize {
+    pub rows: u16,
+    pub cols: u16,
+}
+
+impl Default for TtySize {
+    fn default() -> Self {
+        TtySize { rows: 24, cols: 80 }
+    }
+}
+
 /// How an agent's process ended.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
@@ -196,6 +228,17 @@ pub struct AgentRecord {
     /// controller is on, else the largest resident set of any one process.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// The agent has a terminal of its own (`--tty`), of this size at the start:
+    /// attach, send and screen work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<TtySize>,
+    /// Its stdin stays open for `grove send` (`--stdin`, without a terminal).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_stdin: bool,
+    /// What a running agent is doing, where grove can tell: `None` is working (or
+    /// not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<Activity>,
 }
 
 impl AgentRecord {
@@ -217,6 +260,10 @@ impl AgentRecord {
             (AgentStatus::Exited | AgentStatus::Collected, Some(outcome)) => {
                 outcome.as_str().replace('_', " ")
             }
+            (AgentStatus::Running, _) => match self.activity {
+                Some(activity) => activity.as_str().into(),
+                None => "running".into(),
+            },
             (status, _) => status.as_str().into(),
         };
         match (self.tampered, &self.salvage_error) {

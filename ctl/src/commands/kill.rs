@@ -14,6 +14,7 @@ pub fn run(id: &str, no_wait: bool, json: bool) -> Result<ExitCode> {
             .call::<Wait>(&WaitParams {
                 ids: vec![record.id.clone()],
                 mode: Default::default(),
+                until: Default::default(),
             })?
             .agents;
         if done.is_empty() {

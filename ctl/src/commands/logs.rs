@@ -47,6 +47,7 @@ fn outcome(id: &str) -> Result<ExitCode> {
         .call::<Wait>(&WaitParams {
             ids: vec![id.to_string()],
             mode: Default::default(),
+            until: Default::default(),
         })?
         .agents;
     let Some(done) = finished.into_iter().next() else {

@@ -1,5 +1,6 @@
 //! One file per command.
 
+mod attach;
 mod completions;
 mod config;
 mod daemon;
@@ -19,6 +20,8 @@ mod restore;
 mod review;
 mod rm;
 mod salvaged;
+mod screen;
+mod send;
 mod session;
 mod show;
 mod spawn;
@@ -40,7 +43,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::List { all, filter } => list::run(all, &filter, json),
         Command::Show { id } => show::run(&id, json),
         Command::Logs { id, follow, raw } => logs::run(&id, follow, raw, json),
-        Command::Wait { ids, any } => wait::run(ids, any, json),
+        Command::Wait { ids, any, until } => wait::run(ids, any, &until, json),
+        Command::Attach {
+            id,
+            read_only,
+            detach_key,
+        } => attach::run(&id, read_only, &detach_key),
+        Command::Send {
+            id,
+            text,
+            no_enter,
+            stdin,
+        } => send::run(&id, text, !no_enter, stdin, json),
+        Command::Screen { id, ansi } => screen::run(&id, ansi, json),
+        Command::Status { activity, id } => send::status(&activity, id, json),
         Command::Report { text, id } => report::run(&text, id, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
         Command::Diff { id, stat, paths } => diff::run(&id, stat, &paths, json),

@@ -57,6 +57,7 @@ pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
             .call::<Wait>(&WaitParams {
                 ids: vec![record.id.clone()],
                 mode: Default::default(),
+                until: Default::default(),
             })?
             .agents
     };
@@ -116,6 +117,16 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
             _ => None,
         },
         jail_write: args.jail_write.iter().map(|p| cwd.join(p)).collect(),
+        tty: args.tty,
+        tty_size: args
+            .tty
+            .then(|| {
+                grove_sys::term::size(std::io::stdout())
+                    .or_else(|| grove_sys::term::size(std::io::stdin()))
+            })
+            .flatten()
+            .map(|(rows, cols)| grove_proto::types::TtySize { rows, cols }),
+        keep_stdin: args.stdin,
         session: args.session.clone(),
         schema: args
             .schema

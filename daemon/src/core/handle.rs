@@ -132,6 +132,20 @@ impl CoreHandle {
             .await
     }
 
+    /// The console's word on what the agent does (fire and forget).
+    pub async fn activity(&self, id: &str, waiting: bool) {
+        let _ = self
+            .tx
+            .send(Msg::Activity(id.to_string(), waiting, None))
+            .await;
+    }
+
+    /// The agent's own word on what it does (`grove status`).
+    pub async fn set_activity(&self, prefix: &str, waiting: bool) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::Activity(prefix.to_string(), waiting, Some(reply)))
+            .await
+    }
+
     /// Live agents and the warm pool.
     pub async fn status(&self) -> (u64, Vec<grove_proto::methods::PoolWorktree>) {
         let (reply, answer) = oneshot::channel();

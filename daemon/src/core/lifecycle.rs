@@ -187,6 +187,9 @@ impl Core {
             jail_write: params.jail_write,
             cpu_ms: None,
             peak_memory_bytes: None,
+            tty: params.tty.then(|| params.tty_size.unwrap_or_default()),
+            keep_stdin: params.keep_stdin && !params.tty,
+            activity: None,
             name: params.name,
             id: id.clone(),
         };
@@ -305,6 +308,17 @@ impl Core {
     }
 
     fn watch_shim(&self, id: &str, pid: u32) {
+        if self
+            .agents
+            .get(id)
+            .is_some_and(|row| row.record.tty.is_some())
+        {
+            crate::console::monitor::start(
+                super::CoreHandle::new(self.tx.clone()),
+                self.config.dirs.clone(),
+                id.to_string(),
+            );
+        }
         let tx = self.tx.clone();
         let id = id.to_string();
         tokio::spawn(async move {

@@ -66,6 +66,9 @@ pub enum Msg {
     Live(String, oneshot::Sender<Option<Identity>>),
     /// Store an agent's report for its parent.
     Report(String, String, Reply<AgentRecord>),
+    /// What a running agent is doing: waiting for input (true) or working; from its
+    /// console's monitor, or said by the agent itself.
+    Activity(String, bool, Option<Reply<AgentRecord>>),
     /// A warm-pool worktree was checked out (at this commit), or could not be.
     PoolFilled(PathBuf, Result<String, Error>),
     /// A warm-pool worktree was removed (salvaged to this ref if it held anything).
@@ -283,6 +286,12 @@ impl Core {
             Msg::Report(prefix, text, reply) => {
                 let _ = reply.send(self.report(&prefix, text).await);
             }
+            Msg::Activity(id, waiting, reply) => {
+                let result = self.set_activity(&id, waiting);
+                if let Some(reply) = reply {
+                    let _ = reply.send(result);
+                }
+            }
             Msg::PoolFilled(path, result) => self.pool_filled(path, result).await,
             Msg::PoolEvicted(path, result) => self.pool_evicted(path, result).await,
             Msg::PoolDrain(done, close) => self.pool_drain(done, close),
@@ -319,6 +328,35 @@ impl Core {
         row.record.report = Some(text);
         let record = row.record.clone();
         self.persist(&id).await;
+        Ok(record)
+    }
+
+    /// Not persisted: a restarted daemon asks the consoles again, and an agent that
+    /// said it itself says it again at its next change.
+    fn set_activity(&mut self, id: &str, waiting: bool) -> Result<AgentRecord, Error> {
+        let id = self.resolve(id)?.record.id.clone();
+        let Some(row) = self.agents.get_mut(&id) else {
+            return Err(Error::NotFound(format!("agent {id} vanished")));
+        };
+        if row.record.status != grove_proto::types::AgentStatus::Running {
+            return Err(Error::InvalidState(format!(
+                "agent {id} is {}, not running",
+                row.record.status_text()
+            )));
+        }
+        let activity = waiting.then_some(grove_proto::types::Activity::Waiting);
+        if row.record.activity == activity {
+            return Ok(row.record.clone());
+        }
+        row.record.activity = activity;
+        let record = row.record.clone();
+        let method = if waiting {
+            "agent.waiting"
+        } else {
+            "agent.working"
+        };
+        tracing::info!(agent = %id, "{method}");
+        self.publish(method, &record);
         Ok(record)
     }
 

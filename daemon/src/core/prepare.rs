@@ -10,7 +10,7 @@ use crate::git::{own_repo, worktree};
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
 use crate::supervisor::jail_paths::jail_spec;
 use crate::supervisor::launch::launch;
-use grove_agent_shim::{ShimSpec, EXIT_RECORD_FILE};
+use grove_agent_shim::{ConsoleSpec, ShimSpec, EXIT_RECORD_FILE};
 use grove_proto::types::AgentRecord;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -183,6 +183,11 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
         tmp_dir: Some(tmp_dir),
         jail,
         cgroup: job.config.cgroup,
+        console: (record.tty.is_some() || record.keep_stdin).then(|| ConsoleSpec {
+            socket: crate::console::socket_path(dirs, &record.id),
+            tty: record.tty,
+            waiting_after_ms: job.config.waiting_after.as_millis() as u64,
+        }),
     };
     let exe = job.exe.clone();
     let cwd = record.worktree.clone();

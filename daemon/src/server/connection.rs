@@ -22,9 +22,70 @@ use tracing::Instrument;
 pub struct Conn {
     out: mpsc::Sender<Vec<u8>>,
     agent: Option<Identity>,
+    /// Where `attach.input` and `attach.resize` go while the connection is attached.
+    /// Handed over by the reader itself, not by a task per message, so keys stay in
+    /// the order they were typed.
+    attached: Arc<std::sync::Mutex<Option<mpsc::Sender<Inbound>>>>,
+}
+
+/// What an attached client sends to the agent's terminal.
+pub enum Inbound {
+    Input(Vec<u8>),
+    Resize(grove_proto::types::TtySize),
 }
 
 impl Conn {
+    /// Makes this connection an attached one; `None` if it is already.
+    pub fn attach_inbound(&self) -> Option<mpsc::Receiver<Inbound>> {
+        let mut slot = self.attached.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(256);
+        *slot = Some(tx);
+        Some(rx)
+    }
+
+    pub fn detach_inbound(&self) {
+        *self.attached.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Hands an `attach.*` notification to the attached terminal, in order. Anything
+    /// else, or with no attach under way, is not one and goes the usual way.
+    async fn route_inbound(&self, call: &Call) -> bool {
+        use grove_proto::methods::attach;
+        if call.id.is_some() || !call.method.starts_with("attach.") {
+            return false;
+        }
+        let sender = self
+            .attached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let inbound = match (call.method.as_str(), call.params.clone()) {
+            (attach::INPUT, Some(params)) => serde_json::from_value::<attach::Data>(params)
+                .ok()
+                .and_then(|d| attach::decode(&d.data).ok())
+                .map(Inbound::Input),
+            (attach::RESIZE, Some(params)) => {
+                serde_json::from_value::<grove_proto::types::TtySize>(params)
+                    .ok()
+                    .filter(|s| s.rows > 0 && s.cols > 0)
+                    .map(Inbound::Resize)
+            }
+            _ => None,
+        };
+        // A notification gets no answer (JSON-RPC): a malformed one, or one with no
+        // attach under way, is dropped and logged.
+        match (sender, inbound) {
+            (Some(sender), Some(inbound)) => {
+                let _ = sender.send(inbound).await;
+            }
+            _ => tracing::debug!(method = %call.method, "dropped an attach notification"),
+        }
+        true
+    }
+
     /// The agent whose process tree the peer belongs to: that agent's authority is all
     /// this connection has, whatever it sends.
     pub fn agent(&self) -> Option<&Identity> {
@@ -101,7 +162,11 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             }
         }
     });
-    let mut conn = Conn { out, agent: None };
+    let mut conn = Conn {
+        out,
+        agent: None,
+        attached: Arc::default(),
+    };
     // Handles of the requests in flight, to abort them when the client leaves.
     let mut requests: Vec<JoinHandle<()>> = Vec::new();
     let mut reader = BufReader::new(read);
@@ -175,6 +240,9 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
                 if let Some(agent) = &conn.agent {
                     tracing::debug!(agent = %agent.id, "connection from inside an agent");
                 }
+            }
+            if conn.route_inbound(&call).await {
+                continue;
             }
             requests.retain(|task| !task.is_finished());
             let (ctx, conn) = (ctx.clone(), conn.clone());

@@ -11,6 +11,9 @@ pub struct Stat {
     pub parent: u32,
     /// Exited but not yet reaped.
     pub zombie: bool,
+    /// Asleep (state S): waiting for something.
+    pub sleeping: bool,
+    pub process_group: u32,
     /// utime + stime, in clock ticks.
     pub cpu_ticks: u64,
     /// Clock ticks since boot. With the pid it names one process for good: pids are
@@ -40,6 +43,8 @@ fn parse_stat(text: &str) -> Option<Stat> {
     Some(Stat {
         parent: fields.get(1)?.parse().ok()?,
         zombie: *fields.first()? == "Z",
+        sleeping: *fields.first()? == "S",
+        process_group: fields.get(2)?.parse().ok()?,
         cpu_ticks: number(11)? + number(12)?,
         start_time: number(19)?,
     })
@@ -426,4 +431,46 @@ mod tests {
             Some(exe.as_encoded_bytes())
         );
     }
+}
+
+/// True when `pid` sleeps waiting for input from the terminal `tty` (its device
+/// number): in a read of it, or in a poll, select or epoll wait while the terminal is
+/// its stdin (an event loop such as node's waits there for every source at once).
+/// From /proc/<pid>/syscall, which the agent's ancestors may read.
+pub fn waiting_on_terminal(pid: u32, tty: u64) -> bool {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/syscall")) else {
+        return false;
+    };
+    let mut fields = text.split_whitespace();
+    let Some(Ok(number)) = fields.next().map(str::parse::<i64>) else {
+        return false;
+    };
+    let fd_arg = fields
+        .next()
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+    let is_tty = |fd: u64| {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|m| m.rdev() == tty)
+    };
+    if syscalls::READS.contains(&number) {
+        return fd_arg.is_some_and(is_tty);
+    }
+    syscalls::WAITS.contains(&number) && is_tty(0)
+}
+
+/// System call numbers that read a file descriptor (its first argument) and that wait
+/// on many, per architecture.
+mod syscalls {
+    #[cfg(target_arch = "x86_64")]
+    pub const READS: &[i64] = &[0, 17, 19, 295, 327];
+    #[cfg(target_arch = "x86_64")]
+    pub const WAITS: &[i64] = &[7, 23, 232, 270, 271, 281, 441];
+    #[cfg(target_arch = "aarch64")]
+    pub const READS: &[i64] = &[63, 65, 67, 69, 286];
+    #[cfg(target_arch = "aarch64")]
+    pub const WAITS: &[i64] = &[22, 72, 73, 441];
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    pub const READS: &[i64] = &[];
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    pub const WAITS: &[i64] = &[];
 }

@@ -1,4 +1,5 @@
-//! Waiting for a signal with a deadline (sigtimedwait(2)).
+//! Waiting for a signal with a deadline (sigtimedwait(2)), or beside file descriptors
+//! (signalfd(2)).
 
 use nix::sys::signal::{SigSet, Signal};
 use std::time::Duration;
@@ -19,4 +20,29 @@ pub fn wait_timeout(signals: &SigSet, timeout: Option<Duration>) -> Option<Signa
         return None;
     }
     Signal::try_from(signo).ok()
+}
+
+/// Blocked signals as a file descriptor, so one poll waits for them and for sockets.
+pub struct SignalFd(nix::sys::signalfd::SignalFd);
+
+impl SignalFd {
+    /// `signals` must already be blocked in every thread.
+    pub fn new(signals: &SigSet) -> std::io::Result<SignalFd> {
+        use nix::sys::signalfd::{SfdFlags, SignalFd as Fd};
+        Fd::with_flags(signals, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+            .map(SignalFd)
+            .map_err(std::io::Error::from)
+    }
+
+    /// The next pending signal, if there is one.
+    pub fn take(&mut self) -> Option<Signal> {
+        let info = self.0.read_signal().ok()??;
+        Signal::try_from(info.ssi_signo as i32).ok()
+    }
+}
+
+impl std::os::fd::AsFd for SignalFd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
 }

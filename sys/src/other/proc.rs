@@ -7,6 +7,8 @@ use std::path::PathBuf;
 pub struct Stat {
     pub parent: u32,
     pub zombie: bool,
+    pub sleeping: bool,
+    pub process_group: u32,
     pub cpu_ticks: u64,
     pub start_time: u64,
 }
@@ -113,4 +115,8 @@ pub fn filesystem_type(_path: &std::path::Path) -> Option<String> {
 
 pub fn listening_unix_sockets(_pid: u32) -> Vec<PathBuf> {
     Vec::new()
+}
+
+pub fn waiting_on_terminal(_pid: u32, _tty: u64) -> bool {
+    false
 }

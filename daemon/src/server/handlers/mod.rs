@@ -1,6 +1,10 @@
 //! One file per method. Each handler gets the connection too: its authority (see
 //! authority.rs) decides what a caller inside an agent may do.
 
+pub mod agent_activity;
+pub mod agent_attach;
+pub mod agent_screen;
+pub mod agent_send;
 pub mod authority;
 pub mod daemon_metrics;
 pub mod daemon_status;
@@ -79,6 +83,10 @@ pub async fn dispatch(
             Ok(params) => events_subscribe::handle(ctx, conn, id, params).await,
             Err(e) => Some(Err(e)),
         },
+        m::Attach::NAME => match parse::<m::Attach>(params) {
+            Ok(params) => agent_attach::handle(ctx, conn, id, params).await,
+            Err(e) => Some(Err(e)),
+        },
         m::List::NAME => match parse::<m::List>(params) {
             Ok(params) => {
                 list::handle(ctx, conn, id, params).await;
@@ -97,6 +105,13 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         m::Wait::NAME => reply(wait::handle(ctx, conn, parse::<m::Wait>(params)?).await),
         m::Kill::NAME => reply(kill::handle(ctx, conn, parse::<m::Kill>(params)?).await),
         m::Report::NAME => reply(report::handle(ctx, conn, parse::<m::Report>(params)?).await),
+        m::Send::NAME => reply(agent_send::handle(ctx, conn, parse::<m::Send>(params)?).await),
+        m::Screen::NAME => {
+            reply(agent_screen::handle(ctx, conn, parse::<m::Screen>(params)?).await)
+        }
+        m::SetActivity::NAME => {
+            reply(agent_activity::handle(ctx, conn, parse::<m::SetActivity>(params)?).await)
+        }
         m::Logs::NAME => reply(logs::handle(ctx, conn, parse::<m::Logs>(params)?).await),
         m::Diff::NAME => reply(diff::handle(ctx, conn, parse::<m::Diff>(params)?).await),
         m::Queue::NAME => {

@@ -13,6 +13,7 @@ use grove_proto::types::AgentRecord;
 
 pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<AgentRecord, Error> {
     validate(&params)?;
+    check_console_path(ctx, &params)?;
     crate::supervisor::spawn_defaults::resolve(&mut params, &ctx.config)?;
     // An agent's spawns are its children: recorded as such, one level deeper.
     let parent = conn.agent().cloned();
@@ -238,6 +239,47 @@ fn validate(params: &SpawnParams) -> Result<(), Error> {
     }
     if params.timeout_ms == Some(0) {
         return bad("timeout must be longer than zero".into());
+    }
+    validate_console(params)
+}
+
+fn validate_console(params: &SpawnParams) -> Result<(), Error> {
+    if params.tty && params.keep_stdin {
+        return Err(Error::BadInput(
+            "--stdin is for agents without a terminal; with --tty, `grove send` types into              the terminal already"
+                .into(),
+        ));
+    }
+    if params.tty_size.is_some() && !params.tty {
+        return Err(Error::BadInput(
+            "tty_size is given but tty is not: add --tty (or drop the size)".into(),
+        ));
+    }
+    if let Some(size) = params.tty_size {
+        if size.rows == 0 || size.cols == 0 || size.rows > 1000 || size.cols > 1000 {
+            return Err(Error::BadInput(format!(
+                "tty_size {}x{} is not a terminal size: give 1 to 1000 rows and columns",
+                size.cols, size.rows
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The console socket lives in the agent's state directory: refuse a terminal when
+/// that path would be too long to bind, rather than start an agent nobody can reach.
+fn check_console_path(ctx: &Ctx, params: &SpawnParams) -> Result<(), Error> {
+    if !params.tty && !params.keep_stdin {
+        return Ok(());
+    }
+    let example = crate::console::socket_path(&ctx.config.dirs, "00000000");
+    let len = example.as_os_str().len();
+    if len > grove_sys::MAX_SOCKET_PATH_BYTES {
+        return Err(Error::Refused(format!(
+            "an agent's console socket would be {} ({len} bytes), longer than this OS allows              ({} bytes): set GROVE_HOME or XDG_STATE_HOME to a shorter path to use --tty or --stdin",
+            example.display(),
+            grove_sys::MAX_SOCKET_PATH_BYTES
+        )));
     }
     Ok(())
 }

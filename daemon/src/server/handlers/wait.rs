@@ -2,7 +2,7 @@ use super::super::connection::Conn;
 use super::super::Ctx;
 use super::authority::visible;
 use crate::Error;
-use grove_proto::methods::{AgentList, WaitMode, WaitParams};
+use grove_proto::methods::{AgentList, WaitMode, WaitParams, WaitUntil};
 use grove_proto::types::AgentRecord;
 
 /// Resolves every id first (so a typo fails at once), then waits: for all of them, or
@@ -18,27 +18,70 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: WaitParams) -> Result<AgentL
         let record = visible(ctx, conn, prefix).await?;
         ids.push(record.id);
     }
-    let agents = match params.mode {
-        WaitMode::All => {
+    let agents = match (params.mode, params.until) {
+        (WaitMode::All, until) => {
             let mut agents = Vec::with_capacity(ids.len());
             for id in &ids {
-                agents.push(ctx.core.wait(id).await?);
+                agents.push(wait_one(ctx, id, until).await?);
             }
             agents
         }
-        WaitMode::Any => wait_any(ctx, &ids).await?,
+        (WaitMode::Any, until) => wait_any(ctx, &ids, until).await?,
     };
     Ok(AgentList { agents, next: None })
 }
 
-async fn wait_any(ctx: &Ctx, ids: &[String]) -> Result<Vec<AgentRecord>, Error> {
+async fn wait_one(ctx: &Ctx, id: &str, until: WaitUntil) -> Result<AgentRecord, Error> {
+    match until {
+        WaitUntil::Finished => ctx.core.wait(id).await,
+        WaitUntil::Waiting => until_waiting(&ctx.core, &ctx.events, id).await,
+    }
+}
+
+fn arrived(record: &AgentRecord, until: WaitUntil) -> bool {
+    record.status.is_final()
+        || (until == WaitUntil::Waiting
+            && record.activity == Some(grove_proto::types::Activity::Waiting))
+}
+
+/// Until the agent waits for input or is finished: every event about it is a reason
+/// to look again (subscribed before the first look, so that no change slips between).
+async fn until_waiting(
+    core: &crate::core::CoreHandle,
+    bus: &crate::events::EventBus,
+    id: &str,
+) -> Result<AgentRecord, Error> {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut events = bus.subscribe();
+    loop {
+        let record = core.get(id).await?;
+        if arrived(&record, WaitUntil::Waiting) {
+            return Ok(record);
+        }
+        loop {
+            match events.recv().await {
+                Ok(event) if event.agent.as_deref() == Some(id) => break,
+                Ok(_) => continue,
+                Err(RecvError::Lagged(_)) => break,
+                Err(RecvError::Closed) => return Err(Error::ShuttingDown),
+            }
+        }
+    }
+}
+
+async fn wait_any(ctx: &Ctx, ids: &[String], until: WaitUntil) -> Result<Vec<AgentRecord>, Error> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(ids.len());
     let waits: Vec<_> = ids
         .iter()
         .map(|id| {
             let (core, tx, id) = (ctx.core.clone(), tx.clone(), id.clone());
+            let bus = ctx.events.clone();
             tokio::spawn(async move {
-                let _ = tx.send(core.wait(&id).await).await;
+                let result = match until {
+                    WaitUntil::Finished => core.wait(&id).await,
+                    WaitUntil::Waiting => until_waiting(&core, &bus, &id).await,
+                };
+                let _ = tx.send(result).await;
             })
         })
         .collect();
@@ -51,7 +94,7 @@ async fn wait_any(ctx: &Ctx, ids: &[String]) -> Result<Vec<AgentRecord>, Error> 
     let mut finished = Vec::new();
     for id in ids {
         let record = ctx.core.get(id).await?;
-        if record.status.is_final() {
+        if arrived(&record, until) {
             finished.push(record);
         }
     }

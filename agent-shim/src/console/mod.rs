@@ -1,0 +1,455 @@
+//! The agent's console: the pseudo terminal (`--tty`) or kept-open stdin (`--stdin`)
+//! the shim holds for the agent's whole life, so that it survives a daemon crash like
+//! the agent does. The daemon reaches it through a socket beside the exit record
+//! (grove_proto::console); every byte of output also goes to the log, and a terminal
+//! model (the `vt100` crate: a small, maintained VT parser with the screen diffing
+//! and redraw sequences attach needs) keeps the current screen.
+//!
+//! Everything runs on the shim's one thread: [`Console::wait`] polls the signals the
+//! shim supervises together with the terminal and the daemon's connections.
+
+mod peers;
+mod waiting;
+
+use crate::spec::ConsoleSpec;
+use grove_proto::console::{FromShim, ToShim};
+use grove_proto::types::TtySize;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, Signal};
+use peers::Peer;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use waiting::Waiting;
+
+/// A peer whose unread output grows past this is too slow to follow and is dropped
+/// (the daemon reads as fast as its viewers; one stuck viewer must not stall the agent).
+const MAX_PEER_BACKLOG: usize = 16 << 20;
+const READ_CHUNK: usize = 64 << 10;
+
+/// What the agent's stdio is made of: hand these to the child.
+pub struct AgentStdio {
+    pub stdin: OwnedFd,
+    /// The terminal for stdout and stderr; `None`: the log, as without a console.
+    pub output: Option<OwnedFd>,
+}
+
+enum Io {
+    Tty {
+        master: File,
+        screen: Box<vt100::Parser>,
+        size: TtySize,
+        /// The device number of the agent's side, to know reads of it in /proc.
+        device: u64,
+    },
+    Pipe {
+        stdin: Option<File>,
+    },
+}
+
+pub struct Console {
+    io: Io,
+    socket: PathBuf,
+    listener: UnixListener,
+    peers: Vec<Peer>,
+    log: File,
+    /// Input not yet taken by the terminal or pipe.
+    pending_input: Vec<u8>,
+    /// The agent's side is closed by every process (EIO/EOF): nothing more to read.
+    output_closed: bool,
+    waiting: Waiting,
+    signals: grove_sys::signal::SignalFd,
+}
+
+impl Console {
+    /// Opens the terminal (or pipe) and the socket, before the agent starts.
+    pub fn open(spec: &ConsoleSpec, signals: &SigSet) -> io::Result<(Console, AgentStdio)> {
+        let (io, stdio) = match spec.tty {
+            Some(size) => {
+                let pty = grove_sys::term::open_pty(size.rows, size.cols)?;
+                let device = grove_sys::term::agent_side_device(&pty.agent)?;
+                let output = pty.agent.try_clone()?;
+                set_nonblocking(&pty.master)?;
+                let io = Io::Tty {
+                    master: File::from(pty.master),
+                    screen: Box::new(vt100::Parser::new(
+                        nonzero(size.rows),
+                        nonzero(size.cols),
+                        0,
+                    )),
+                    size,
+                    device,
+                };
+                let stdio = AgentStdio {
+                    stdin: pty.agent,
+                    output: Some(output),
+                };
+                (io, stdio)
+            }
+            None => {
+                let (read, write) = nix::unistd::pipe()?;
+                set_nonblocking(&write)?;
+                let io = Io::Pipe {
+                    stdin: Some(File::from(write)),
+                };
+                let stdio = AgentStdio {
+                    stdin: read,
+                    output: None,
+                };
+                (io, stdio)
+            }
+        };
+        // A socket left by an earlier shim of this agent (a restart) is stale.
+        let _ = std::fs::remove_file(&spec.socket);
+        let listener = UnixListener::bind(&spec.socket)?;
+        listener.set_nonblocking(true)?;
+        let log = File::from(io::stdout().as_fd().try_clone_to_owned()?);
+        let console = Console {
+            io,
+            socket: spec.socket.clone(),
+            listener,
+            peers: Vec::new(),
+            log,
+            pending_input: Vec::new(),
+            output_closed: false,
+            // Without a terminal there is nothing to watch the agent read: it can say
+            // itself (`grove status waiting`).
+            waiting: match spec.tty {
+                Some(_) => Waiting::new(Duration::from_millis(spec.waiting_after_ms)),
+                None => Waiting::never(),
+            },
+            signals: grove_sys::signal::SignalFd::new(signals)?,
+        };
+        Ok((console, stdio))
+    }
+
+    /// Waits up to `timeout` (forever: `None`) for one of the supervised signals,
+    /// serving the terminal and the daemon meanwhile.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Option<Signal> {
+        let until = timeout.map(|t| Instant::now() + t);
+        loop {
+            if let Some(signal) = self.signals.take() {
+                return Some(signal);
+            }
+            let now = Instant::now();
+            if until.is_some_and(|u| now >= u) {
+                return None;
+            }
+            if self.waiting.due(now) {
+                self.check_waiting(now);
+            }
+            let wake = [until, self.waiting.next_check()]
+                .into_iter()
+                .flatten()
+                .min();
+            self.poll_once(wake.map(|w| w.saturating_duration_since(now)));
+        }
+    }
+
+    /// Reads what the agent's side still had, after the whole tree is gone.
+    pub fn drain(&mut self) {
+        while !self.output_closed && self.read_output() {}
+        self.flush_peers();
+    }
+
+    fn poll_once(&mut self, timeout: Option<Duration>) {
+        let mut fds = vec![
+            PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
+        ];
+        let io_fd = match &self.io {
+            Io::Tty { master, .. } => Some(master.as_fd()),
+            Io::Pipe { stdin } => stdin.as_ref().map(|s| s.as_fd()),
+        };
+        let mut io_events = PollFlags::empty();
+        if matches!(self.io, Io::Tty { .. }) && !self.output_closed {
+            io_events |= PollFlags::POLLIN;
+        }
+        if !self.pending_input.is_empty() {
+            io_events |= PollFlags::POLLOUT;
+        }
+        let io_index = io_fd.filter(|_| !io_events.is_empty()).map(|fd| {
+            fds.push(PollFd::new(fd, io_events));
+            fds.len() - 1
+        });
+        let first_peer = fds.len();
+        for peer in &self.peers {
+            fds.push(PollFd::new(peer.fd(), peer.interest()));
+        }
+        let timeout = timeout.map_or(PollTimeout::NONE, |t| {
+            // Round up: waking a moment early would only spin.
+            let ms = t.as_nanos().div_ceil(1_000_000);
+            PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+        });
+        if poll(&mut fds, timeout).is_err() {
+            return;
+        }
+        let ready = |fd: &PollFd<'_>| fd.revents().unwrap_or(PollFlags::empty());
+        let listener_ready = !ready(&fds[1]).is_empty();
+        let io_ready = io_index
+            .map(|i| ready(&fds[i]))
+            .unwrap_or(PollFlags::empty());
+        let peers_ready: Vec<PollFlags> = fds[first_peer..].iter().map(ready).collect();
+        drop(fds);
+        if io_ready.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+            self.read_output();
+        }
+        if io_ready.contains(PollFlags::POLLOUT) || io_ready.contains(PollFlags::POLLERR) {
+            self.write_input();
+        }
+        for (index, flags) in peers_ready.into_iter().enumerate().rev() {
+            if !flags.is_empty() {
+                self.serve_peer(index, flags);
+            }
+        }
+        if listener_ready {
+            self.accept();
+        }
+        self.flush_peers();
+    }
+
+    /// One read of the terminal: to the log, the screen and every watcher. False when
+    /// there was nothing (more) to read.
+    fn read_output(&mut self) -> bool {
+        let Io::Tty { master, screen, .. } = &mut self.io else {
+            return false;
+        };
+        let mut buf = vec![0u8; READ_CHUNK];
+        let n = match nix::unistd::read(&*master, &mut buf) {
+            Ok(0) | Err(nix::errno::Errno::EIO) => {
+                // Every process closed its side: output is over.
+                self.output_closed = true;
+                return false;
+            }
+            Ok(n) => n,
+            Err(_) => return false,
+        };
+        let bytes = &buf[..n];
+        let _ = self.log.write_all(bytes);
+        screen.process(bytes);
+        let frame = FromShim::Output(bytes.to_vec());
+        for peer in self.peers.iter_mut().filter(|p| p.watching) {
+            peer.send(&frame);
+        }
+        if self.waiting.output(Instant::now()) {
+            self.broadcast_activity(false);
+        }
+        true
+    }
+
+    fn write_input(&mut self) {
+        let target = match &self.io {
+            Io::Tty { master, .. } => master,
+            Io::Pipe { stdin: Some(stdin) } => stdin,
+            Io::Pipe { stdin: None } => {
+                self.pending_input.clear();
+                return;
+            }
+        };
+        while !self.pending_input.is_empty() {
+            match nix::unistd::write(target, &self.pending_input) {
+                Ok(n) => {
+                    self.pending_input.drain(..n);
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(nix::errno::Errno::EAGAIN) => return,
+                // The reader is gone (EPIPE, EIO): nobody will ever take it.
+                Err(_) => {
+                    self.pending_input.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if peers::is_the_daemon(&stream) {
+                        if let Ok(peer) = Peer::new(stream) {
+                            self.peers.push(peer);
+                        }
+                    }
+                    // Anything else (an agent dialling the socket) is closed unheard.
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn serve_peer(&mut self, index: usize, flags: PollFlags) {
+        if flags.contains(PollFlags::POLLOUT) {
+            self.peers[index].flush();
+        }
+        if flags.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+            match self.peers[index].receive() {
+                Ok(requests) => {
+                    for request in requests {
+                        self.handle(index, request);
+                    }
+                }
+                Err(_) => self.peers[index].closed = true,
+            }
+        }
+        if self.peers[index].closed {
+            self.peers.swap_remove(index);
+        }
+    }
+
+    fn handle(&mut self, index: usize, request: ToShim) {
+        let answer = match request {
+            ToShim::Input(bytes) => self.input(bytes),
+            ToShim::Resize(size) => self.resize(size),
+            ToShim::Screen { ansi } => self.screen(ansi),
+            ToShim::Watch => match self.snapshot() {
+                Ok(snapshot) => {
+                    self.peers[index].watching = true;
+                    snapshot
+                }
+                Err(refusal) => refusal,
+            },
+            ToShim::Activity => {
+                self.peers[index].activity = true;
+                FromShim::Activity(self.waiting.is_waiting())
+            }
+            ToShim::CloseInput => match &mut self.io {
+                Io::Pipe { stdin } => {
+                    *stdin = None;
+                    self.pending_input.clear();
+                    FromShim::Accepted(0)
+                }
+                Io::Tty { .. } => FromShim::Refused(
+                    "the agent reads a terminal: send Ctrl-D (\\x04) to end its input".into(),
+                ),
+            },
+        };
+        self.peers[index].send(&answer);
+    }
+
+    fn input(&mut self, bytes: Vec<u8>) -> FromShim {
+        match &self.io {
+            Io::Pipe { stdin: None } => {
+                return FromShim::Refused("the agent's stdin is already closed".into())
+            }
+            Io::Tty { .. } if self.output_closed => {
+                return FromShim::Refused("the agent's terminal is closed".into())
+            }
+            _ => {}
+        }
+        let accepted = bytes.len() as u64;
+        self.pending_input.extend_from_slice(&bytes);
+        self.write_input();
+        // Typing is an answer: whatever the agent waited for, it now has.
+        if self.waiting.input(Instant::now()) {
+            self.broadcast_activity(false);
+        }
+        FromShim::Accepted(accepted)
+    }
+
+    fn resize(&mut self, new: TtySize) -> FromShim {
+        let Io::Tty {
+            master,
+            screen,
+            size,
+            ..
+        } = &mut self.io
+        else {
+            return FromShim::Refused("the agent has no terminal to resize".into());
+        };
+        if new.rows == 0 || new.cols == 0 {
+            return FromShim::Refused(format!("cannot resize to {}x{}", new.cols, new.rows));
+        }
+        if let Err(e) = grove_sys::term::set_size(&*master, new.rows, new.cols) {
+            return FromShim::Refused(format!("cannot resize the terminal: {e}"));
+        }
+        screen
+            .screen_mut()
+            .set_size(nonzero(new.rows), nonzero(new.cols));
+        *size = new;
+        FromShim::Accepted(0)
+    }
+
+    fn screen(&self, ansi: bool) -> FromShim {
+        let Io::Tty { screen, size, .. } = &self.io else {
+            return no_terminal();
+        };
+        let screen = screen.screen();
+        let text = if ansi {
+            screen.contents_formatted()
+        } else {
+            screen.contents()
+        };
+        FromShim::Screen {
+            size: *size,
+            cursor: screen.cursor_position(),
+            text: text.into_bytes(),
+        }
+    }
+
+    fn snapshot(&self) -> Result<FromShim, FromShim> {
+        let Io::Tty { screen, size, .. } = &self.io else {
+            return Err(no_terminal());
+        };
+        Ok(FromShim::Snapshot {
+            size: *size,
+            data: screen.screen().state_formatted().into_bytes(),
+        })
+    }
+
+    fn check_waiting(&mut self, now: Instant) {
+        let Io::Tty { master, device, .. } = &self.io else {
+            self.waiting.checked(now, false);
+            return;
+        };
+        let waiting = grove_sys::term::foreground_group(master)
+            .is_some_and(|group| waiting::group_reads_terminal(group, *device));
+        if self.waiting.checked(now, waiting) {
+            self.broadcast_activity(true);
+        }
+    }
+
+    fn broadcast_activity(&mut self, waiting: bool) {
+        let frame = FromShim::Activity(waiting);
+        for peer in self.peers.iter_mut().filter(|p| p.activity) {
+            peer.send(&frame);
+        }
+    }
+
+    fn flush_peers(&mut self) {
+        for peer in &mut self.peers {
+            peer.flush();
+            if peer.backlog() > MAX_PEER_BACKLOG {
+                peer.closed = true;
+            }
+        }
+        self.peers.retain(|p| !p.closed);
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn nonzero(n: u16) -> std::num::NonZeroU16 {
+    std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN)
+}
+
+fn no_terminal() -> FromShim {
+    FromShim::Refused(
+        "the agent has no terminal (it was spawned without --tty): there is no screen".into(),
+    )
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
+}
