@@ -89,8 +89,8 @@ pub enum Command {
     /// Type text into an agent's terminal (or its open stdin), then Enter.
     Send {
         id: String,
-        /// The text; several words are joined with spaces.
-        #[arg(required_unless_present = "stdin", conflicts_with = "stdin")]
+        /// The text; several words are joined with spaces (none: just Enter).
+        #[arg(conflicts_with = "stdin")]
         text: Vec<String>,
         /// Do not press Enter after the text.
         #[arg(long)]

@@ -4,7 +4,7 @@
 //! ends, its outcome is printed and the exit code is `grove wait`'s.
 
 use crate::connect::{connect, dirs};
-use crate::exit::AGENT_FAILED;
+use crate::exit::{UsageError, AGENT_FAILED};
 use crate::output::result_line;
 use anyhow::{anyhow, bail, Context, Result};
 use grove_proto::methods::{attach, Attach, AttachParams};
@@ -197,9 +197,10 @@ fn parse_detach_key(key: &str) -> Result<u8> {
     match rest.map(str::as_bytes) {
         Some([c @ b'a'..=b'z']) => Ok(c - b'a' + 1),
         Some([c @ (b'@' | b'[' | b'\\' | b']' | b'^' | b'_')]) => Ok(c & 0x1f),
-        _ => bail!(
+        _ => Err(UsageError(format!(
             "detach key `{key}` is not one grove knows: give ctrl- and a letter or one of @ [ \\ ] ^ _ (e.g. ctrl-])"
-        ),
+        ))
+        .into()),
     }
 }
 

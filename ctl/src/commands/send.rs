@@ -20,7 +20,7 @@ pub fn run(id: &str, text: Vec<String>, enter: bool, stdin: bool, json: bool) ->
     };
     let params = SendParams {
         id: id.into(),
-        text: (!stdin).then(|| text.join(" ")),
+        text: (!stdin && !text.is_empty()).then(|| text.join(" ")),
         data,
         enter,
     };

@@ -11,6 +11,7 @@ use grove_proto::paths::Dirs;
 use grove_proto::types::AgentRecord;
 use std::io;
 use std::path::PathBuf;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
@@ -22,6 +23,13 @@ pub fn socket_path(dirs: &Dirs, id: &str) -> PathBuf {
 /// Why a console cannot be reached for this agent, if it cannot.
 pub fn check_reachable(record: &AgentRecord, want_terminal: bool) -> Result<(), Error> {
     use grove_proto::types::AgentStatus;
+    if record.status != AgentStatus::Running {
+        return Err(Error::InvalidState(format!(
+            "agent {} is {}, not running: its console is gone",
+            record.id,
+            record.status_text()
+        )));
+    }
     if want_terminal && record.tty.is_none() {
         return Err(Error::InvalidState(format!(
             "agent {} has no terminal: it was spawned without --tty (spawn it with \
@@ -34,13 +42,6 @@ pub fn check_reachable(record: &AgentRecord, want_terminal: bool) -> Result<(), 
             "agent {} has neither a terminal nor an open stdin: spawn it with --tty or --stdin \
              to send it input",
             record.id
-        )));
-    }
-    if record.status != AgentStatus::Running {
-        return Err(Error::InvalidState(format!(
-            "agent {} is {}, not running: its console is gone",
-            record.id,
-            record.status_text()
         )));
     }
     Ok(())
@@ -82,7 +83,32 @@ impl Outgoing {
     }
 }
 
+/// The shim binds its socket just after it starts, and the daemon counts the agent as
+/// running from the shim's start: a first connection may come before the socket is
+/// there. A console that does not appear within this time is not coming.
+const APPEARS_WITHIN: Duration = Duration::from_secs(10);
+
+/// Connects to the agent's console, waiting (bounded) for a shim that is just starting.
 pub async fn connect(dirs: &Dirs, id: &str) -> io::Result<(Incoming, Outgoing)> {
+    let deadline = tokio::time::Instant::now() + APPEARS_WITHIN;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match connect_now(dirs, id).await {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+                ) && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            result => return result,
+        }
+    }
+}
+
+async fn connect_now(dirs: &Dirs, id: &str) -> io::Result<(Incoming, Outgoing)> {
     let stream = UnixStream::connect(socket_path(dirs, id)).await?;
     let (read, write) = stream.into_split();
     Ok((

@@ -1,0 +1,476 @@
+//! Agents with a terminal (`grove spawn --tty`), driven the way people drive them:
+//! `grove attach` inside real tmux sessions (send-keys, capture-pane), `grove send` and
+//! `grove screen` from scripts, and an agent script that tries to type into another
+//! agent's terminal.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{can_run, eventually, have_python3, Grove};
+
+const SCREEN_WAIT: Duration = Duration::from_secs(15);
+
+/// A tmux server of the test's own (its socket in the test's directory), running
+/// grove commands with the test's environment.
+struct Tmux {
+    socket: PathBuf,
+    dir: PathBuf,
+}
+
+fn have_tmux() -> bool {
+    let missing = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .err()
+        .map(|e| format!("cannot run tmux: {e}"));
+    can_run("tmux", missing)
+}
+
+impl Tmux {
+    fn new(g: &Grove) -> Tmux {
+        let dir = g.dir.path().join("tmux");
+        std::fs::create_dir_all(&dir).expect("tmux dir");
+        // The environment of grove's own commands, as a script tmux can run.
+        let command = g.command();
+        let mut script = String::from("#!/bin/sh\n");
+        for (key, value) in command.get_envs() {
+            let key = key.to_string_lossy();
+            match value {
+                Some(value) => script.push_str(&format!(
+                    "export {key}='{}'\n",
+                    value.to_string_lossy().replace('\'', "'\\''")
+                )),
+                None => script.push_str(&format!("unset {key}\n")),
+            }
+        }
+        script.push_str(&format!(
+            "cd '{}'\n\"{}\" \"$@\"\necho \"rc=$?\"\nexec sleep 600\n",
+            g.repo.display(),
+            g.bin.display()
+        ));
+        let path = dir.join("grove.sh");
+        std::fs::write(&path, script).expect("script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        Tmux {
+            socket: dir.join("sock"),
+            dir,
+        }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("-f")
+            .arg("/dev/null")
+            .args(args)
+            .output()
+            .expect("tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A new session (window `cols`x`rows`) running `grove <args>`.
+    fn run(&self, session: &str, cols: u16, rows: u16, args: &[&str]) {
+        let script = self.dir.join("grove.sh");
+        let mut command = vec![script.display().to_string()];
+        command.extend(args.iter().map(|a| a.to_string()));
+        let (cols, rows) = (cols.to_string(), rows.to_string());
+        let mut tmux_args = vec!["new-session", "-d", "-s", session, "-x", &cols, "-y", &rows];
+        let joined = command.join(" ");
+        tmux_args.push(&joined);
+        self.tmux(&tmux_args);
+        // Windows follow the size given, not the (absent) client's.
+        self.tmux(&["set-option", "-t", session, "window-size", "manual"]);
+    }
+
+    fn keys(&self, session: &str, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", session];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    fn screen(&self, session: &str) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", session])
+    }
+
+    fn resize(&self, session: &str, cols: u16, rows: u16) {
+        let (cols, rows) = (cols.to_string(), rows.to_string());
+        self.tmux(&["resize-window", "-t", session, "-x", &cols, "-y", &rows]);
+    }
+
+    fn wait_for(&self, session: &str, text: &str) -> String {
+        let deadline = Instant::now() + SCREEN_WAIT;
+        loop {
+            let screen = self.screen(session);
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tmux session {session} never showed {text:?}; it shows:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+fn spawn_tty(g: &Grove, argv: &[&str]) -> String {
+    let mut args = vec!["spawn", "--tty", "--"];
+    args.extend_from_slice(argv);
+    let id = g.ok(&args).trim().to_string();
+    assert_eq!(id.len(), 8, "spawn printed {id:?}");
+    id
+}
+
+const PROMPT: &str = "bash>";
+
+/// An interactive bash with a prompt that does not depend on who runs the tests.
+fn spawn_bash(g: &Grove) -> String {
+    let id = g
+        .ok(&[
+            "spawn",
+            "--tty",
+            "-e",
+            "PS1=bash> ",
+            "--",
+            "bash",
+            "--norc",
+            "--noprofile",
+            "-i",
+        ])
+        .trim()
+        .to_string();
+    assert_eq!(id.len(), 8, "spawn printed {id:?}");
+    id
+}
+
+fn screen_of(g: &Grove, id: &str) -> String {
+    g.ok(&["screen", id])
+}
+
+fn wait_screen(g: &Grove, id: &str, text: &str) -> String {
+    let deadline = Instant::now() + SCREEN_WAIT;
+    loop {
+        let screen = screen_of(g, id);
+        if screen.contains(text) {
+            return screen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "agent {id}'s screen never showed {text:?}; it shows:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn keys_typed_in_attach_reach_python_and_a_reattach_shows_the_same_screen() {
+    if !have_tmux() || !have_python3() {
+        return;
+    }
+    let g = Grove::new();
+    let id = spawn_tty(&g, &["python3", "-i"]);
+    let tmux = Tmux::new(&g);
+    tmux.run("one", 100, 30, &["attach", &id]);
+    tmux.wait_for("one", ">>>");
+    tmux.keys("one", &["6*7", "Enter"]);
+    tmux.wait_for("one", "42");
+    tmux.keys("one", &["C-]"]);
+    let after = tmux.wait_for("one", "rc=0");
+    assert!(after.contains("detached from"), "{after}");
+    assert_eq!(g.status(&id), "running", "detach leaves the agent running");
+    tmux.run("two", 100, 30, &["attach", &id]);
+    let again = tmux.wait_for("two", "42");
+    assert!(again.contains(">>> 6*7"), "the same screen again:\n{again}");
+    tmux.keys("two", &["exit()", "Enter"]);
+    let end = tmux.wait_for("two", "rc=");
+    assert!(
+        end.contains("succeeded"),
+        "attach prints the outcome:\n{end}"
+    );
+    assert!(end.contains("rc=0"), "{end}");
+}
+
+#[test]
+fn a_resize_reaches_the_agent_and_two_viewers_see_the_same_output() {
+    if !have_tmux() {
+        return;
+    }
+    let g = Grove::new();
+    let id = spawn_bash(&g);
+    let tmux = Tmux::new(&g);
+    tmux.run("typist", 100, 30, &["attach", &id]);
+    tmux.wait_for("typist", PROMPT);
+    tmux.run("watcher", 100, 30, &["attach", "--read-only", &id]);
+    tmux.wait_for("watcher", PROMPT);
+    tmux.keys("typist", &["stty size", "Enter"]);
+    tmux.wait_for("typist", "30 100");
+    tmux.wait_for("watcher", "30 100");
+    tmux.resize("typist", 120, 40);
+    // The typist's next key goes after the resize, on the same connection.
+    tmux.keys("typist", &["echo size; stty size", "Enter"]);
+    tmux.wait_for("typist", "40 120");
+    tmux.wait_for("watcher", "40 120");
+    // The watcher's keys reach nobody.
+    tmux.keys("watcher", &["echo WATCHER-TYPED", "Enter"]);
+    tmux.keys("typist", &["echo typist-done", "Enter"]);
+    tmux.wait_for("typist", "typist-done\r\n".trim());
+    assert!(!screen_of(&g, &id).contains("WATCHER-TYPED"));
+    tmux.keys("typist", &["exit 3", "Enter"]);
+    let end = tmux.wait_for("typist", "rc=");
+    assert!(end.contains("failed (exit 3)"), "{end}");
+    assert!(end.contains("rc=1"), "attach exits like wait: {end}");
+    let watcher = tmux.wait_for("watcher", "rc=");
+    assert!(watcher.contains("rc=1"), "{watcher}");
+}
+
+#[test]
+fn a_full_screen_program_is_redrawn_on_attach() {
+    let missing = Command::new("less")
+        .arg("--version")
+        .output()
+        .err()
+        .map(|e| format!("cannot run less: {e}"));
+    if !have_tmux() || !can_run("less", missing) {
+        return;
+    }
+    let g = Grove::new();
+    let lines: String = (1..=500).map(|i| format!("line number {i}\n")).collect();
+    std::fs::write(g.repo.join("long.txt"), lines).expect("file");
+    support::git_in(&g.repo, &["add", "long.txt"]);
+    support::git_in(&g.repo, &["commit", "-qm", "long"]);
+    let id = spawn_tty(&g, &["less", "long.txt"]);
+    wait_screen(&g, &id, "line number 1");
+    let tmux = Tmux::new(&g);
+    tmux.run("view", 80, 24, &["attach", &id]);
+    tmux.wait_for("view", "line number 2");
+    tmux.keys("view", &["G"]);
+    tmux.wait_for("view", "line number 500");
+    tmux.keys("view", &["C-]"]);
+    tmux.wait_for("view", "rc=0");
+    tmux.run("again", 80, 24, &["attach", &id]);
+    let again = tmux.wait_for("again", "line number 500");
+    assert!(!again.contains("line number 1\n"), "{again}");
+    tmux.keys("again", &["q"]);
+    tmux.wait_for("again", "rc=0");
+}
+
+#[test]
+fn the_terminal_survives_a_daemon_kill_while_attached() {
+    if !have_tmux() || !have_python3() {
+        return;
+    }
+    let g = Grove::new();
+    let id = spawn_tty(&g, &["python3", "-i"]);
+    let tmux = Tmux::new(&g);
+    tmux.run("one", 100, 30, &["attach", &id]);
+    tmux.wait_for("one", ">>>");
+    tmux.keys("one", &["'before' + '-kill'", "Enter"]);
+    tmux.wait_for("one", "before-kill");
+    g.crash_daemon();
+    let left = tmux.wait_for("one", "rc=");
+    assert!(left.contains("keeps running"), "{left}");
+    // The next command starts a daemon, which adopts the agent and its terminal.
+    assert_eq!(g.status(&id), "running");
+    tmux.run("two", 100, 30, &["attach", &id]);
+    tmux.wait_for("two", "before-kill");
+    tmux.keys("two", &["'after' + '-restart'", "Enter"]);
+    tmux.wait_for("two", "after-restart");
+    tmux.keys("two", &["exit()", "Enter"]);
+    tmux.wait_for("two", "rc=0");
+}
+
+#[test]
+fn send_types_into_python_and_screen_reads_the_answer() {
+    if !have_python3() {
+        return;
+    }
+    let g = Grove::new();
+    let id = spawn_tty(&g, &["python3", "-i"]);
+    wait_screen(&g, &id, ">>>");
+    g.ok(&["send", &id, "sum(range(1000))"]);
+    let screen = wait_screen(&g, &id, "499500");
+    assert!(screen.contains(">>> sum(range(1000))"), "{screen}");
+    let json = g.json(&["screen", &id]);
+    assert!(json["size"]["rows"].as_u64().is_some(), "{json}");
+    g.ok(&["send", "--no-enter", &id, "exit()"]);
+    g.ok(&["send", &id]);
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{record}");
+}
+
+#[test]
+fn a_read_is_waiting_within_three_seconds_and_working_once_input_arrives() {
+    let g = Grove::new();
+    let id = spawn_tty(
+        &g,
+        &[
+            "sh",
+            "-c",
+            "echo ready; read answer; echo got $answer; sleep 30",
+        ],
+    );
+    let started = Instant::now();
+    let waited = g.json(&["wait", "--until", "waiting", &id]);
+    assert_eq!(waited["agents"][0]["activity"], "waiting", "{waited}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3) + Duration::from_millis(500),
+        "waiting was reported after {:?}",
+        started.elapsed()
+    );
+    assert!(g.ok(&["list"]).contains("waiting"));
+    g.ok(&["send", &id, "yes"]);
+    wait_screen(&g, &id, "got yes");
+    eventually("working again", Duration::from_secs(5), || {
+        g.record(&id).get("activity").is_none_or(|a| a.is_null())
+    });
+    // An agent may say it itself, too.
+    let said = g.json(&["status", "--id", &id, "waiting"]);
+    assert_eq!(said["activity"], "waiting");
+    g.ok(&["kill", &id]);
+}
+
+#[test]
+fn an_agent_without_a_terminal_takes_input_through_its_open_stdin() {
+    let g = Grove::new();
+    let id = g.spawn(&["--stdin"], "read a; read b; echo \"got $a and $b\"");
+    g.ok(&["send", &id, "one"]);
+    let data = "two\n";
+    let mut child = g
+        .command()
+        .args(["send", "--stdin", &id])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("send");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(data.as_bytes())
+        .expect("write");
+    assert!(child.wait().expect("send").success());
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{record}");
+    assert!(g.ok(&["logs", &id]).contains("got one and two"));
+}
+
+#[test]
+fn terminal_commands_refuse_what_cannot_be_and_say_why() {
+    let g = Grove::new();
+    let plain = g.spawn(&[], "sleep 30");
+    let screen = g.run(&["screen", &plain]);
+    assert_eq!(screen.code, 2, "{}", screen.stderr);
+    assert!(screen.stderr.contains("--tty"), "{}", screen.stderr);
+    let send = g.run(&["send", &plain, "hello"]);
+    assert_eq!(send.code, 2, "{}", send.stderr);
+    assert!(send.stderr.contains("--stdin"), "{}", send.stderr);
+    let attach = g.run(&["attach", &plain]);
+    assert_eq!(attach.code, 2, "{}", attach.stderr);
+    let key = g.run(&["attach", "--detach-key", "q", &plain]);
+    assert_eq!(key.code, 2, "{}", key.stderr);
+    assert!(key.stderr.contains("detach key"), "{}", key.stderr);
+    let both = g.run(&["spawn", "--tty", "--stdin", "--", "true"]);
+    assert_eq!(both.code, 2, "{}", both.stderr);
+    let bad = g.run(&["status", "--id", &plain, "sleeping"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    g.ok(&["kill", &plain]);
+    let done = g.run(&["send", &plain, "late"]);
+    assert_eq!(done.code, 2, "{}", done.stderr);
+    assert!(done.stderr.contains("not running"), "{}", done.stderr);
+}
+
+/// The console socket is in the user's state directory and agents run as the user:
+/// the shim itself must tell the daemon from an agent. A jailed and an unjailed agent
+/// both dial another agent's console and type a command into it.
+#[test]
+fn an_agent_cannot_type_into_another_agents_terminal() {
+    if !have_python3() {
+        return;
+    }
+    let g = Grove::new();
+    let victim = spawn_bash(&g);
+    wait_screen(&g, &victim, PROMPT);
+    let socket = g.home.join("agents").join(&victim).join("console.sock");
+    assert!(socket.exists(), "{}", socket.display());
+    let attacker = attack_script(&g);
+    for jail in [false, true] {
+        if jail && !jail_available(&g) {
+            continue;
+        }
+        let mut args = vec!["spawn"];
+        if jail {
+            args.push("--jail");
+        }
+        let script = attacker.display().to_string();
+        let target = socket.display().to_string();
+        args.extend(["--", "python3", &script, &target]);
+        let id = g.ok(&args).trim().to_string();
+        let record = g.wait(&id);
+        let log = g.ok(&["logs", &id]);
+        assert!(log.contains("attempted"), "the attack ran: {log} {record}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let screen = screen_of(&g, &victim);
+    assert!(
+        !screen.contains("PWNED"),
+        "an agent typed into another:\n{screen}"
+    );
+    // The console still serves the daemon.
+    g.ok(&["send", &victim, "echo still-mine"]);
+    wait_screen(&g, &victim, "still-mine");
+    g.ok(&["kill", &victim]);
+}
+
+fn attack_script(g: &Grove) -> PathBuf {
+    let path = g.dir.path().join("attack.py");
+    std::fs::write(
+        &path,
+        r#"
+import socket, struct, sys, time
+payload = b"echo PWNED\r"
+frame = b"i" + struct.pack("<I", len(payload)) + payload
+for _ in range(20):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(sys.argv[1])
+        s.sendall(frame)
+        s.settimeout(0.2)
+        try:
+            print("answer:", s.recv(100))
+        except Exception as e:
+            print("no answer:", e)
+        s.close()
+    except Exception as e:
+        print("refused:", e)
+print("attempted")
+"#,
+    )
+    .expect("script");
+    path
+}
+
+fn jail_available(g: &Grove) -> bool {
+    let probe = g.run(&["spawn", "--jail", "--wait", "--", "true"]);
+    let missing = (probe.code != 0).then(|| format!("a jailed spawn failed: {}", probe.stderr));
+    can_run("landlock", missing)
+}
