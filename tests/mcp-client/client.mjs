@@ -113,6 +113,20 @@ out.short_wait = await ok("wait_agents", { ids: [sleeper.id], timeout_s: 0.5 });
 await ok("kill_agent", { id: sleeper.id });
 out.killed = (await ok("wait_agents", { ids: [sleeper.id] })).agents?.[0]?.outcome;
 
+// An interactive agent: answer it through its terminal, read the answer off its screen.
+const asker = await ok("spawn_agent", {
+  argv: ["sh", "-c", "printf 'name? '; read n; echo \"hello $n\"; sleep 600"],
+  tty: true,
+});
+await ok("send_input", { id: asker.id, text: "mcp" });
+let screen = "";
+for (let i = 0; i < 200 && !screen.includes("hello mcp"); i++) {
+  screen = (await ok("read_screen", { id: asker.id })).text || "";
+  await new Promise((r) => setTimeout(r, 50));
+}
+out.screen = screen;
+await ok("kill_agent", { id: asker.id });
+
 // A wait that outlives the client's request timeout (2 s here, 60 s by default): the
 // progress notifications keep the request alive.
 const slow = await ok("spawn_agent", { argv: ["sleep", "5"] });

@@ -106,8 +106,10 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
             "list_agents",
             "merge_agent",
             "overlaps",
+            "read_screen",
             "report_agent",
             "review_agents",
+            "send_input",
             "session_list",
             "session_show",
             "spawn_agent",
@@ -128,6 +130,8 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
     called.dedup();
     assert_eq!(called, tools, "every tool answered with structured content");
     assert_eq!(r["without_output_schema"], serde_json::json!([]));
+    let screen = r["screen"].as_str().unwrap_or("");
+    assert!(screen.contains("hello mcp"), "{screen}");
 
     // Bad arguments are refused with words for an MCP caller.
     let bogus = r["bogus"].as_str().unwrap_or("");
@@ -206,7 +210,7 @@ fn mcp_inspector_strict_finds_no_schema_problem() {
     assert!(out.status.success(), "{all}");
     assert!(!all.contains("Warning") && !all.contains("Error"), "{all}");
     let listed: Value = serde_json::from_slice(&out.stdout).expect("tools/list JSON");
-    assert_eq!(listed["tools"].as_array().map(Vec::len), Some(18), "{all}");
+    assert_eq!(listed["tools"].as_array().map(Vec::len), Some(20), "{all}");
 }
 
 fn daemon_pid(g: &Grove, extra: &[(&str, &Path)]) -> i64 {

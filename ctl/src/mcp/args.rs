@@ -42,6 +42,27 @@ pub struct Spawn {
     pub keep: bool,
     #[serde(default)]
     pub sparse: Vec<String>,
+    #[serde(default)]
+    pub tty: bool,
+    #[serde(default)]
+    pub keep_stdin: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendInput {
+    pub id: String,
+    pub text: String,
+    /// Default true: press Enter after the text.
+    pub enter: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadScreen {
+    pub id: String,
+    #[serde(default)]
+    pub ansi: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -139,11 +139,54 @@ pub fn all() -> Vec<Tool> {
                     "jail_write": texts("Let the jailed agent also write beneath these paths."),
                     "keep": boolean("Keep the worktree after the agent ends."),
                     "sparse": texts("Check out only these directories (sparse checkout), for big monorepos."),
+                    "tty": boolean("Give the agent a terminal of its own, for interactive agents (claude, codex, aider without their headless flags): then send_input types into it and read_screen shows it."),
+                    "keep_stdin": boolean("Without tty: keep the agent's stdin open so that send_input writes to it."),
                 }),
                 &["argv"],
             ),
             Arc::new(as_map(record())),
         ),
+        tool(
+            "send_input",
+            "Type text into an agent's terminal (spawned with tty), then Enter unless \
+             enter=false; or write it to the agent's open stdin (spawned with keep_stdin). Use \
+             it to answer an agent that waits for input (its status is then `waiting`). Only \
+             agents you spawned (or, for the user, any).",
+            object(
+                json!({
+                    "id": text(AGENT_ID),
+                    "text": text("What to type. Control keys as characters, e.g. \"\\u0003\" for Ctrl-C."),
+                    "enter": boolean("Press Enter after the text (default true)."),
+                }),
+                &["id", "text"],
+            ),
+            output(
+                json!({ "id": { "type": "string" }, "bytes": { "type": "integer" } }),
+                &["id", "bytes"],
+            ),
+        ),
+        read_only(tool(
+            "read_screen",
+            "What an agent's terminal (spawned with tty) shows now, as text: one line per row, \
+             with the size and the cursor position. Read it after send_input to see the answer.",
+            object(
+                json!({
+                    "id": text(AGENT_ID),
+                    "ansi": boolean("Keep colours and attributes as escape sequences."),
+                }),
+                &["id"],
+            ),
+            output(
+                json!({
+                    "id": { "type": "string" },
+                    "text": { "type": "string" },
+                    "size": { "type": "object", "properties": {
+                        "rows": { "type": "integer" }, "cols": { "type": "integer" } } },
+                    "cursor": { "type": "array", "items": { "type": "integer" } },
+                }),
+                &["id", "text"],
+            ),
+        )),
         read_only(tool(
             "list_agents",
             "List agents with their id, name, status, branch and result. By default only live \
@@ -397,6 +440,18 @@ pub async fn call(
 ) -> Answer {
     match name {
         "spawn_agent" => spawn(server, args::parse(name, arguments)?).await,
+        "send_input" => {
+            let r: args::SendInput = args::parse(name, arguments)?;
+            rpc(
+                "agent.send",
+                json!({ "id": r.id, "text": r.text, "enter": r.enter.unwrap_or(true) }),
+            )
+            .await
+        }
+        "read_screen" => {
+            let r: args::ReadScreen = args::parse(name, arguments)?;
+            rpc("agent.screen", json!({ "id": r.id, "ansi": r.ansi })).await
+        }
         "list_agents" => {
             let r: args::List = args::parse(name, arguments)?;
             rpc("agent.list", json!({ "all": r.all })).await
@@ -580,6 +635,7 @@ async fn spawn(server: &GroveTools, r: args::Spawn) -> Answer {
             },
             "keep": r.keep, "sparse": r.sparse,
             "jail": r.jail, "jail_write": jail_write,
+            "tty": r.tty, "keep_stdin": r.keep_stdin,
         }),
     )
     .await
