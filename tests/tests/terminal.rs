@@ -474,3 +474,82 @@ fn jail_available(g: &Grove) -> bool {
     let missing = (probe.code != 0).then(|| format!("a jailed spawn failed: {}", probe.stderr));
     can_run("landlock", missing)
 }
+
+/// The same through a pseudo terminal the test holds itself (no tmux): a jailed agent
+/// gets a working terminal too, and `grove attach` on a pty types into it.
+#[test]
+fn attach_on_a_pty_drives_a_jailed_agent() {
+    let g = Grove::new();
+    if !jail_available(&g) {
+        return;
+    }
+    let id = g
+        .ok(&[
+            "spawn",
+            "--jail",
+            "--tty",
+            "-e",
+            "PS1=bash> ",
+            "--",
+            "bash",
+            "--norc",
+            "--noprofile",
+            "-i",
+        ])
+        .trim()
+        .to_string();
+    wait_screen(&g, &id, PROMPT);
+    let pty = nix::pty::openpty(
+        Some(&nix::pty::Winsize {
+            ws_row: 33,
+            ws_col: 111,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        }),
+        None,
+    )
+    .expect("pty");
+    let agent_side = std::fs::File::from(pty.slave);
+    let mut attach = g
+        .command()
+        .args(["attach", &id])
+        .stdin(agent_side.try_clone().expect("clone"))
+        .stdout(agent_side.try_clone().expect("clone"))
+        .stderr(agent_side)
+        .spawn()
+        .expect("attach");
+    // Never blocked in a read past the deadline.
+    nix::fcntl::fcntl(
+        &pty.master,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .expect("non-blocking");
+    let mut master = std::fs::File::from(pty.master);
+    let mut seen = Vec::new();
+    let mut read_until = |master: &mut std::fs::File, text: &str| {
+        use std::io::Read;
+        let deadline = Instant::now() + SCREEN_WAIT;
+        while !String::from_utf8_lossy(&seen).contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "never saw {text:?}: {}",
+                String::from_utf8_lossy(&seen)
+            );
+            let mut buf = [0u8; 4096];
+            match master.read(&mut buf) {
+                Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    };
+    read_until(&mut master, "attached to");
+    use std::io::Write;
+    master
+        .write_all(b"stty size; echo jailed-$((40+2))\r")
+        .expect("type");
+    read_until(&mut master, "33 111");
+    read_until(&mut master, "jailed-42");
+    master.write_all(b"exit\r").expect("type");
+    read_until(&mut master, "succeeded");
+    assert!(attach.wait().expect("attach").success());
+}
