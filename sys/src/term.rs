@@ -96,3 +96,25 @@ impl Drop for RawMode {
         );
     }
 }
+
+/// Makes `group` the foreground process group of the terminal on stdin (so that Ctrl-C
+/// reaches it and not us), then wakes it: it may have stopped reading the terminal
+/// before it was in the foreground.
+pub fn give_foreground(group: u32) -> io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(group as i32)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "process group 0"))?;
+    rustix::termios::tcsetpgrp(std::io::stdin(), pid)?;
+    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::CONT);
+    Ok(())
+}
+
+/// Makes our own process group the foreground of the terminal on stdin again. We are
+/// in the background until then, so SIGTTOU (which would stop us) is held meanwhile.
+pub fn take_foreground() -> io::Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    let stop = SigSet::from(Signal::SIGTTOU);
+    stop.thread_block().map_err(io::Error::from)?;
+    let taken = rustix::termios::tcsetpgrp(std::io::stdin(), rustix::process::getpgrp());
+    stop.thread_unblock().map_err(io::Error::from)?;
+    Ok(taken?)
+}

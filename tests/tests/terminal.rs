@@ -553,3 +553,53 @@ fn attach_on_a_pty_drives_a_jailed_agent() {
     read_until(&mut master, "succeeded");
     assert!(attach.wait().expect("attach").success());
 }
+
+#[test]
+fn top_attaches_kills_after_a_yes_and_keeps_finished_agents_in_sight() {
+    if !have_tmux() || !have_python3() {
+        return;
+    }
+    let g = Grove::new();
+    let talker = g
+        .ok(&["spawn", "--tty", "--name", "talker", "--", "python3", "-i"])
+        .trim()
+        .to_string();
+    let brief = g.spawn(&["--name", "brief"], "read line < /dev/null; sleep 2");
+    let tmux = Tmux::new(&g);
+    tmux.run("top", 160, 30, &["top"]);
+    tmux.wait_for("top", "talker");
+    tmux.keys("top", &["?"]);
+    tmux.wait_for("top", "a attach");
+    tmux.keys("top", &["Down"]);
+    tmux.keys("top", &["a"]);
+    // The banner is on the agent's screen, not in top's last-log-line column.
+    tmux.wait_for("top", "Type \"help\"");
+    tmux.keys("top", &["40+2", "Enter"]);
+    tmux.wait_for("top", "42");
+    tmux.keys("top", &["C-]"]);
+    tmux.wait_for("top", "grove top:");
+    // `l` follows the log until Ctrl-C, which ends the follow and not top.
+    tmux.keys("top", &["l"]);
+    tmux.wait_for("top", "40+2");
+    tmux.keys("top", &["C-c"]);
+    tmux.wait_for("top", "grove top:");
+    g.wait(&brief);
+    let shown = tmux.wait_for("top", "succeeded");
+    assert!(
+        shown.contains("brief"),
+        "a finished agent stays in sight:\n{shown}"
+    );
+    tmux.keys("top", &["k"]);
+    tmux.wait_for("top", "y/N");
+    tmux.keys("top", &["n"]);
+    tmux.wait_for("top", "not killed");
+    assert_eq!(g.status(&talker), "running");
+    tmux.keys("top", &["k"]);
+    tmux.wait_for("top", "y/N");
+    tmux.keys("top", &["y"]);
+    tmux.wait_for("top", "stopping");
+    let record = g.wait(&talker);
+    assert_eq!(record["outcome"], "killed", "{record}");
+    tmux.keys("top", &["q"]);
+    tmux.wait_for("top", "rc=0");
+}

@@ -3,8 +3,10 @@
 //! CPU and memory are summed over the agent's whole process tree: the shim (the pid in
 //! the record) and every descendant, from the platform seam (/proc on Linux: `stat`
 //! utime+stime, `statm` rss).
-//! On a terminal it redraws once a second until `q`; elsewhere, or with `--once` or
-//! `--json`, it prints one snapshot.
+//! On a terminal it redraws once a second until `q`, and acts on the selected agent:
+//! `a` attach, `l` follow its log, `k` kill (after a `y`), `p` pause or resume, `?`
+//! help. Agents that finish stay on the list, dimmed, for a while. Elsewhere, or with
+//! `--once` or `--json`, it prints one snapshot.
 
 use crate::connect::{connect, dirs};
 use crate::output::{
@@ -54,6 +56,9 @@ struct AgentUsage {
     runtime_ms: Option<u64>,
     last_log_line: Option<String>,
     log_path: std::path::PathBuf,
+    /// Finished since `top` started: shown dimmed for a while.
+    #[serde(skip)]
+    lingering: bool,
 }
 
 pub fn run(once: bool, json: bool) -> Result<ExitCode> {
@@ -131,19 +136,25 @@ fn usage(
             .map(|start| a.ended_at_ms.unwrap_or(at_ms).saturating_sub(start)),
         last_log_line: last_line(&a.log_path),
         log_path: a.log_path.clone(),
+        lingering: false,
     }
 }
 
 fn render(snapshot: &Snapshot, width: Option<u16>) -> String {
+    render_selected(snapshot, width, None)
+}
+
+fn render_selected(snapshot: &Snapshot, width: Option<u16>, selected: Option<usize>) -> String {
     if snapshot.agents.is_empty() {
         return "no live agents".into();
     }
     let rows = snapshot
         .agents
         .iter()
-        .map(|a| {
+        .enumerate()
+        .map(|(i, a)| {
             let running = a.processes > 0;
-            vec![
+            let row = vec![
                 Cell::new(safe(&a.id)),
                 Cell::new(safe(a.name.as_deref().unwrap_or("-"))),
                 cell(&a.status_text, status_tone(a.status, a.outcome)),
@@ -167,7 +178,21 @@ fn render(snapshot: &Snapshot, width: Option<u16>) -> String {
                         .unwrap_or_else(|| "-".into()),
                 ),
                 Cell::new(a.last_log_line.as_deref().unwrap_or("")),
-            ]
+            ];
+            let row = if a.lingering {
+                row.into_iter()
+                    .map(|c| c.add_attribute(comfy_table::Attribute::Dim))
+                    .collect()
+            } else {
+                row
+            };
+            if selected == Some(i) {
+                row.into_iter()
+                    .map(|c| c.add_attribute(comfy_table::Attribute::Reverse))
+                    .collect()
+            } else {
+                row
+            }
         })
         .collect();
     table_with_width(
@@ -213,16 +238,42 @@ impl Drop for RawTerminal {
     }
 }
 
+/// How long a finished agent stays on the live screen (dimmed).
+const LINGER: Duration = Duration::from_secs(30);
+
+const HELP: &str = "keys: up/down (or j) select   a attach   l follow the log (Ctrl-C returns)   \
+k kill   p pause/resume   ? this help   q quit";
+
+/// What the live screen remembers between refreshes.
+#[derive(Default)]
+struct Screen {
+    selected: Option<String>,
+    /// Agents that left the live list: their last record and when they left.
+    finished: HashMap<String, (AgentRecord, Instant)>,
+    shown: Vec<String>,
+    message: Option<String>,
+    help: bool,
+    confirm_kill: Option<String>,
+}
+
 fn live(client: &mut Client) -> Result<ExitCode> {
-    let _terminal = RawTerminal::enter()?;
+    let mut terminal = Some(RawTerminal::enter()?);
     let mut before = ProcTable::read();
     let mut sampled = Instant::now();
+    let mut screen = Screen::default();
     std::thread::sleep(SNAPSHOT_WINDOW);
     loop {
-        let snapshot = snapshot(client, &before, sampled.elapsed())?;
+        let mut snapshot = snapshot(client, &before, sampled.elapsed())?;
+        linger(
+            client,
+            &mut screen,
+            &mut snapshot,
+            &before,
+            sampled.elapsed(),
+        );
         before = ProcTable::read();
         sampled = Instant::now();
-        draw(&snapshot)?;
+        draw(&snapshot, &mut screen)?;
         let deadline = Instant::now() + REFRESH;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -231,33 +282,225 @@ fn live(client: &mut Client) -> Result<ExitCode> {
             }
             match event::read()? {
                 Event::Key(key) if key.kind != KeyEventKind::Release => {
-                    let quit = matches!(key.code, KeyCode::Char('q') | KeyCode::Esc)
-                        || (key.code == KeyCode::Char('c')
-                            && key.modifiers.contains(KeyModifiers::CONTROL));
-                    if quit {
+                    let ctrl_c = key.code == KeyCode::Char('c')
+                        && key.modifiers.contains(KeyModifiers::CONTROL);
+                    if ctrl_c || matches!(key.code, KeyCode::Char('q') | KeyCode::Esc) {
                         return Ok(ExitCode::SUCCESS);
                     }
+                    if act(client, &mut screen, &mut terminal, key.code)? {
+                        break;
+                    }
+                    draw(&snapshot, &mut screen)?;
                 }
-                Event::Resize(..) => draw(&snapshot)?,
+                Event::Resize(..) => draw(&snapshot, &mut screen)?,
                 _ => {}
             }
         }
     }
 }
 
-fn draw(snapshot: &Snapshot) -> Result<()> {
+/// Keeps agents that finished since the last refresh on the screen for [`LINGER`].
+fn linger(
+    client: &mut Client,
+    screen: &mut Screen,
+    snapshot: &mut Snapshot,
+    before: &ProcTable,
+    window: Duration,
+) {
+    let live: Vec<String> = snapshot.agents.iter().map(|a| a.id.clone()).collect();
+    let gone: Vec<String> = screen
+        .shown
+        .iter()
+        .filter(|id| !live.contains(id) && !screen.finished.contains_key(*id))
+        .cloned()
+        .collect();
+    for id in gone {
+        let params = grove_proto::methods::IdParams { id: id.clone() };
+        if let Ok(record) = client.call::<grove_proto::methods::Get>(&params) {
+            screen.finished.insert(id, (record, Instant::now()));
+        }
+    }
+    screen.finished.retain(|_, (_, at)| at.elapsed() < LINGER);
+    let now = ProcTable::read();
+    let at_ms = now_ms();
+    let mut finished: Vec<&(AgentRecord, Instant)> = screen.finished.values().collect();
+    finished.sort_by_key(|(r, _)| r.created_at_ms);
+    for (record, _) in finished {
+        if live.contains(&record.id) {
+            continue;
+        }
+        let mut row = usage(record, before, &now, window, at_ms);
+        row.lingering = true;
+        snapshot.agents.push(row);
+    }
+    screen.shown = snapshot
+        .agents
+        .iter()
+        .filter(|a| !a.lingering)
+        .map(|a| a.id.clone())
+        .collect();
+}
+
+/// Acts on a key; true when the list should be read again at once.
+fn act(
+    client: &mut Client,
+    screen: &mut Screen,
+    terminal: &mut Option<RawTerminal>,
+    key: KeyCode,
+) -> Result<bool> {
+    let selected = screen.selected.clone();
+    if let Some(victim) = screen.confirm_kill.take() {
+        screen.message = Some(if key == KeyCode::Char('y') {
+            let params = grove_proto::methods::IdParams { id: victim.clone() };
+            match client.call::<grove_proto::methods::Kill>(&params) {
+                Ok(_) => format!("{victim}: stopping"),
+                Err(e) => format!("{victim}: {e}"),
+            }
+        } else {
+            format!("{victim}: not killed")
+        });
+        return Ok(true);
+    }
+    screen.message = None;
+    match (key, selected) {
+        (KeyCode::Up, _) => {
+            screen.selected = step(&screen.shown_all(), screen.selected.as_deref(), -1)
+        }
+        (KeyCode::Down | KeyCode::Char('j'), _) => {
+            screen.selected = step(&screen.shown_all(), screen.selected.as_deref(), 1)
+        }
+        (KeyCode::Char('?'), _) => screen.help = !screen.help,
+        (KeyCode::Char('k'), Some(id)) => {
+            screen.message = Some(format!("kill agent {id} and everything it started? y/N"));
+            screen.confirm_kill = Some(id);
+        }
+        (KeyCode::Char('a'), Some(id)) => {
+            outside(terminal, &["attach", &id])?;
+            return Ok(true);
+        }
+        (KeyCode::Char('l'), Some(id)) => {
+            outside(terminal, &["logs", "--follow", &id])?;
+            return Ok(true);
+        }
+        (KeyCode::Char('p'), Some(id)) => {
+            screen.message = Some(pause_or_resume(client, &id));
+            return Ok(true);
+        }
+        (KeyCode::Char('a' | 'l' | 'k' | 'p'), None) => {
+            screen.message = Some("select an agent first (up/down)".into())
+        }
+        _ => {}
+    }
+    Ok(false)
+}
+
+impl Screen {
+    fn shown_all(&self) -> Vec<String> {
+        let mut all = self.shown.clone();
+        let mut finished: Vec<&(AgentRecord, Instant)> = self.finished.values().collect();
+        finished.sort_by_key(|(r, _)| r.created_at_ms);
+        all.extend(
+            finished
+                .into_iter()
+                .map(|(r, _)| r.id.clone())
+                .filter(|id| !self.shown.contains(id)),
+        );
+        all
+    }
+}
+
+fn step(ids: &[String], current: Option<&str>, by: isize) -> Option<String> {
+    if ids.is_empty() {
+        return None;
+    }
+    let at = current.and_then(|c| ids.iter().position(|id| id == c));
+    let next = match at {
+        None => 0,
+        Some(i) => (i as isize + by).clamp(0, ids.len() as isize - 1) as usize,
+    };
+    ids.get(next).cloned()
+}
+
+fn pause_or_resume(client: &mut Client, id: &str) -> String {
+    let paused = client
+        .call::<grove_proto::methods::Get>(&grove_proto::methods::IdParams { id: id.into() })
+        .map(|r| r.status_text() == "paused")
+        .unwrap_or(false);
+    let method = if paused {
+        "agent.resume"
+    } else {
+        "agent.pause"
+    };
+    match client.call_raw(method, serde_json::json!({ "id": id })) {
+        Ok(response) => match response.error {
+            None if paused => format!("{id}: resumed"),
+            None => format!("{id}: paused"),
+            Some(e) => format!("{id}: {}", e.message),
+        },
+        Err(e) => format!("{id}: {e}"),
+    }
+}
+
+/// Runs `grove <args>` on the plain terminal, then takes the screen back. The command
+/// runs in a process group of its own in the terminal's foreground, as a shell runs a
+/// job: Ctrl-C ends it (`logs --follow`), not `top`.
+fn outside(terminal: &mut Option<RawTerminal>, args: &[&str]) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    *terminal = None;
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .args(args)
+        .process_group(0)
+        .spawn();
+    match child {
+        Ok(mut child) => {
+            let handed = grove_sys::term::give_foreground(child.id());
+            let _ = child.wait();
+            grove_sys::term::take_foreground()?;
+            handed?;
+        }
+        Err(e) => eprintln!("grove top: cannot run grove {}: {e}", args.join(" ")),
+    }
+    *terminal = Some(RawTerminal::enter()?);
+    Ok(())
+}
+
+fn draw(snapshot: &Snapshot, screen: &mut Screen) -> Result<()> {
     let (width, height) = terminal::size().unwrap_or((80, 24));
     let running = snapshot
         .agents
         .iter()
         .filter(|a| a.status == AgentStatus::Running)
         .count();
+    let ids: Vec<&str> = snapshot.agents.iter().map(|a| a.id.as_str()).collect();
+    if screen
+        .selected
+        .as_deref()
+        .is_some_and(|s| !ids.contains(&s))
+    {
+        screen.selected = None;
+    }
+    let selected = screen
+        .selected
+        .as_deref()
+        .and_then(|s| ids.iter().position(|id| *id == s));
+    let live = snapshot.agents.iter().filter(|a| !a.lingering).count();
     let mut lines = vec![format!(
-        "grove top: {running} running, {} live    (q quits)",
-        snapshot.agents.len()
+        "grove top: {running} running, {live} live    (? keys, q quits)"
     )];
     lines.push(String::new());
-    lines.extend(render(snapshot, Some(width)).lines().map(str::to_string));
+    lines.extend(
+        render_selected(snapshot, Some(width), selected)
+            .lines()
+            .map(str::to_string),
+    );
+    if screen.help {
+        lines.push(String::new());
+        lines.push(HELP.into());
+    }
+    if let Some(message) = &screen.message {
+        lines.push(String::new());
+        lines.push(safe(message));
+    }
     lines.truncate(height.max(1) as usize);
     let mut out = std::io::stdout().lock();
     queue!(
