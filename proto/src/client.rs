@@ -212,6 +212,47 @@ impl Client {
         self.next_response()
     }
 
+    /// A call whose answer may come with a descriptor (SCM_RIGHTS): `agent.attach`
+    /// with `direct`. The answer is read with recvmsg, byte by byte of the socket, as a
+    /// buffered read would drop the descriptor.
+    pub fn call_receiving_fd<M: Method>(
+        &mut self,
+        params: &M::Params,
+    ) -> Result<(M::Result, Option<std::os::fd::OwnedFd>), ClientError> {
+        self.hello()?;
+        if !self.reader.buffer().is_empty() {
+            return Err(ClientError::Protocol(
+                "the daemon sent more than was asked before a descriptor call".into(),
+            ));
+        }
+        let params = serde_json::to_value(params)
+            .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&encode_line(&Request::new(id, M::NAME, params)))?;
+        let mut line = Vec::new();
+        let mut fds = Vec::new();
+        let mut byte = [0u8; 1];
+        while line.last() != Some(&b'\n') {
+            if line.len() > MAX_LINE_BYTES {
+                return Err(ClientError::Protocol("response over the line cap".into()));
+            }
+            let (n, mut got) = grove_sys::fdpass::recv_with_fds(self.reader.get_ref(), &mut byte)?;
+            if n == 0 {
+                return Err(ClientError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the daemon closed the connection",
+                )));
+            }
+            line.push(byte[0]);
+            fds.append(&mut got);
+        }
+        line.pop();
+        let response = parse_response(Frame::Line(line))?
+            .ok_or_else(|| ClientError::Protocol("a notification instead of the answer".into()))?;
+        Ok((decode::<M>(response)?, fds.into_iter().next()))
+    }
+
     /// Writes a request. A daemon that turned the connection away (too many open) has
     /// said why in its answer to `hello`: that reason beats a broken pipe.
     fn send(&mut self, line: &[u8]) -> Result<(), ClientError> {

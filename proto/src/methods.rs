@@ -796,14 +796,23 @@ pub struct AttachParams {
     /// to attach or resize wins).
     #[serde(default)]
     pub size: Option<TtySize>,
+    /// Hand this client a connection to the agent's console itself (SCM_RIGHTS, with
+    /// the answer), to speak its binary frames (grove_proto::console) without the
+    /// daemon in between: what `grove attach` does. Off: JSON notifications.
+    #[serde(default)]
+    pub direct: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct AttachResult {
     pub id: String,
-    /// Escape sequences that redraw the current screen on an empty terminal, base64.
+    /// Escape sequences that redraw the current screen on an empty terminal, base64
+    /// (empty with `direct`: the console sends it when asked to `Watch`).
     pub screen: String,
     pub size: TtySize,
+    /// A connection to the console came with this answer.
+    #[serde(default)]
+    pub direct: bool,
 }
 
 /// Notification names and params of an attached connection.

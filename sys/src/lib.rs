@@ -16,6 +16,7 @@
 #[cfg_attr(not(target_os = "linux"), path = "other/mod.rs")]
 mod os;
 
+pub mod fdpass;
 pub mod term;
 
 pub use os::MAX_SOCKET_PATH_BYTES;

@@ -2,14 +2,19 @@
 //! (in raw mode, so Ctrl-C and arrows reach it), its output comes back, the window
 //! size follows this terminal. The detach key leaves the agent running; when the agent
 //! ends, its outcome is printed and the exit code is `grove wait`'s.
+//!
+//! The daemon checks who may attach, then hands over a connection to the agent's
+//! console (`agent.attach` with `direct`): keys and output then go between this
+//! process and the agent's shim alone, one hop like tmux, and an attach rides out a
+//! daemon restart.
 
 use crate::connect::{connect, dirs};
 use crate::exit::{UsageError, AGENT_FAILED};
 use crate::output::result_line;
 use anyhow::{anyhow, bail, Context, Result};
-use grove_proto::methods::{attach, Attach, AttachParams};
+use grove_proto::console::{FromShim, ToShim};
+use grove_proto::methods::{Attach, AttachParams, Wait, WaitParams};
 use grove_proto::types::TtySize;
-use grove_proto::Notification;
 use std::io::{IsTerminal, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
@@ -28,16 +33,25 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
     // Blocked before any thread starts, so that only the resize thread takes it.
     let winch = nix::sys::signal::SigSet::from(nix::sys::signal::Signal::SIGWINCH);
     winch.thread_block().context("blocking SIGWINCH")?;
-    let mut client = connect(&dirs()?)?;
-    let attached = client.call::<Attach>(&AttachParams {
+    let dirs = dirs()?;
+    let mut client = connect(&dirs)?;
+    let (attached, console) = client.call_receiving_fd::<Attach>(&AttachParams {
         id: id.into(),
         read_only,
-        size: this_terminal_size(),
+        size: None,
+        direct: true,
     })?;
     let agent = attached.id.clone();
-    let screen =
-        attach::decode(&attached.screen).map_err(|e| anyhow!("the daemon sent a screen {e}"))?;
-    let writer = Arc::new(Mutex::new(client.writer()?));
+    let console = UnixStream::from(
+        console.ok_or_else(|| anyhow!("the daemon answered without handing over the terminal"))?,
+    );
+    // The daemon's end was non-blocking (tokio); ours blocks, read by one thread.
+    console.set_nonblocking(false)?;
+    let writer = Arc::new(Mutex::new(console.try_clone()?));
+    if let (Some(size), false) = (this_terminal_size(), read_only) {
+        frame(&writer, &ToShim::Resize(size))?;
+    }
+    frame(&writer, &ToShim::Watch)?;
     let detached = Arc::new(AtomicBool::new(false));
     eprintln!(
         "grove: attached to {agent}{}; detach with {detach_key}",
@@ -50,7 +64,6 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
     };
     let mut out = std::io::stdout().lock();
     out.write_all(ENTER_SCREEN)?;
-    out.write_all(&screen)?;
     out.flush()?;
     spawn_input(
         writer.clone(),
@@ -62,7 +75,7 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
     if !read_only {
         spawn_resizer(writer.clone(), winch);
     }
-    let end = relay(&mut client, &mut out);
+    let relayed = relay(console, &mut out);
     out.write_all(LEAVE_SCREEN)?;
     out.flush()?;
     drop(out);
@@ -71,49 +84,53 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
         eprintln!("grove: detached from {agent}; it keeps running (`grove attach {agent}` again)");
         return Ok(ExitCode::SUCCESS);
     }
-    match end? {
-        attach::End {
-            record: Some(record),
-            ..
-        } => {
-            eprintln!("{}", result_line(&record));
-            Ok(if record.succeeded() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(AGENT_FAILED)
-            })
-        }
-        attach::End { reason, .. } => {
-            bail!(
-                "{}",
-                reason.unwrap_or_else(|| format!("the terminal of agent {agent} closed"))
-            )
-        }
-    }
+    relayed?;
+    outcome(&dirs, &agent)
 }
 
-/// Output to this terminal until the end (or until the connection closes: detach).
-fn relay(client: &mut grove_proto::Client, out: &mut impl Write) -> Result<attach::End> {
+/// The terminal closed: the agent ended (or its shim died). Its outcome comes from the
+/// daemon, on a new connection (the daemon may have restarted while we were attached).
+fn outcome(dirs: &grove_proto::paths::Dirs, agent: &str) -> Result<ExitCode> {
+    let finished = connect(dirs)?
+        .call::<Wait>(&WaitParams {
+            ids: vec![agent.to_string()],
+            mode: Default::default(),
+            until: Default::default(),
+        })?
+        .agents;
+    let record = finished
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("the daemon returned no result for agent {agent}"))?;
+    eprintln!("{}", result_line(&record));
+    Ok(if record.succeeded() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(AGENT_FAILED)
+    })
+}
+
+/// The agent's screen, then its output, to this terminal until the console closes.
+fn relay(mut console: UnixStream, out: &mut impl Write) -> Result<()> {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
     loop {
-        let Notification { method, params, .. } = match client.next_notification() {
-            Ok(n) => n,
-            Err(e) => {
-                return Ok(attach::End {
-                    record: None,
-                    reason: Some(format!(
-                        "the daemon closed the connection ({e}); the agent keeps running"
-                    )),
-                })
+        while let Some(message) = FromShim::decode(&mut buf)? {
+            match message {
+                FromShim::Snapshot { data, .. } | FromShim::Output(data) => {
+                    out.write_all(&data)?;
+                    out.flush()?;
+                }
+                FromShim::Refused(why) => bail!("{why}"),
+                _ => {}
             }
-        };
-        match method.as_str() {
-            attach::OUTPUT => {
-                let data: attach::Data = serde_json::from_value(params)?;
-                out.write_all(&attach::decode(&data.data).map_err(|e| anyhow!("output {e}"))?)?;
-                out.flush()?;
-            }
-            attach::END => return Ok(serde_json::from_value(params)?),
-            _ => {}
+        }
+        match console.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // Shut down by the detach key, or the shim is gone.
+            Err(_) => return Ok(()),
         }
     }
 }
@@ -139,13 +156,11 @@ fn spawn_input(
                 .iter()
                 .position(|&k| k == detach || (read_only && interactive && k == 0x03));
             let typed = &keys[..stop.unwrap_or(keys.len())];
-            if !read_only && !typed.is_empty() {
-                let data = attach::Data {
-                    data: attach::encode(typed),
-                };
-                if notify(&writer, attach::INPUT, &data).is_err() {
-                    return;
-                }
+            if !read_only
+                && !typed.is_empty()
+                && frame(&writer, &ToShim::Input(typed.to_vec())).is_err()
+            {
+                return;
             }
             if stop.is_some() {
                 detached.store(true, Ordering::SeqCst);
@@ -162,7 +177,7 @@ fn spawn_resizer(writer: Arc<Mutex<UnixStream>>, winch: nix::sys::signal::SigSet
     std::thread::spawn(move || {
         while winch.wait().is_ok() {
             if let Some(size) = this_terminal_size() {
-                if notify(&writer, attach::RESIZE, &size).is_err() {
+                if frame(&writer, &ToShim::Resize(size)).is_err() {
                     return;
                 }
             }
@@ -170,14 +185,11 @@ fn spawn_resizer(writer: Arc<Mutex<UnixStream>>, winch: nix::sys::signal::SigSet
     });
 }
 
-fn notify(writer: &Mutex<UnixStream>, method: &str, params: &impl serde::Serialize) -> Result<()> {
-    let line = grove_proto::framing::encode_line(&Notification {
-        jsonrpc: "2.0".into(),
-        method: method.into(),
-        params: serde_json::to_value(params)?,
-    });
+fn frame(writer: &Mutex<UnixStream>, message: &ToShim) -> Result<()> {
+    let mut bytes = Vec::new();
+    message.encode(&mut bytes);
     let mut stream = writer.lock().map_err(|_| anyhow!("writer poisoned"))?;
-    stream.write_all(&line)?;
+    stream.write_all(&bytes)?;
     Ok(())
 }
 

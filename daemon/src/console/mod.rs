@@ -90,6 +90,18 @@ const APPEARS_WITHIN: Duration = Duration::from_secs(10);
 
 /// Connects to the agent's console, waiting (bounded) for a shim that is just starting.
 pub async fn connect(dirs: &Dirs, id: &str) -> io::Result<(Incoming, Outgoing)> {
+    let (read, write) = connect_stream(dirs, id).await?.into_split();
+    Ok((
+        Incoming {
+            read,
+            buf: Vec::new(),
+        },
+        Outgoing { write },
+    ))
+}
+
+/// The same, as one stream (to hand to a client).
+pub async fn connect_stream(dirs: &Dirs, id: &str) -> io::Result<UnixStream> {
     let deadline = tokio::time::Instant::now() + APPEARS_WITHIN;
     let mut pause = Duration::from_millis(2);
     loop {
@@ -108,16 +120,8 @@ pub async fn connect(dirs: &Dirs, id: &str) -> io::Result<(Incoming, Outgoing)> 
     }
 }
 
-async fn connect_now(dirs: &Dirs, id: &str) -> io::Result<(Incoming, Outgoing)> {
-    let stream = UnixStream::connect(socket_path(dirs, id)).await?;
-    let (read, write) = stream.into_split();
-    Ok((
-        Incoming {
-            read,
-            buf: Vec::new(),
-        },
-        Outgoing { write },
-    ))
+async fn connect_now(dirs: &Dirs, id: &str) -> io::Result<UnixStream> {
+    UnixStream::connect(socket_path(dirs, id)).await
 }
 
 /// One request, one answer, on a connection of its own.

@@ -20,12 +20,25 @@ use tracing::Instrument;
 /// any) the peer process belongs to.
 #[derive(Clone)]
 pub struct Conn {
-    out: mpsc::Sender<Vec<u8>>,
+    out: mpsc::Sender<Out>,
     agent: Option<Identity>,
     /// Where `attach.input` and `attach.resize` go while the connection is attached.
     /// Handed over by the reader itself, not by a task per message, so keys stay in
     /// the order they were typed.
     attached: Arc<std::sync::Mutex<Option<mpsc::Sender<Inbound>>>>,
+}
+
+/// One line for the client, with a descriptor handed over with it (SCM_RIGHTS) when
+/// there is one.
+pub struct Out {
+    line: Vec<u8>,
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl From<Vec<u8>> for Out {
+    fn from(line: Vec<u8>) -> Out {
+        Out { line, fd: None }
+    }
 }
 
 /// What an attached client sends to the agent's terminal.
@@ -94,7 +107,7 @@ impl Conn {
 
     /// Queues one line (a response or a notification). False once the client is gone.
     pub async fn send<T: serde::Serialize>(&self, message: &T) -> bool {
-        self.out.send(encode_line(message)).await.is_ok()
+        self.out.send(encode_line(message).into()).await.is_ok()
     }
 
     pub async fn respond(&self, id: Option<Value>, answer: Answer) {
@@ -111,13 +124,30 @@ impl Conn {
             }
             Err(error) => encode_line(&Response::err(id, error)),
         };
-        let _ = self.out.send(line).await;
+        let _ = self.out.send(line.into()).await;
     }
 
     /// Queues a response line that the handler made itself, from [`ok_head`] on, so
     /// that a long result is never copied to be framed.
     pub async fn send_line(&self, line: Vec<u8>) {
-        let _ = self.out.send(line).await;
+        let _ = self.out.send(line.into()).await;
+    }
+
+    /// Answers `id` with `result` and hands `fd` to the client along with the answer.
+    pub async fn respond_with_fd(
+        &self,
+        id: Option<Value>,
+        result: super::handlers::Json,
+        fd: std::os::fd::OwnedFd,
+    ) -> bool {
+        let Some(id) = id else {
+            return false;
+        };
+        let result = result.into_bytes();
+        let mut line = ok_head(&id, result.len() + OK_TAIL.len());
+        line.extend_from_slice(&result);
+        line.extend_from_slice(OK_TAIL);
+        self.out.send(Out { line, fd: Some(fd) }).await.is_ok()
     }
 }
 
@@ -154,10 +184,18 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
         async move { super::peer::place(pin, &core).await }
     }));
     let (read, mut write) = stream.into_split();
-    let (out, mut outbox) = mpsc::channel::<Vec<u8>>(256);
+    let (out, mut outbox) = mpsc::channel::<Out>(256);
     let writer = tokio::spawn(async move {
-        while let Some(line) = outbox.recv().await {
-            if write.write_all(&line).await.is_err() {
+        while let Some(Out { line, fd }) = outbox.recv().await {
+            let sent = match fd {
+                Some(fd) => send_with_fd(&write, &line, &fd).await,
+                None => Ok(0),
+            };
+            let written = match sent {
+                Ok(n) => write.write_all(&line[n..]).await,
+                Err(e) => Err(e),
+            };
+            if written.is_err() {
                 break;
             }
         }
@@ -287,6 +325,25 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
     drop(conn);
     drop(agent_slot);
     let _ = writer.await;
+}
+
+/// Sends the start of `line` with `fd` attached (the descriptor travels with the
+/// first byte that goes); returns how much of the line went.
+async fn send_with_fd(
+    write: &tokio::net::unix::OwnedWriteHalf,
+    line: &[u8],
+    fd: &std::os::fd::OwnedFd,
+) -> std::io::Result<usize> {
+    let stream: &UnixStream = write.as_ref();
+    loop {
+        stream.writable().await?;
+        match stream.try_io(tokio::io::Interest::WRITABLE, || {
+            grove_sys::fdpass::send_with_fd(stream, line, fd)
+        }) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            result => return result,
+        }
+    }
 }
 
 /// Checks the JSON-RPC envelope; on failure returns the id to answer with and the error.

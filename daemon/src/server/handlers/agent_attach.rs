@@ -26,6 +26,12 @@ pub async fn handle(
     id: Option<Value>,
     params: AttachParams,
 ) -> Option<Answer> {
+    if params.direct {
+        return hand_over(ctx, conn, id, &params)
+            .await
+            .err()
+            .map(|e| Err(e.into()));
+    }
     let (mut incoming, mut outgoing, result) = match open(ctx, conn, &params).await {
         Ok(opened) => opened,
         Err(e) => return Some(Err(e.into())),
@@ -51,6 +57,41 @@ pub async fn handle(
         finish(ctx, conn, &agent).await;
     }
     None
+}
+
+/// Connects to the shim and hands the connection to the client: keys and output then
+/// go between the client and the shim alone, as fast as the terminal allows, and even
+/// while the daemon restarts.
+async fn hand_over(
+    ctx: &Ctx,
+    conn: &Conn,
+    id: Option<Value>,
+    params: &AttachParams,
+) -> Result<(), Error> {
+    let record = visible(ctx, conn, &params.id).await?;
+    console::check_reachable(&record, true)?;
+    let stream = console::connect_stream(&ctx.config.dirs, &record.id)
+        .await
+        .map_err(|e| {
+            Error::InvalidState(format!(
+                "cannot reach the terminal of agent {}: {e}",
+                record.id
+            ))
+        })?;
+    let fd = std::os::fd::OwnedFd::from(
+        stream
+            .into_std()
+            .map_err(|e| Error::Internal(format!("cannot hand over the terminal: {e}")))?,
+    );
+    let result = AttachResult {
+        id: record.id.clone(),
+        screen: String::new(),
+        size: record.tty.unwrap_or_default(),
+        direct: true,
+    };
+    let json = Json::of(&result).map_err(|e| Error::Internal(e.message))?;
+    conn.respond_with_fd(id, json, fd).await;
+    Ok(())
 }
 
 /// Checks, connects to the shim, takes the viewer's size and asks for the screen.
@@ -84,6 +125,7 @@ async fn open(
                     id: record.id.clone(),
                     screen: attach::encode(&data),
                     size,
+                    direct: false,
                 };
                 return Ok((incoming, outgoing, result));
             }
