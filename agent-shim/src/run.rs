@@ -259,12 +259,21 @@ fn start_command(
         .map(crate::pids::PidsCgroup::joiner)
         .transpose()
         .map_err(|e| cannot(format!("cannot prepare the agent's pids cgroup: {e}")))?;
+    let stdin = match &spec.stdin {
+        Some(path) => Stdio::from(take_input(path).map_err(|e| {
+            cannot(format!(
+                "cannot open the agent's input {}: {e}",
+                path.display()
+            ))
+        })?),
+        None => Stdio::null(),
+    };
     let mut command = Command::new(program);
     command
         .args(&spec.argv[1..])
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null());
+        .stdin(stdin);
     let limits = spec.limits.clone();
     // SAFETY: the closure runs in the forked child before exec and only makes
     // async-signal-safe system calls (sigprocmask, setpgid, write, setrlimit, prctl,
@@ -302,6 +311,17 @@ fn start_command(
             },
         }),
     }
+}
+
+/// Opens the agent's input and unlinks it: from here on only the open file holds it.
+fn take_input(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    std::fs::remove_file(path)?;
+    Ok(file)
 }
 
 fn apply_limits(limits: &Limits) -> nix::Result<()> {

@@ -453,6 +453,11 @@ pub struct SpawnArgs {
     /// Wait for the agent to finish and print its result.
     #[arg(long)]
     pub wait: bool,
+    /// Do not pass this command's stdin to the agent. Without it, input piped or
+    /// redirected from a file into `grove spawn` becomes the agent's stdin (at most
+    /// 512 KiB); a terminal or /dev/null never is read.
+    #[arg(long)]
+    pub no_stdin: bool,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

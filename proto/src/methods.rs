@@ -210,6 +210,10 @@ pub struct SpawnParams {
     /// More paths the jailed agent may write beneath (`--jail-write`).
     #[serde(default)]
     pub jail_write: Vec<PathBuf>,
+    /// The agent's standard input, base64 (input piped into `grove spawn`); at most
+    /// [`crate::MAX_SPAWN_STDIN_BYTES`] bytes. `None`: `/dev/null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_b64: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

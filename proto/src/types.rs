@@ -196,6 +196,14 @@ pub struct AgentRecord {
     /// controller is on, else the largest resident set of any one process.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// Where the agent starts, relative to its worktree's root: the caller's directory
+    /// in the repository. `None`: the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subdir: Option<PathBuf>,
+    /// Size of the input given to the agent's stdin (piped into `grove spawn`); `None`:
+    /// its stdin is `/dev/null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_bytes: Option<u64>,
 }
 
 impl AgentRecord {

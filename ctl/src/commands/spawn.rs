@@ -129,7 +129,47 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
                     })
             })
             .transpose()?,
+        stdin_b64: if args.no_stdin {
+            None
+        } else {
+            piped_stdin()?.map(|bytes| grove_proto::b64::encode(&bytes))
+        },
     })
+}
+
+/// Input piped or redirected from a file into `grove spawn`, for the agent's stdin.
+/// Only a pipe or a regular file is read: a terminal is the user typing, /dev/null and
+/// sockets are what scripts and harnesses leave attached. A pipe that never closes
+/// blocks here; `--no-stdin` is the way out. Over the cap, nothing is sent and nothing
+/// spawned: input is never cut short.
+fn piped_stdin() -> Result<Option<Vec<u8>>> {
+    use nix::sys::stat::{fstat, SFlag};
+    use std::io::Read;
+    let stdin = std::io::stdin();
+    let Ok(stat) = fstat(&stdin) else {
+        return Ok(None);
+    };
+    let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    if kind != SFlag::S_IFIFO && kind != SFlag::S_IFREG {
+        return Ok(None);
+    }
+    let cap = grove_proto::MAX_SPAWN_STDIN_BYTES;
+    let mut input = Vec::new();
+    stdin
+        .lock()
+        .take(cap as u64 + 1)
+        .read_to_end(&mut input)
+        .context("reading the input piped into grove spawn")?;
+    if input.len() > cap {
+        return Err(UsageError(format!(
+            "the input piped into grove spawn is over {} KiB, the most an agent's stdin \
+             may be given; put it in a file of the repository for the agent to read, or \
+             pass --no-stdin; nothing was spawned",
+            cap >> 10
+        ))
+        .into());
+    }
+    Ok((!input.is_empty()).then_some(input))
 }
 
 /// This process's environment, which the agent runs with (the daemon drops grove's
