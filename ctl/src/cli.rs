@@ -37,6 +37,8 @@ pub struct Cli {
 pub enum Command {
     /// Start an agent: a command run in a new worktree on its own branch.
     Spawn(Box<SpawnArgs>),
+    /// List agent presets: built-in, config.toml's and .grove.toml's [agents.NAME].
+    Agents,
     /// List agents (running and recent; --all for every one).
     List {
         /// Include collected, lost and cancelled agents.
@@ -453,6 +455,19 @@ pub struct SpawnArgs {
     /// Wait for the agent to finish and print its result.
     #[arg(long)]
     pub wait: bool,
+    /// Run the preset NAME (`grove agents` lists them) instead of a command after `--`:
+    /// `grove spawn --agent claude "fix the flaky test"`.
+    #[arg(long, value_name = "NAME", conflicts_with = "command")]
+    pub agent: Option<String>,
+    /// With --agent, the preset's non-interactive form (e.g. `claude -p PROMPT`).
+    #[arg(long, requires = "agent")]
+    pub headless: bool,
+    /// Print the argv the spawn would run (as a JSON array) and spawn nothing.
+    #[arg(long)]
+    pub print_argv: bool,
+    /// With --agent: the prompt (the words are joined with spaces).
+    #[arg(value_name = "PROMPT", requires = "agent")]
+    pub prompt: Vec<String>,
     /// Do not pass this command's stdin to the agent. Without it, input piped or
     /// redirected from a file into `grove spawn` becomes the agent's stdin (at most
     /// 512 KiB); a terminal or /dev/null never is read.

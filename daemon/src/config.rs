@@ -162,6 +162,10 @@ impl Default for SessionLifecycle {
     }
 }
 
+/// Tables of `config.toml` besides the settings: `[agents.NAME]` presets (read by the
+/// client, see `presets`) and `[notify]`.
+pub const TABLES: &[&str] = &["agents", "notify"];
+
 /// Every setting: its key in `config.toml`, its variable, its default as text.
 pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_worktrees", "GROVE_MAX_WORKTREES", "20"),
@@ -354,7 +358,7 @@ impl Layers {
             })?;
         if let Some(unknown) = table
             .keys()
-            .find(|k| !SETTINGS.iter().any(|(key, _, _)| key == k))
+            .find(|k| !SETTINGS.iter().any(|(key, _, _)| key == k) && !TABLES.contains(&k.as_str()))
         {
             return Err(ConfigError::File {
                 path: path.into(),
@@ -363,6 +367,7 @@ impl Layers {
                     SETTINGS
                         .iter()
                         .map(|(k, _, _)| *k)
+                        .chain(TABLES.iter().copied())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),

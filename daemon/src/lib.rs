@@ -13,6 +13,7 @@ mod instance;
 mod janitor;
 mod metrics;
 mod owner;
+pub mod presets;
 mod server;
 mod state;
 mod supervisor;

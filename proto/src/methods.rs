@@ -214,6 +214,9 @@ pub struct SpawnParams {
     /// [`crate::MAX_SPAWN_STDIN_BYTES`] bytes. `None`: `/dev/null`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_b64: Option<String>,
+    /// Run the agent in a pseudo terminal (`--tty`, or `tty = true` in its preset).
+    #[serde(default)]
+    pub tty: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

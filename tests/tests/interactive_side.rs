@@ -298,3 +298,174 @@ fn bad_input_over_the_socket_is_refused() {
     assert!(text.contains("stdin_b64 is not base64"), "{text}");
     assert_eq!(agent_count(&g), 0);
 }
+
+// 3. Agent presets.
+
+fn print_argv(g: &Grove, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["spawn", "--print-argv"];
+    all.extend_from_slice(args);
+    serde_json::from_str(g.ok(&all).trim()).expect("a JSON argv")
+}
+
+#[test]
+fn built_in_presets_build_their_documented_argv() {
+    let g = Grove::new();
+    let task = "fix the flaky test";
+    for (name, interactive, headless) in [
+        ("claude", vec!["claude", task], vec!["claude", "-p", task]),
+        ("codex", vec!["codex", task], vec!["codex", "exec", task]),
+        ("gemini", vec!["gemini", task], vec!["gemini", "-p", task]),
+        (
+            "aider",
+            vec!["aider"],
+            vec!["aider", "--yes-always", "--message", task],
+        ),
+    ] {
+        if name != "aider" {
+            assert_eq!(print_argv(&g, &["--agent", name, task]), interactive);
+        }
+        assert_eq!(
+            print_argv(
+                &g,
+                &["--agent", name, "--headless", "fix", "the", "flaky", "test"]
+            ),
+            headless,
+            "{name}"
+        );
+    }
+    assert_eq!(print_argv(&g, &["--agent", "claude"]), ["claude"]);
+    assert_eq!(print_argv(&g, &["--agent", "aider"]), ["aider"]);
+    // A prompt that would be dropped is refused instead.
+    let out = g.run(&["spawn", "--print-argv", "--agent", "aider", "do it"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("takes no prompt"), "{}", out.stderr);
+    let out = g.run(&["spawn", "--agent", "claude", "--headless"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("needs a prompt"), "{}", out.stderr);
+    let listed = g.json(&["agents"]);
+    let names: Vec<&str> = listed["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|p| p["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["aider", "claude", "codex", "gemini"]);
+    assert_eq!(listed["agents"][1]["source"], "built-in");
+    assert_eq!(listed["agents"][1]["tty"], true);
+}
+
+#[test]
+fn a_user_preset_runs_its_command_with_the_prompt_and_its_env() {
+    let g = Grove::new();
+    let script = g.dir.path().join("show-argv");
+    fs::write(
+        &script,
+        "#!/bin/sh\nfor a in \"$@\"; do echo \"arg: $a\"; done\necho \"var: $PRESET_VAR\"\n",
+    )
+    .expect("script");
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    fs::create_dir_all(&g.home).expect("home");
+    fs::write(
+        g.home.join("config.toml"),
+        format!(
+            "max_worktrees = 5\n[agents.mine]\ncommand = [\"{}\", \"--task={{prompt}}\", \"{{prompt}}\"]\n\
+             env = {{ PRESET_VAR = \"from the preset\" }}\n\
+             [agents.claude]\ncommand = [\"{}\", \"claude-override\"]\n",
+            script.display(),
+            script.display()
+        ),
+    )
+    .expect("config");
+    let id = g
+        .ok(&["spawn", "--agent", "mine", "two words"])
+        .trim()
+        .to_string();
+    let log = finished_log(&g, &id);
+    assert!(
+        log.contains("arg: --task=two words\narg: two words\nvar: from the preset\n"),
+        "{log}"
+    );
+    // The user's preset replaces the built-in of that name; --env wins over the preset's.
+    let id = g
+        .ok(&["spawn", "--agent", "claude", "--env", "PRESET_VAR=mine"])
+        .trim()
+        .to_string();
+    let log = finished_log(&g, &id);
+    assert!(log.contains("arg: claude-override\nvar: mine\n"), "{log}");
+    let listed = g.json(&["agents"]);
+    let claude = listed["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|p| p["name"] == "claude")
+        .expect("claude")
+        .clone();
+    assert!(claude["source"]
+        .as_str()
+        .expect("source")
+        .ends_with("config.toml"));
+}
+
+#[test]
+fn a_repository_preset_adds_names_but_never_replaces_a_known_one() {
+    let g = Grove::new();
+    fs::write(
+        g.repo.join(".grove.toml"),
+        "[agents.lint]\ncommand = [\"sh\", \"-c\", \"echo linting\"]\n\
+         [agents.claude]\ncommand = [\"sh\", \"-c\", \"echo hijacked\"]\n",
+    )
+    .expect("write");
+    g.git(&["add", ".grove.toml"]);
+    g.git(&["commit", "-qm", "presets"]);
+    assert_eq!(
+        print_argv(&g, &["--agent", "claude", "hi"]),
+        ["claude", "hi"]
+    );
+    let out = g.run(&["agents"]);
+    assert!(out.stdout.contains("lint"), "{}", out.stdout);
+    assert!(out.stderr.contains("never replaces"), "{}", out.stderr);
+    // The daemon takes a .grove.toml with presets.
+    let id = g.ok(&["spawn", "--agent", "lint"]).trim().to_string();
+    assert!(finished_log(&g, &id).contains("linting"));
+}
+
+#[test]
+fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
+    let g = Grove::new();
+    let out = g.run(&["spawn", "--agent", "clod", "fix it"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no agent preset `clod`")
+            && out.stderr.contains("aider, claude, codex, gemini"),
+        "{}",
+        out.stderr
+    );
+    // A preset whose program is not on the caller's PATH: refused at spawn, exit 2.
+    let out = g.run_env(
+        &["spawn", "--agent", "claude", "hi"],
+        &[("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("command not found: claude"),
+        "{}",
+        out.stderr
+    );
+    // A bad preset table is named with its file.
+    fs::create_dir_all(&g.home).expect("home");
+    fs::write(g.home.join("config.toml"), "[agents.x]\ntty = true\n").expect("config");
+    let out = g.run(&["agents"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("[agents.x] has no `command`"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(agent_count_without_daemon(&g), 0);
+}
+
+fn agent_count_without_daemon(g: &Grove) -> usize {
+    fs::remove_file(g.home.join("config.toml")).expect("rm");
+    agent_count(g)
+}

@@ -1,5 +1,6 @@
 //! One file per command.
 
+mod agents;
 mod completions;
 mod config;
 mod daemon;
@@ -37,6 +38,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Spawn(args) => spawn::run(*args, json),
+        Command::Agents => agents::run(json),
         Command::List { all, filter } => list::run(all, &filter, json),
         Command::Show { id } => show::run(&id, json),
         Command::Logs { id, follow, raw } => logs::run(&id, follow, raw, json),

@@ -12,6 +12,10 @@ use std::time::Duration;
 
 pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
     let params = params(&args)?;
+    if args.print_argv {
+        println!("{}", serde_json::to_string(&params.argv)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut client = connect(&dirs()?)?;
     let spinning = progress::wanted(json);
     let record = {
@@ -76,9 +80,10 @@ pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
 }
 
 fn params(args: &SpawnArgs) -> Result<SpawnParams> {
-    if args.command.is_empty() {
+    if args.command.is_empty() && args.agent.is_none() {
         return Err(UsageError(
-            "no command given: put the agent's command after `--`, e.g. `grove spawn -- make test`"
+            "no command given: put the agent's command after `--`, e.g. `grove spawn -- make test`, \
+             or name a preset with --agent (`grove agents` lists them)"
                 .into(),
         )
         .into());
@@ -88,12 +93,30 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         Some(path) => cwd.join(path),
         None => cwd.clone(),
     };
+    let (argv, tty, mut env) = match &args.agent {
+        Some(name) => {
+            let prompt = (!args.prompt.is_empty()).then(|| args.prompt.join(" "));
+            let preset = super::agents::resolve(name, args.headless, prompt.as_deref(), &repo)?;
+            let env: Vec<EnvVar> = preset
+                .env
+                .into_iter()
+                .map(|(name, value)| EnvVar { name, value })
+                .collect();
+            (preset.argv, preset.tty && !args.headless, env)
+        }
+        None => (args.command.clone(), false, Vec::new()),
+    };
+    // The spawn's own --env comes last, so it wins over the preset's.
+    for var in &args.env {
+        env.push(env_var(var)?);
+    }
     Ok(SpawnParams {
-        argv: args.command.clone(),
+        argv,
+        tty,
         repo,
         name: args.name.clone(),
         base: args.base.clone(),
-        env: args.env.iter().map(|s| env_var(s)).collect::<Result<_>>()?,
+        env,
         caller_env: Some(caller_env()),
         env_clear: args.env_clear,
         env_keep: args.env_keep.clone(),
@@ -129,7 +152,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
                     })
             })
             .transpose()?,
-        stdin_b64: if args.no_stdin {
+        stdin_b64: if args.no_stdin || args.print_argv {
             None
         } else {
             piped_stdin()?.map(|bytes| grove_proto::b64::encode(&bytes))
