@@ -84,6 +84,10 @@ pub enum Command {
         #[arg(long)]
         no_wait: bool,
     },
+    /// Freeze an agent's whole process tree (cgroup freezer, else SIGSTOP); `resume` thaws it.
+    Pause { id: String },
+    /// Thaw an agent that `grove pause` froze.
+    Resume { id: String },
     /// Show the agent's branch against its merge-base with its base, as git prints it.
     Diff {
         id: String,
@@ -225,10 +229,10 @@ pub struct ListFilter {
     /// Only agents of this repository (a path in it).
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
-    /// Only agents with this status or outcome (queued, running, collected, lost,
-    /// cancelled, succeeded, failed, killed, timed_out); finished ones need no --all.
+    /// Only agents with this status or outcome (queued, running, paused, collected,
+    /// lost, cancelled, succeeded, failed, killed, timed_out); finished ones need no --all.
     #[arg(long, value_name = "STATUS", value_parser = [
-        "queued", "preparing", "running", "exited", "collected", "lost", "cancelled",
+        "queued", "preparing", "running", "paused", "exited", "collected", "lost", "cancelled",
         "succeeded", "failed", "killed", "timed_out",
     ])]
     pub status: Option<String>,

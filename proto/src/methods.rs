@@ -31,6 +31,8 @@ method!(List, "agent.list", ListParams, AgentList);
 method!(Get, "agent.get", IdParams, AgentRecord);
 method!(Wait, "agent.wait", WaitParams, AgentList);
 method!(Kill, "agent.kill", IdParams, AgentRecord);
+method!(Pause, "agent.pause", IdParams, AgentRecord);
+method!(Resume, "agent.resume", IdParams, AgentRecord);
 method!(Report, "agent.report", ReportParams, AgentRecord);
 method!(Logs, "agent.logs", LogsParams, LogsResult);
 method!(Diff, "agent.diff", DiffParams, DiffResult);
@@ -106,6 +108,8 @@ pub const ALL_METHODS: &[&str] = &[
     Get::NAME,
     Wait::NAME,
     Kill::NAME,
+    Pause::NAME,
+    Resume::NAME,
     Report::NAME,
     Logs::NAME,
     Diff::NAME,
@@ -743,6 +747,8 @@ pub struct StateWatchResult {
 pub const ALL_EVENTS: &[&str] = &[
     "agent.queued",
     "agent.started",
+    "agent.paused",
+    "agent.resumed",
     "agent.exited",
     "agent.collected",
     "state.updated",

@@ -8,6 +8,7 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
+use std::time::Duration;
 use support::*;
 
 /// Landlock must be there for the jailed cases (CI has it and requires it).
@@ -468,4 +469,186 @@ fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
 fn agent_count_without_daemon(g: &Grove) -> usize {
     fs::remove_file(g.home.join("config.toml")).expect("rm");
     agent_count(g)
+}
+
+// 4. Pause and resume.
+
+/// A script that writes an ever-growing number to `file` every 100 ms.
+fn counter(file: &Path) -> String {
+    format!(
+        "echo $$ > {0}.pid; i=0; while :; do i=$((i+1)); echo $i > {0}.tmp; mv {0}.tmp {0}; sleep 0.1; done",
+        file.display()
+    )
+}
+
+/// The cgroup v2 directory of process `pid`.
+fn cgroup_of(pid: &str) -> std::path::PathBuf {
+    let line = fs::read_to_string(format!("/proc/{}/cgroup", pid.trim())).expect("cgroup");
+    let path = line
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("a cgroup v2 line");
+    let mounts = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let mount = mounts
+        .lines()
+        .find(|l| {
+            l.split(" - ")
+                .nth(1)
+                .is_some_and(|t| t.starts_with("cgroup2 "))
+        })
+        .and_then(|l| l.split(' ').nth(4))
+        .unwrap_or("/sys/fs/cgroup");
+    Path::new(mount).join(path.trim_start_matches('/'))
+}
+
+fn count(file: &Path) -> u64 {
+    fs::read_to_string(file)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until the counter stands still: two equal reads 500 ms apart.
+fn stands_still(file: &Path) {
+    eventually("the counter to stop", Duration::from_secs(10), || {
+        let before = count(file);
+        std::thread::sleep(Duration::from_millis(500));
+        before > 0 && count(file) == before
+    });
+}
+
+fn advances(file: &Path) {
+    let before = count(file);
+    eventually("the counter to advance", Duration::from_secs(10), || {
+        count(file) > before + 2
+    });
+}
+
+fn pause_and_resume(g: &Grove) {
+    let file = g.dir.path().join("count");
+    let id = g.spawn(&[], &counter(&file));
+    advances(&file);
+    let paused = g.json(&["pause", &id]);
+    assert_eq!(paused["status"], "paused");
+    stands_still(&file);
+    assert_eq!(g.status(&id), "paused");
+    let listed = g.ok(&["list"]);
+    assert!(listed.contains("paused"), "{listed}");
+    // Twice is a clear error, and changes nothing.
+    let again = g.run(&["pause", &id]);
+    assert_ne!(again.code, 0);
+    assert!(
+        again.stderr.contains("nothing to pause"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(g.json(&["resume", &id])["status"], "running");
+    advances(&file);
+    let again = g.run(&["resume", &id]);
+    assert!(
+        again.stderr.contains("nothing to resume"),
+        "{}",
+        again.stderr
+    );
+    g.ok(&["kill", &id]);
+}
+
+#[test]
+fn pause_freezes_the_whole_tree_and_resume_thaws_it() {
+    let g = Grove::new();
+    pause_and_resume(&g);
+}
+
+#[test]
+fn without_a_cgroup_pause_stops_the_tree_with_signals() {
+    let g = Grove::new().with_env(&[("GROVE_CGROUP", "false")]);
+    pause_and_resume(&g);
+}
+
+#[test]
+fn pausing_what_does_not_run_is_a_clear_error() {
+    let g = Grove::new();
+    let id = g.spawn(&[], "true");
+    g.wait(&id);
+    let out = g.run(&["pause", &id]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "agent {id} is succeeded, so there is nothing to pause"
+        )),
+        "{}",
+        out.stderr
+    );
+    let out = g.run(&["pause", "nosuchid"]);
+    assert_ne!(out.code, 0);
+}
+
+#[test]
+fn a_paused_agent_can_be_killed_and_survives_a_daemon_restart_paused() {
+    let g = Grove::new();
+    let file = g.dir.path().join("count");
+    let id = g.spawn(&[], &counter(&file));
+    advances(&file);
+    g.ok(&["pause", &id]);
+    stands_still(&file);
+    g.crash_daemon();
+    assert_eq!(
+        g.status(&id),
+        "paused",
+        "the restarted daemon lost the pause"
+    );
+    stands_still(&file);
+    g.ok(&["resume", &id]);
+    advances(&file);
+    // The freezer is the truth: thawed while no daemon ran, the agent is running.
+    g.ok(&["pause", &id]);
+    let pid = fs::read_to_string(g.dir.path().join("count.pid")).expect("pid");
+    let freeze = cgroup_of(&pid).join("cgroup.freeze");
+    let missing =
+        (!freeze.exists()).then(|| format!("no cgroup v2 freezer at {}", freeze.display()));
+    if !can_run("cgroup2", missing) {
+        return;
+    }
+    g.crash_daemon();
+    fs::write(&freeze, "0").expect("thaw by hand");
+    assert_eq!(
+        g.status(&id),
+        "running",
+        "the restarted daemon ignored the freezer"
+    );
+    advances(&file);
+    g.ok(&["pause", &id]);
+    let killed = g.json(&["kill", &id]);
+    assert_eq!(killed["outcome"], "killed", "{killed}");
+}
+
+#[test]
+fn an_agent_pauses_its_children_but_not_itself_nor_others() {
+    let g = Grove::new();
+    let file = g.dir.path().join("count");
+    let other = g.spawn(&[], "sleep 30");
+    let script = format!(
+        "child=$($GROVE_BIN spawn -- sh -c '{}') || exit 9\n\
+         sleep 0.5\n\
+         $GROVE_BIN pause $child && echo paused-child\n\
+         $GROVE_BIN pause $GROVE_AGENT_ID 2>&1 || echo refused-self\n\
+         $GROVE_BIN pause {other} 2>&1 || echo refused-other\n\
+         $GROVE_BIN resume $child && echo resumed-child\n\
+         $GROVE_BIN kill $child >/dev/null\n",
+        counter(&file)
+    );
+    let bin = format!("GROVE_BIN={BIN}");
+    let id = g.spawn(&["--env", &bin], &script);
+    let log = finished_log(&g, &id);
+    for said in [
+        "paused-child",
+        "refused-self",
+        "refused-other",
+        "resumed-child",
+    ] {
+        assert!(log.contains(said), "{said} missing: {log}");
+    }
+    assert!(log.contains("may not pause itself"), "{log}");
+    assert_eq!(g.status(&other), "running", "{log}");
+    g.ok(&["kill", &other]);
 }

@@ -14,6 +14,7 @@ mod logs;
 mod merge;
 mod metrics;
 mod overlaps;
+mod pause;
 mod queue;
 mod report;
 mod restore;
@@ -45,6 +46,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Wait { ids, any } => wait::run(ids, any, json),
         Command::Report { text, id } => report::run(&text, id, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
+        Command::Pause { id } => pause::run(&id, true, json),
+        Command::Resume { id } => pause::run(&id, false, json),
         Command::Diff { id, stat, paths } => diff::run(&id, stat, &paths, json),
         Command::Review { id, all } => review::run(id, all, json),
         Command::Merge(args) => {

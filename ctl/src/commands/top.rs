@@ -94,7 +94,7 @@ fn usage(
     window: Duration,
     at_ms: u64,
 ) -> AgentUsage {
-    let running = matches!(a.status, AgentStatus::Running);
+    let running = a.status.is_running();
     let tree = match (running, a.pid) {
         (true, Some(pid)) => now.tree(pid),
         _ => Vec::new(),
@@ -250,7 +250,7 @@ fn draw(snapshot: &Snapshot) -> Result<()> {
     let running = snapshot
         .agents
         .iter()
-        .filter(|a| a.status == AgentStatus::Running)
+        .filter(|a| a.status.is_running())
         .count();
     let mut lines = vec![format!(
         "grove top: {running} running, {} live    (q quits)",

@@ -368,7 +368,7 @@ impl Core {
         let Some(row) = self.agents.get_mut(id) else {
             return;
         };
-        if row.record.status != AgentStatus::Running {
+        if !row.record.status.is_running() {
             return;
         }
         let record = &mut row.record;
@@ -628,10 +628,14 @@ impl Core {
                 continue;
             };
             match row.record.status {
-                AgentStatus::Running => match (row.record.pid, row.pid_start) {
+                AgentStatus::Running | AgentStatus::Paused => match (row.record.pid, row.pid_start)
+                {
                     (Some(pid), Some(started)) if procfs::is_same_process(pid, started) => {
                         tracing::info!(agent = %id, pid, "adopting running agent");
                         crate::metrics::agent_adopted();
+                        if self.recover_paused(&id) {
+                            self.persist(&id).await;
+                        }
                         self.watch_shim(&id, pid);
                     }
                     _ => self.shim_exited(&id).await,
