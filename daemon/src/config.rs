@@ -69,6 +69,8 @@ pub struct Config {
     /// Record metrics at all (off only to measure what recording costs).
     pub metrics: bool,
     pub slo: SloConfig,
+    /// `[notify]`: what the user is told about agents, and how; `None`: nothing.
+    pub notify: Option<crate::notify::NotifyConfig>,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -311,6 +313,7 @@ impl Config {
                 None => grove_proto::PROTOCOL_VERSION,
             },
             checkout_workers: cores,
+            notify: layers.notify()?,
             sources,
             dirs,
         };
@@ -339,6 +342,22 @@ struct Raw {
 }
 
 impl Layers {
+    /// The `[notify]` table, parsed.
+    fn notify(&self) -> Result<Option<crate::notify::NotifyConfig>, ConfigError> {
+        let Some((path, table)) = &self.file else {
+            return Ok(None);
+        };
+        let Some(value) = table.get("notify") else {
+            return Ok(None);
+        };
+        crate::notify::NotifyConfig::parse(value, &path.display().to_string())
+            .map(Some)
+            .map_err(|reason| ConfigError::File {
+                path: path.clone(),
+                reason,
+            })
+    }
+
     fn load(path: &std::path::Path) -> Result<Layers, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,

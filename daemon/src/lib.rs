@@ -12,6 +12,7 @@ mod ids;
 mod instance;
 mod janitor;
 mod metrics;
+pub mod notify;
 mod owner;
 pub mod presets;
 mod server;

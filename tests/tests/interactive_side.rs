@@ -652,3 +652,113 @@ fn an_agent_pauses_its_children_but_not_itself_nor_others() {
     assert_eq!(g.status(&other), "running", "{log}");
     g.ok(&["kill", &other]);
 }
+
+// 5. Notifications.
+
+/// A grove whose `[notify]` command appends its GROVE_* environment to `out`, one run
+/// per block ending in `---`.
+fn notifying(events: &str) -> (Grove, std::path::PathBuf) {
+    let g = Grove::new();
+    let out = g.dir.path().join("notified");
+    fs::create_dir_all(&g.home).expect("home");
+    fs::write(
+        g.home.join("config.toml"),
+        format!(
+            "[notify]\ncommand = [\"sh\", \"-c\", \"env | grep ^GROVE_ | sort >> {0}; echo --- >> {0}\"]\n\
+             events = {events}\nwindow = \"2s\"\ndesktop = false\n",
+            out.display()
+        ),
+    )
+    .expect("config");
+    (g, out)
+}
+
+/// The runs of the notify command so far, each as its GROVE_* lines.
+fn runs(out: &Path) -> Vec<Vec<String>> {
+    let text = fs::read_to_string(out).unwrap_or_default();
+    text.split("---\n")
+        .filter(|run| !run.trim().is_empty())
+        .map(|run| run.lines().map(str::to_string).collect())
+        .collect()
+}
+
+fn var<'a>(run: &'a [String], name: &str) -> Option<&'a str> {
+    run.iter().find_map(|l| l.strip_prefix(&format!("{name}=")))
+}
+
+#[test]
+fn agents_ending_together_give_one_summary_run() {
+    let (g, out) = notifying("[\"exited\", \"failed\"]");
+    let go = g.dir.path().join("go");
+    let wait_then = |code: u32| {
+        format!(
+            "while [ ! -e {} ]; do sleep 0.02; done; exit {code}",
+            go.display()
+        )
+    };
+    let mut ids: Vec<String> = (0..4).map(|_| g.spawn(&[], &wait_then(0))).collect();
+    ids.push(g.spawn(&["--name", "broken"], &wait_then(3)));
+    fs::write(&go, "").expect("go");
+    for id in &ids {
+        g.wait(id);
+    }
+    eventually("the notify command to run", Duration::from_secs(10), || {
+        !runs(&out).is_empty()
+    });
+    let all = runs(&out);
+    assert_eq!(all.len(), 1, "more than one run: {all:?}");
+    let run = &all[0];
+    assert_eq!(var(run, "GROVE_EVENT_COUNT"), Some("5"), "{run:?}");
+    let mut told: Vec<&str> = var(run, "GROVE_AGENT_IDS")
+        .expect("ids")
+        .split(' ')
+        .collect();
+    told.sort_unstable();
+    ids.sort_unstable();
+    assert_eq!(told, ids);
+    assert_eq!(var(run, "GROVE_EVENT"), Some("exited,failed"), "{run:?}");
+    assert!(
+        var(run, "GROVE_SUMMARY").is_some_and(|s| s.contains("5 agents: 4 exited, 1 failed")),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn one_failure_is_told_with_its_id_name_event_and_status() {
+    let (g, out) = notifying("[\"failed\"]");
+    // A success is not what was asked for: it never runs the command.
+    let fine = g.spawn(&[], "true");
+    g.wait(&fine);
+    let id = g.spawn(&["--name", "flaky"], "exit 1");
+    g.wait(&id);
+    eventually("the notify command to run", Duration::from_secs(10), || {
+        !runs(&out).is_empty()
+    });
+    let all = runs(&out);
+    assert_eq!(all.len(), 1, "{all:?}");
+    let run = &all[0];
+    assert_eq!(var(run, "GROVE_AGENT_ID"), Some(id.as_str()), "{run:?}");
+    assert_eq!(var(run, "GROVE_AGENT_NAME"), Some("flaky"));
+    assert_eq!(var(run, "GROVE_EVENT"), Some("failed"));
+    assert_eq!(var(run, "GROVE_STATUS"), Some("failed (exit 1)"));
+    assert_eq!(var(run, "GROVE_EVENT_COUNT"), Some("1"));
+}
+
+#[test]
+fn a_bad_notify_setting_is_named_and_nothing_starts() {
+    let g = Grove::new();
+    fs::create_dir_all(&g.home).expect("home");
+    fs::write(
+        g.home.join("config.toml"),
+        "[notify]\ncommand = [\"true\"]\nevents = [\"done\"]\n",
+    )
+    .expect("config");
+    let out = g.run(&["config"]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("unknown event `done`")
+            && out.stderr.contains("waiting, exited, failed"),
+        "{}",
+        out.stderr
+    );
+}
