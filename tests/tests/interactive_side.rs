@@ -136,7 +136,7 @@ fn a_committed_symlink_does_not_start_the_agent_outside_its_worktree() {
 }
 
 #[test]
-fn a_jailed_agent_starts_in_the_callers_subdirectory_too() {
+fn a_jailed_agent_starts_in_the_callers_subdirectory_and_gets_its_input_too() {
     if !landlock() {
         return;
     }
@@ -146,13 +146,16 @@ fn a_jailed_agent_starts_in_the_callers_subdirectory_too() {
         &g,
         &g.repo.join("pkg"),
         &["--jail"],
-        "pwd; echo made > here",
-        None,
+        "pwd; read x; echo \"$x\" > here",
+        Some(b"made\n"),
     );
     let log = finished_log(&g, &id);
     let record = g.record(&id);
     let worktree = record["worktree"].as_str().expect("wt");
     assert!(log.contains(&format!("{worktree}/pkg\n")), "{log}");
+    // Its input too: the shim opened it before the jail closed.
+    let kept = g.home.join("agents").join(&id).join("stdin");
+    assert!(!kept.exists(), "the input stayed at rest");
     let branch = record["branch"].as_str().expect("branch");
     assert_eq!(g.git(&["show", &format!("{branch}:pkg/here")]), "made\n");
 }
