@@ -569,6 +569,42 @@ fn without_a_cgroup_pause_stops_the_tree_with_signals() {
 }
 
 #[test]
+fn a_timeout_counts_paused_time_and_ends_a_frozen_agent() {
+    for cgroup in ["true", "false"] {
+        let g = Grove::new().with_env(&[("GROVE_CGROUP", cgroup)]);
+        let file = g.dir.path().join("count");
+        let id = g.spawn(&["--timeout", "2s"], &counter(&file));
+        advances(&file);
+        g.ok(&["pause", &id]);
+        let done = g.wait(&id);
+        assert_eq!(done["outcome"], "timed_out", "cgroup={cgroup}: {done}");
+        assert_eq!(done["status"], "collected");
+    }
+}
+
+#[test]
+fn pause_and_resume_are_events() {
+    let g = Grove::new();
+    let id = g.spawn(&[], "sleep 30");
+    let mut events = client(&g);
+    call(
+        &mut events,
+        "events.subscribe",
+        serde_json::json!({ "agent": id }),
+    )
+    .expect("subscribe");
+    g.ok(&["pause", &id]);
+    g.ok(&["resume", &id]);
+    let paused = events.next_notification().expect("event");
+    assert_eq!(paused.method, "agent.paused");
+    assert_eq!(paused.params["status"], "paused");
+    let resumed = events.next_notification().expect("event");
+    assert_eq!(resumed.method, "agent.resumed");
+    assert_eq!(resumed.params["status"], "running");
+    g.ok(&["kill", &id]);
+}
+
+#[test]
 fn pausing_what_does_not_run_is_a_clear_error() {
     let g = Grove::new();
     let id = g.spawn(&[], "true");
