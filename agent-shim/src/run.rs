@@ -109,6 +109,20 @@ fn run(spec: &ShimSpec) -> i32 {
             );
         }
     };
+    if let (Some(console), Some(path)) = (console.as_mut(), &spec.stdin) {
+        // Input piped into `grove spawn` is the first thing the agent reads from its
+        // terminal or kept-open stdin.
+        match take_input(path).and_then(|mut file| {
+            let mut bytes = Vec::new();
+            io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+        }) {
+            Ok(bytes) => console.queue_input(bytes),
+            Err(e) => eprintln!(
+                "grove shim: cannot read the agent's input {}: {e}",
+                path.display()
+            ),
+        }
+    }
     let (exit_code, exit_signal, stop, error) =
         match start_command(spec, cgroup.as_ref(), pids.as_ref(), stdio) {
             Ok(child) => {
@@ -309,6 +323,16 @@ fn start_command(
         .map(crate::pids::PidsCgroup::joiner)
         .transpose()
         .map_err(|e| cannot(format!("cannot prepare the agent's pids cgroup: {e}")))?;
+    // With a console, the piped input was typed into it already (see `run`).
+    let stdin = match spec.stdin.as_ref().filter(|_| stdio.is_none()) {
+        Some(path) => Stdio::from(take_input(path).map_err(|e| {
+            cannot(format!(
+                "cannot open the agent's input {}: {e}",
+                path.display()
+            ))
+        })?),
+        None => Stdio::null(),
+    };
     let mut command = Command::new(program);
     command
         .args(&spec.argv[1..])
@@ -328,7 +352,7 @@ fn start_command(
             }
         }
         None => {
-            command.stdin(Stdio::null());
+            command.stdin(stdin);
         }
     }
     let limits = spec.limits.clone();
@@ -374,6 +398,17 @@ fn start_command(
             },
         }),
     }
+}
+
+/// Opens the agent's input and unlinks it: from here on only the open file holds it.
+fn take_input(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    std::fs::remove_file(path)?;
+    Ok(file)
 }
 
 fn apply_limits(limits: &Limits) -> nix::Result<()> {

@@ -41,6 +41,10 @@ pub struct ShimSpec {
     /// and memory accounting); otherwise, or when false, the /proc walk alone.
     #[serde(default = "yes")]
     pub cgroup: bool,
+    /// A file to give the command as its stdin (input piped into `grove spawn`); the
+    /// shim unlinks it once open, so that no copy stays at rest. `None`: `/dev/null`.
+    #[serde(default)]
+    pub stdin: Option<PathBuf>,
     /// A terminal or a kept-open stdin that the daemon reaches through a socket;
     /// `None`: stdin is /dev/null and the output goes straight to the log.
     #[serde(default)]

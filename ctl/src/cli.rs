@@ -37,6 +37,8 @@ pub struct Cli {
 pub enum Command {
     /// Start an agent: a command run in a new worktree on its own branch.
     Spawn(Box<SpawnArgs>),
+    /// List agent presets: built-in, config.toml's and .grove.toml's [agents.NAME].
+    Agents,
     /// List agents (running and recent; --all for every one).
     List {
         /// Include collected, lost and cancelled agents.
@@ -130,6 +132,10 @@ pub enum Command {
         #[arg(long)]
         no_wait: bool,
     },
+    /// Freeze an agent's whole process tree (cgroup freezer, else SIGSTOP); `resume` thaws it.
+    Pause { id: String },
+    /// Thaw an agent that `grove pause` froze.
+    Resume { id: String },
     /// Show the agent's branch against its merge-base with its base, as git prints it.
     Diff {
         id: String,
@@ -271,10 +277,10 @@ pub struct ListFilter {
     /// Only agents of this repository (a path in it).
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
-    /// Only agents with this status or outcome (queued, running, collected, lost,
-    /// cancelled, succeeded, failed, killed, timed_out); finished ones need no --all.
+    /// Only agents with this status or outcome (queued, running, paused, collected,
+    /// lost, cancelled, succeeded, failed, killed, timed_out); finished ones need no --all.
     #[arg(long, value_name = "STATUS", value_parser = [
-        "queued", "preparing", "running", "exited", "collected", "lost", "cancelled",
+        "queued", "preparing", "running", "paused", "exited", "collected", "lost", "cancelled",
         "succeeded", "failed", "killed", "timed_out",
     ])]
     pub status: Option<String>,
@@ -508,6 +514,24 @@ pub struct SpawnArgs {
     /// Keep the agent's stdin open for `grove send` (for agents without a terminal).
     #[arg(long)]
     pub stdin: bool,
+    /// Run the preset NAME (`grove agents` lists them) instead of a command after `--`:
+    /// `grove spawn --agent claude "fix the flaky test"`.
+    #[arg(long, value_name = "NAME", conflicts_with = "command")]
+    pub agent: Option<String>,
+    /// With --agent, the preset's non-interactive form (e.g. `claude -p PROMPT`).
+    #[arg(long, requires = "agent")]
+    pub headless: bool,
+    /// Print the argv the spawn would run (as a JSON array) and spawn nothing.
+    #[arg(long)]
+    pub print_argv: bool,
+    /// With --agent: the prompt (the words are joined with spaces).
+    #[arg(value_name = "PROMPT", requires = "agent")]
+    pub prompt: Vec<String>,
+    /// Do not pass this command's stdin to the agent. Without it, input piped or
+    /// redirected from a file into `grove spawn` becomes the agent's stdin (at most
+    /// 512 KiB); a terminal or /dev/null never is read.
+    #[arg(long)]
+    pub no_stdin: bool,
     /// The command to run, after `--`.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

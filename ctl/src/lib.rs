@@ -63,9 +63,21 @@ fn parse_failed(mut error: clap::Error) -> ! {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let args: Vec<String> = std::env::args().skip(1).collect();
     let spawning = args.iter().find(|a| !a.starts_with('-')) == Some(&"spawn".to_string());
-    if spawning && error.kind() == ErrorKind::UnknownArgument && !args.contains(&"--".into()) {
-        if let Some(ContextValue::String(first)) = error.get(ContextKind::InvalidArg).cloned() {
-            let from = args.iter().position(|a| *a == first).unwrap_or(args.len());
+    let misplaced = matches!(
+        error.kind(),
+        ErrorKind::UnknownArgument | ErrorKind::MissingRequiredArgument
+    );
+    // Without --agent, words after the options are a command that belongs after `--`
+    // (with it, they are the prompt).
+    let preset = args
+        .iter()
+        .any(|a| a == "--agent" || a.starts_with("--agent="));
+    if spawning && misplaced && !preset && !args.contains(&"--".into()) {
+        let invalid = match error.get(ContextKind::InvalidArg) {
+            Some(ContextValue::String(first)) => args.iter().position(|a| a == first),
+            _ => None,
+        };
+        if let Some(from) = first_positional(&args).or(invalid) {
             let (options, command) = args.split_at(from);
             let options = &options[options
                 .iter()
@@ -98,6 +110,38 @@ fn parse_failed(mut error: clap::Error) -> ! {
         std::process::exit(i32::from(exit::USAGE));
     }
     error.exit()
+}
+
+/// Where the first word of `args` (grove's arguments) after `spawn` that is neither an
+/// option nor an option's value is.
+fn first_positional(args: &[String]) -> Option<usize> {
+    use clap::CommandFactory;
+    let command = cli::Cli::command();
+    let spawn = command.find_subcommand("spawn")?;
+    let takes_value = |word: &str| {
+        let found = match word.strip_prefix("--") {
+            Some(long) => spawn.get_arguments().find(|a| a.get_long() == Some(long)),
+            None => {
+                let short = word.strip_prefix('-')?.chars().next()?;
+                spawn.get_arguments().find(|a| a.get_short() == Some(short))
+            }
+        };
+        found.map(|a| a.get_action().takes_values())
+    };
+    let start = args.iter().position(|a| a == "spawn")? + 1;
+    let mut i = start;
+    while i < args.len() {
+        let word = &args[i];
+        if !word.starts_with('-') || word == "-" {
+            return Some(i);
+        }
+        let inline = word.contains('=') || (word.len() > 2 && !word.starts_with("--"));
+        if !inline && takes_value(word).unwrap_or(false) {
+            i += 1;
+        }
+        i += 1;
+    }
+    None
 }
 
 /// An argument as a shell reads it back.

@@ -96,7 +96,7 @@ pub fn cell(text: impl ToString, tone: Option<Tone>) -> Cell {
 
 pub fn status_tone(status: AgentStatus, outcome: Option<Outcome>) -> Option<Tone> {
     Some(match (status, outcome) {
-        (AgentStatus::Queued, _) => Tone::Warn,
+        (AgentStatus::Queued | AgentStatus::Paused, _) => Tone::Warn,
         (AgentStatus::Preparing | AgentStatus::Running, _) => Tone::Busy,
         (_, Some(Outcome::Succeeded)) => Tone::Good,
         (_, Some(Outcome::Failed | Outcome::Killed)) => Tone::Bad,
@@ -113,7 +113,7 @@ pub fn status_word_tone(word: &str) -> Option<Tone> {
     match first {
         "succeeded" => Some(Tone::Good),
         "failed" | "killed" | "lost" => Some(Tone::Bad),
-        "timed" | "timed_out" | "queued" => Some(Tone::Warn),
+        "timed" | "timed_out" | "queued" | "paused" => Some(Tone::Warn),
         "running" | "preparing" | "exited" => Some(Tone::Busy),
         "cancelled" => Some(Tone::Dim),
         _ => None,

@@ -71,6 +71,8 @@ pub struct Config {
     /// Record metrics at all (off only to measure what recording costs).
     pub metrics: bool,
     pub slo: SloConfig,
+    /// `[notify]`: what the user is told about agents, and how; `None`: nothing.
+    pub notify: Option<crate::notify::NotifyConfig>,
     /// Where each setting came from.
     pub sources: BTreeMap<&'static str, Source>,
 }
@@ -163,6 +165,10 @@ impl Default for SessionLifecycle {
         }
     }
 }
+
+/// Tables of `config.toml` besides the settings: `[agents.NAME]` presets (read by the
+/// client, see `presets`) and `[notify]`.
+pub const TABLES: &[&str] = &["agents", "notify"];
 
 /// Every setting: its key in `config.toml`, its variable, its default as text.
 pub const SETTINGS: &[(&str, &str, &str)] = &[
@@ -311,6 +317,7 @@ impl Config {
                 None => grove_proto::PROTOCOL_VERSION,
             },
             checkout_workers: cores,
+            notify: layers.notify()?,
             sources,
             dirs,
         };
@@ -339,6 +346,22 @@ struct Raw {
 }
 
 impl Layers {
+    /// The `[notify]` table, parsed.
+    fn notify(&self) -> Result<Option<crate::notify::NotifyConfig>, ConfigError> {
+        let Some((path, table)) = &self.file else {
+            return Ok(None);
+        };
+        let Some(value) = table.get("notify") else {
+            return Ok(None);
+        };
+        crate::notify::NotifyConfig::parse(value, &path.display().to_string())
+            .map(Some)
+            .map_err(|reason| ConfigError::File {
+                path: path.clone(),
+                reason,
+            })
+    }
+
     fn load(path: &std::path::Path) -> Result<Layers, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
@@ -358,7 +381,7 @@ impl Layers {
             })?;
         if let Some(unknown) = table
             .keys()
-            .find(|k| !SETTINGS.iter().any(|(key, _, _)| key == k))
+            .find(|k| !SETTINGS.iter().any(|(key, _, _)| key == k) && !TABLES.contains(&k.as_str()))
         {
             return Err(ConfigError::File {
                 path: path.into(),
@@ -367,6 +390,7 @@ impl Layers {
                     SETTINGS
                         .iter()
                         .map(|(k, _, _)| *k)
+                        .chain(TABLES.iter().copied())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),

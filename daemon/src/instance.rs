@@ -89,6 +89,9 @@ pub async fn run(
         config.session_lifecycle,
         stopped.clone(),
     );
+    if let Some(notify) = config.notify.clone() {
+        crate::notify::start(notify, &events, stopped.clone());
+    }
     let janitor = janitor.start(stopped);
     let listener = bind(&dirs.socket)?;
     let metrics_listener = match config.metrics_listen {

@@ -3,6 +3,7 @@
 //! This crate is the single source of the wire types. It holds no daemon code, so that
 //! any client (the `grove` command, a parent agent, a test) can depend on it cheaply.
 
+pub mod b64;
 pub mod client;
 pub mod codes;
 pub mod console;
@@ -21,6 +22,10 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Largest line (one JSON-RPC message) either side accepts, newline excluded.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Most bytes of input piped into `grove spawn` (they travel base64-encoded in the spawn
+/// request, which must fit in one line with the caller's environment).
+pub const MAX_SPAWN_STDIN_BYTES: usize = 512 << 10;
 
 pub use client::{AsyncClient, Client, ClientError, Envelope};
 pub use jsonrpc::{Notification, Request, Response, RpcError};

@@ -31,6 +31,8 @@ method!(List, "agent.list", ListParams, AgentList);
 method!(Get, "agent.get", IdParams, AgentRecord);
 method!(Wait, "agent.wait", WaitParams, AgentList);
 method!(Kill, "agent.kill", IdParams, AgentRecord);
+method!(Pause, "agent.pause", IdParams, AgentRecord);
+method!(Resume, "agent.resume", IdParams, AgentRecord);
 method!(Report, "agent.report", ReportParams, AgentRecord);
 method!(Logs, "agent.logs", LogsParams, LogsResult);
 method!(Diff, "agent.diff", DiffParams, DiffResult);
@@ -110,6 +112,8 @@ pub const ALL_METHODS: &[&str] = &[
     Get::NAME,
     Wait::NAME,
     Kill::NAME,
+    Pause::NAME,
+    Resume::NAME,
     Report::NAME,
     Logs::NAME,
     Diff::NAME,
@@ -228,6 +232,10 @@ pub struct SpawnParams {
     /// Keep the agent's stdin open for `agent.send` (`--stdin`; without a terminal).
     #[serde(default)]
     pub keep_stdin: bool,
+    /// The agent's standard input, base64 (input piped into `grove spawn`); at most
+    /// [`crate::MAX_SPAWN_STDIN_BYTES`] bytes. `None`: `/dev/null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_b64: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -765,6 +773,8 @@ pub struct StateWatchResult {
 pub const ALL_EVENTS: &[&str] = &[
     "agent.queued",
     "agent.started",
+    "agent.paused",
+    "agent.resumed",
     "agent.exited",
     "agent.collected",
     "agent.waiting",
@@ -821,18 +831,7 @@ pub mod attach {
 
     pub const OUTPUT: &str = "attach.output";
 
-    /// Bytes as the protocol carries them in JSON.
-    pub fn encode(bytes: &[u8]) -> String {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    }
-
-    pub fn decode(text: &str) -> Result<Vec<u8>, String> {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|e| format!("not base64 (standard alphabet, padded): {e}"))
-    }
+    pub use crate::b64::{decode, encode};
     pub const END: &str = "attach.end";
     pub const INPUT: &str = "attach.input";
     pub const RESIZE: &str = "attach.resize";

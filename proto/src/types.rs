@@ -11,6 +11,8 @@ pub enum AgentStatus {
     Queued,
     Preparing,
     Running,
+    /// Running, with its whole process tree frozen (`grove pause`) until `grove resume`.
+    Paused,
     /// The process ended; its worktree is being collected.
     Exited,
     /// Finished and collected: the branch holds everything the agent produced.
@@ -21,6 +23,11 @@ pub enum AgentStatus {
 }
 
 impl AgentStatus {
+    /// True while the agent's processes exist (running or paused).
+    pub fn is_running(self) -> bool {
+        matches!(self, AgentStatus::Running | AgentStatus::Paused)
+    }
+
     /// True once nothing more will happen to the agent.
     pub fn is_final(self) -> bool {
         matches!(
@@ -34,6 +41,7 @@ impl AgentStatus {
             AgentStatus::Queued => "queued",
             AgentStatus::Preparing => "preparing",
             AgentStatus::Running => "running",
+            AgentStatus::Paused => "paused",
             AgentStatus::Exited => "exited",
             AgentStatus::Collected => "collected",
             AgentStatus::Lost => "lost",
@@ -239,6 +247,14 @@ pub struct AgentRecord {
     /// not known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
+    /// Where the agent starts, relative to its worktree's root: the caller's directory
+    /// in the repository. `None`: the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subdir: Option<PathBuf>,
+    /// Size of the input given to the agent's stdin (piped into `grove spawn`); `None`:
+    /// its stdin is `/dev/null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_bytes: Option<u64>,
 }
 
 impl AgentRecord {

@@ -605,3 +605,32 @@ fn top_attaches_kills_after_a_yes_and_keeps_finished_agents_in_sight() {
     tmux.keys("top", &["q"]);
     tmux.wait_for("top", "rc=0");
 }
+
+#[test]
+fn input_piped_into_spawn_is_the_first_thing_a_terminal_agent_reads() {
+    let g = Grove::new();
+    let mut child = g
+        .command()
+        .args([
+            "spawn",
+            "--tty",
+            "--",
+            "sh",
+            "-c",
+            "read x; echo \"got $x\"; sleep 30",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"piped-words\n").expect("write");
+    }
+    let out = child.wait_with_output().expect("spawn");
+    assert!(out.status.success());
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    wait_screen(&g, &id, "got piped-words");
+    g.ok(&["kill", &id]);
+}

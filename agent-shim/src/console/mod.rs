@@ -126,6 +126,11 @@ impl Console {
         Ok((console, stdio))
     }
 
+    /// Input for the agent before anyone types (what was piped into `grove spawn`).
+    pub fn queue_input(&mut self, bytes: Vec<u8>) {
+        self.pending_input.extend_from_slice(&bytes);
+    }
+
     /// Waits up to `timeout` (forever: `None`) for one of the supervised signals,
     /// serving the terminal and the daemon meanwhile.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Option<Signal> {

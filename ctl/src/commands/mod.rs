@@ -1,5 +1,6 @@
 //! One file per command.
 
+mod agents;
 mod attach;
 mod completions;
 mod config;
@@ -14,6 +15,7 @@ mod logs;
 mod merge;
 mod metrics;
 mod overlaps;
+mod pause;
 mod queue;
 mod report;
 mod restore;
@@ -40,6 +42,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let json = cli.json;
     match cli.command {
         Command::Spawn(args) => spawn::run(*args, json),
+        Command::Agents => agents::run(json),
         Command::List { all, filter } => list::run(all, &filter, json),
         Command::Show { id } => show::run(&id, json),
         Command::Logs { id, follow, raw } => logs::run(&id, follow, raw, json),
@@ -59,6 +62,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Status { activity, id } => send::status(&activity, id, json),
         Command::Report { text, id } => report::run(&text, id, json),
         Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
+        Command::Pause { id } => pause::run(&id, true, json),
+        Command::Resume { id } => pause::run(&id, false, json),
         Command::Diff { id, stat, paths } => diff::run(&id, stat, &paths, json),
         Command::Review { id, all } => review::run(id, all, json),
         Command::Merge(args) => {

@@ -12,6 +12,10 @@ use std::time::Duration;
 
 pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
     let params = params(&args)?;
+    if args.print_argv {
+        println!("{}", serde_json::to_string(&params.argv)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut client = connect(&dirs()?)?;
     let spinning = progress::wanted(json);
     let record = {
@@ -77,9 +81,10 @@ pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
 }
 
 fn params(args: &SpawnArgs) -> Result<SpawnParams> {
-    if args.command.is_empty() {
+    if args.command.is_empty() && args.agent.is_none() {
         return Err(UsageError(
-            "no command given: put the agent's command after `--`, e.g. `grove spawn -- make test`"
+            "no command given: put the agent's command after `--`, e.g. `grove spawn -- make test`, \
+             or name a preset with --agent (`grove agents` lists them)"
                 .into(),
         )
         .into());
@@ -89,12 +94,31 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         Some(path) => cwd.join(path),
         None => cwd.clone(),
     };
+    let (argv, tty, mut env) = match &args.agent {
+        Some(name) => {
+            let prompt = (!args.prompt.is_empty()).then(|| args.prompt.join(" "));
+            let preset = super::agents::resolve(name, args.headless, prompt.as_deref(), &repo)?;
+            let env: Vec<EnvVar> = preset
+                .env
+                .into_iter()
+                .map(|(name, value)| EnvVar { name, value })
+                .collect();
+            (preset.argv, preset.tty && !args.headless, env)
+        }
+        None => (args.command.clone(), false, Vec::new()),
+    };
+    // The spawn's own --env comes last, so it wins over the preset's.
+    for var in &args.env {
+        env.push(env_var(var)?);
+    }
+    // A preset may ask for a terminal; --tty always does.
+    let tty = tty || args.tty;
     Ok(SpawnParams {
-        argv: args.command.clone(),
+        argv,
         repo,
         name: args.name.clone(),
         base: args.base.clone(),
-        env: args.env.iter().map(|s| env_var(s)).collect::<Result<_>>()?,
+        env,
         caller_env: Some(caller_env()),
         env_clear: args.env_clear,
         env_keep: args.env_keep.clone(),
@@ -117,9 +141,8 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
             _ => None,
         },
         jail_write: args.jail_write.iter().map(|p| cwd.join(p)).collect(),
-        tty: args.tty,
-        tty_size: args
-            .tty
+        tty,
+        tty_size: tty
             .then(|| {
                 grove_sys::term::size(std::io::stdout())
                     .or_else(|| grove_sys::term::size(std::io::stdin()))
@@ -140,7 +163,47 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
                     })
             })
             .transpose()?,
+        stdin_b64: if args.no_stdin || args.print_argv {
+            None
+        } else {
+            piped_stdin()?.map(|bytes| grove_proto::b64::encode(&bytes))
+        },
     })
+}
+
+/// Input piped or redirected from a file into `grove spawn`, for the agent's stdin.
+/// Only a pipe or a regular file is read: a terminal is the user typing, /dev/null and
+/// sockets are what scripts and harnesses leave attached. A pipe that never closes
+/// blocks here; `--no-stdin` is the way out. Over the cap, nothing is sent and nothing
+/// spawned: input is never cut short.
+fn piped_stdin() -> Result<Option<Vec<u8>>> {
+    use nix::sys::stat::{fstat, SFlag};
+    use std::io::Read;
+    let stdin = std::io::stdin();
+    let Ok(stat) = fstat(&stdin) else {
+        return Ok(None);
+    };
+    let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    if kind != SFlag::S_IFIFO && kind != SFlag::S_IFREG {
+        return Ok(None);
+    }
+    let cap = grove_proto::MAX_SPAWN_STDIN_BYTES;
+    let mut input = Vec::new();
+    stdin
+        .lock()
+        .take(cap as u64 + 1)
+        .read_to_end(&mut input)
+        .context("reading the input piped into grove spawn")?;
+    if input.len() > cap {
+        return Err(UsageError(format!(
+            "the input piped into grove spawn is over {} KiB, the most an agent's stdin \
+             may be given; put it in a file of the repository for the agent to read, or \
+             pass --no-stdin; nothing was spawned",
+            cap >> 10
+        ))
+        .into());
+    }
+    Ok((!input.is_empty()).then_some(input))
 }
 
 /// This process's environment, which the agent runs with (the daemon drops grove's

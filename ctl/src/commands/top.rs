@@ -99,7 +99,7 @@ fn usage(
     window: Duration,
     at_ms: u64,
 ) -> AgentUsage {
-    let running = matches!(a.status, AgentStatus::Running);
+    let running = a.status.is_running();
     let tree = match (running, a.pid) {
         (true, Some(pid)) => now.tree(pid),
         _ => Vec::new(),
@@ -469,7 +469,7 @@ fn draw(snapshot: &Snapshot, screen: &mut Screen) -> Result<()> {
     let running = snapshot
         .agents
         .iter()
-        .filter(|a| a.status == AgentStatus::Running)
+        .filter(|a| a.status.is_running())
         .count();
     let ids: Vec<&str> = snapshot.agents.iter().map(|a| a.id.as_str()).collect();
     if screen

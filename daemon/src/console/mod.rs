@@ -22,8 +22,7 @@ pub fn socket_path(dirs: &Dirs, id: &str) -> PathBuf {
 
 /// Why a console cannot be reached for this agent, if it cannot.
 pub fn check_reachable(record: &AgentRecord, want_terminal: bool) -> Result<(), Error> {
-    use grove_proto::types::AgentStatus;
-    if record.status != AgentStatus::Running {
+    if !record.status.is_running() {
         return Err(Error::InvalidState(format!(
             "agent {} is {}, not running: its console is gone",
             record.id,

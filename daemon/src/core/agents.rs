@@ -168,6 +168,14 @@ impl Core {
         let id = row.record.id.clone();
         match row.record.status {
             AgentStatus::Running => {}
+            AgentStatus::Paused => {
+                // Killed anyway when thawing fails: the shim's cgroup.kill after the
+                // grace period ends even a frozen tree.
+                if let Err(e) = self.thaw_for_kill(&id).await {
+                    tracing::warn!(agent = %id, error = %e, "cannot thaw a paused agent before stopping it");
+                }
+                return self.signal_stop(&id);
+            }
             AgentStatus::Queued => {
                 return self
                     .cancel_queued(&id)
@@ -186,6 +194,12 @@ impl Core {
                 )))
             }
         }
+        self.signal_stop(&id)
+    }
+
+    /// SIGTERM to the agent's shim, which stops the tree.
+    fn signal_stop(&self, id: &str) -> Result<AgentRecord, Error> {
+        let row = self.resolve(id)?;
         let (Some(pid), Some(started)) = (row.record.pid, row.pid_start) else {
             return Err(Error::Internal(format!(
                 "agent {id} has no recorded process"

@@ -85,6 +85,12 @@ impl CoreHandle {
         self.ask(|reply| Msg::Kill(prefix.to_string(), reply)).await
     }
 
+    /// Freezes (`frozen`) or thaws the agent's whole process tree.
+    pub async fn pause(&self, prefix: &str, frozen: bool) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::Pause(prefix.to_string(), frozen, reply))
+            .await
+    }
+
     pub async fn recollect(&self, prefix: &str, reason: &str) -> Result<AgentRecord, Error> {
         self.ask(|reply| Msg::Recollect(prefix.to_string(), reason.to_string(), reply))
             .await

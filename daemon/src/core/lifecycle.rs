@@ -28,6 +28,28 @@ pub struct NewAgent {
     pub target: RepoTarget,
     pub base_name: String,
     pub base_commit: String,
+    /// Where the agent starts, relative to its worktree's root.
+    pub subdir: Option<std::path::PathBuf>,
+    /// The agent's stdin (input piped into `grove spawn`).
+    pub stdin: Option<Vec<u8>>,
+}
+
+/// The file in the agent's directory that holds its input until its shim opens (and
+/// unlinks) it.
+pub const STDIN_FILE: &str = "stdin";
+
+/// Writes the agent's input to a 0600 file of its own, synced: a queued agent keeps it
+/// across a daemon restart.
+fn keep_stdin(agent_dir: &std::path::Path, input: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(agent_dir.join(STDIN_FILE))?;
+    file.write_all(input)?;
+    file.sync_all()
 }
 
 impl Core {
@@ -139,6 +161,15 @@ impl Core {
         let agent_dir = dirs.agent_dir(&id);
         std::fs::create_dir_all(&agent_dir)
             .map_err(|e| Error::Internal(format!("cannot create {}: {e}", agent_dir.display())))?;
+        if let Some(input) = &new.stdin {
+            if let Err(e) = keep_stdin(&agent_dir, input) {
+                let _ = std::fs::remove_dir_all(&agent_dir);
+                return Err(Error::Internal(format!(
+                    "cannot keep the agent's input in {}: {e}; nothing was spawned",
+                    agent_dir.display()
+                )));
+            }
+        }
         let params = new.params;
         let branch = match &params.name {
             Some(name) => format!("grove/{name}-{id}"),
@@ -190,6 +221,8 @@ impl Core {
             tty: params.tty.then(|| params.tty_size.unwrap_or_default()),
             keep_stdin: params.keep_stdin && !params.tty,
             activity: None,
+            subdir: new.subdir,
+            stdin_bytes: new.stdin.as_ref().map(|b| b.len() as u64),
             name: params.name,
             id: id.clone(),
         };
@@ -344,10 +377,12 @@ impl Core {
             }
         }
         let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id).join("tmp"));
+        // Its shim unlinks the input once opened; this covers a shim that died first.
+        let _ = std::fs::remove_file(self.config.dirs.agent_dir(id).join(STDIN_FILE));
         let Some(row) = self.agents.get_mut(id) else {
             return;
         };
-        if row.record.status != AgentStatus::Running {
+        if !row.record.status.is_running() {
             return;
         }
         let record = &mut row.record;
@@ -607,10 +642,14 @@ impl Core {
                 continue;
             };
             match row.record.status {
-                AgentStatus::Running => match (row.record.pid, row.pid_start) {
+                AgentStatus::Running | AgentStatus::Paused => match (row.record.pid, row.pid_start)
+                {
                     (Some(pid), Some(started)) if procfs::is_same_process(pid, started) => {
                         tracing::info!(agent = %id, pid, "adopting running agent");
                         crate::metrics::agent_adopted();
+                        if self.recover_paused(&id) {
+                            self.persist(&id).await;
+                        }
                         self.watch_shim(&id, pid);
                     }
                     _ => self.shim_exited(&id).await,

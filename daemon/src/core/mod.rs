@@ -5,6 +5,7 @@
 mod agents;
 mod handle;
 mod lifecycle;
+mod pause;
 mod pool;
 mod prepare;
 mod queue;
@@ -48,6 +49,8 @@ pub enum Msg {
     Queue(Reply<Vec<AgentRecord>>),
     Wait(String, Reply<oneshot::Receiver<AgentRecord>>),
     Kill(String, Reply<AgentRecord>),
+    /// Freeze (`true`) or thaw an agent's tree.
+    Pause(String, bool, Reply<AgentRecord>),
     /// Remove the kept worktree of a finished agent (salvaged first), for `reason`.
     Recollect(String, String, Reply<AgentRecord>),
     /// Forget finished agents (records and logs) past retention.
@@ -218,6 +221,10 @@ impl Core {
                 let result = self.kill(&prefix).await;
                 let _ = reply.send(result);
             }
+            Msg::Pause(prefix, frozen, reply) => {
+                let result = self.pause(&prefix, frozen).await;
+                let _ = reply.send(result);
+            }
             Msg::Recollect(prefix, reason, reply) => self.recollect(&prefix, reason, reply),
             Msg::Forget(ids, reply) => {
                 let _ = reply.send(self.forget(ids).await);
@@ -261,7 +268,8 @@ impl Core {
                 let running: HashMap<u32, (&AgentRecord, Option<u64>)> = self
                     .agents
                     .values()
-                    .filter(|row| row.record.status == grove_proto::types::AgentStatus::Running)
+                    // Paused too: its processes are still that agent's, never the user's.
+                    .filter(|row| row.record.status.is_running())
                     .filter_map(|row| Some((row.record.pid?, (&row.record, row.pid_start))))
                     .collect();
                 let found = pids
@@ -275,11 +283,11 @@ impl Core {
                 let _ = reply.send(found);
             }
             Msg::Live(id, reply) => {
-                use grove_proto::types::AgentStatus::{Preparing, Running};
+                use grove_proto::types::AgentStatus::{Paused, Preparing, Running};
                 let found = self
                     .agents
                     .get(&id)
-                    .filter(|row| matches!(row.record.status, Preparing | Running))
+                    .filter(|row| matches!(row.record.status, Preparing | Running | Paused))
                     .map(|row| identity(&row.record));
                 let _ = reply.send(found);
             }

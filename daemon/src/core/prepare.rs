@@ -161,6 +161,35 @@ fn setup_runner(
     Ok(crate::worktree_setup::Runner { jail, env })
 }
 
+/// The caller's directory in the agent's worktree, or the root where the checkout has
+/// no such directory (sparse, untracked or ignored there), said in the agent's log.
+fn start_dir(record: &AgentRecord) -> PathBuf {
+    let Some(subdir) = &record.subdir else {
+        return record.worktree.clone();
+    };
+    let wanted = record.worktree.join(subdir);
+    // Canonical, so that a committed symlink cannot start the agent outside its worktree.
+    let inside = match (wanted.canonicalize(), record.worktree.canonicalize()) {
+        (Ok(dir), Ok(root)) => dir.is_dir() && dir.starts_with(&root),
+        _ => false,
+    };
+    if inside {
+        return wanted;
+    }
+    let note = format!(
+        "grove: {} is not a directory of this worktree (a sparse checkout, or a directory \
+         git does not track); the agent starts at the worktree's root\n",
+        subdir.display()
+    );
+    tracing::warn!(agent = %record.id, subdir = %subdir.display(), "starting at the worktree's root");
+    let _ = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&record.log_path)
+        .and_then(|mut log| std::io::Write::write_all(&mut log, note.as_bytes()));
+    record.worktree.clone()
+}
+
 async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     let record = &job.record;
     let dirs = &job.config.dirs;
@@ -188,9 +217,13 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
             tty: record.tty,
             waiting_after_ms: job.config.waiting_after.as_millis() as u64,
         }),
+        stdin: record.stdin_bytes.map(|_| {
+            dirs.agent_dir(&record.id)
+                .join(super::lifecycle::STDIN_FILE)
+        }),
     };
     let exe = job.exe.clone();
-    let cwd = record.worktree.clone();
+    let cwd = start_dir(record);
     let log = record.log_path.clone();
     tokio::task::spawn_blocking(move || launch(&exe, &spec, &cwd, &log))
         .await

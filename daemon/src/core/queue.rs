@@ -203,6 +203,13 @@ impl Core {
     }
 
     pub(super) async fn drop_queued_env(&self, id: &str) {
+        // The agent will not start: its input goes with its environment.
+        let _ = std::fs::remove_file(
+            self.config
+                .dirs
+                .agent_dir(id)
+                .join(super::lifecycle::STDIN_FILE),
+        );
         let owned = id.to_string();
         let _ = self
             .db

@@ -66,6 +66,17 @@ pub fn resolve_repo(path: &Path) -> Result<RepoTarget, Error> {
     })
 }
 
+/// Where `path` lies below the top of the worktree it is in (the main one or a linked
+/// one): the agent starts in the same place in its own worktree. `None` at the top, or
+/// when `path` is in no worktree.
+pub fn caller_subdir(path: &Path) -> Option<PathBuf> {
+    let repo = Repository::discover(path).ok()?;
+    let top = repo.workdir()?.canonicalize().ok()?;
+    let here = path.canonicalize().ok()?;
+    let below = here.strip_prefix(&top).ok()?;
+    (!below.as_os_str().is_empty()).then(|| below.to_path_buf())
+}
+
 fn repo_dir_name(workdir: &Path, common_dir: &Path) -> String {
     let base: String = workdir
         .file_name()

@@ -23,7 +23,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 /// The tables a `.grove.toml` may hold.
-pub const KNOWN_TABLES: &[&str] = &["state", "worktree"];
+pub const KNOWN_TABLES: &[&str] = &["agents", "state", "worktree"];
 
 /// Reads `[worktree]` from the text of a `.grove.toml`. A table grove does not know is
 /// refused: a misspelled `[worktre]` would otherwise be ignored without a word.

@@ -188,6 +188,49 @@ pub fn kill_stale_cgroup(agent_id: &str) -> io::Result<Option<PathBuf>> {
     Ok(Some(dir))
 }
 
+/// The cgroup of agent `agent_id`, when it has one (seen from the daemon, whose cgroup
+/// the shims share).
+fn agent_dir(agent_id: &str) -> Option<PathBuf> {
+    if agent_id.is_empty() || agent_id.contains(['/', '.']) {
+        return None;
+    }
+    base_dir()
+        .map(|base| base.join("grove").join(agent_id))
+        .filter(|dir| dir.join("cgroup.freeze").is_file())
+}
+
+/// Freezes (or thaws) the agent's whole tree with the cgroup v2 freezer, which no fork
+/// outruns, and waits until the kernel reports it done. `Ok(false)`: the agent has no
+/// cgroup (the caller stops the tree with signals instead).
+pub fn freeze(agent_id: &str, frozen: bool) -> io::Result<bool> {
+    let Some(dir) = agent_dir(agent_id) else {
+        return Ok(false);
+    };
+    fs::write(dir.join("cgroup.freeze"), if frozen { b"1" } else { b"0" })?;
+    // `frozen` in cgroup.events turns once every task has stopped; usually at once.
+    let want = if frozen { "frozen 1" } else { "frozen 0" };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let events = fs::read_to_string(dir.join("cgroup.events"))?;
+        if events.lines().any(|l| l.trim() == want) {
+            return Ok(true);
+        }
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{} did not report `{want}` within 5 s", dir.display()),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether the agent's cgroup is frozen (`cgroup.freeze`, as asked); `None` without one.
+pub fn is_frozen(agent_id: &str) -> Option<bool> {
+    let text = fs::read_to_string(agent_dir(agent_id)?.join("cgroup.freeze")).ok()?;
+    Some(text.trim() == "1")
+}
+
 /// Where agents' cgroups go: below the caller's own cgroup, else the mount's root.
 fn base_dir() -> Option<PathBuf> {
     let mount = cgroup2_mount()?;

@@ -40,6 +40,14 @@ pub fn kill_stale_cgroup(_agent_id: &str) -> std::io::Result<Option<std::path::P
     Ok(None)
 }
 
+pub fn freeze(_agent_id: &str, _frozen: bool) -> io::Result<bool> {
+    Ok(false)
+}
+
+pub fn is_frozen(_agent_id: &str) -> Option<bool> {
+    None
+}
+
 pub fn remove_when_empty(_dir: &std::path::Path) {}
 
 pub fn usable() -> bool {

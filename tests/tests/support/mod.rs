@@ -5,7 +5,7 @@
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -106,7 +106,10 @@ impl Grove {
             .env("NO_COLOR", "1")
             .envs(git_identity())
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(if self.repo.exists() { &self.repo } else { root });
+            .current_dir(if self.repo.exists() { &self.repo } else { root })
+            // `grove spawn` passes a piped stdin on to the agent: a test harness's pipe
+            // that never closes would hang it. Tests that pipe input say so.
+            .stdin(Stdio::null());
         command
     }
 

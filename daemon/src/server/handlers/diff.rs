@@ -91,7 +91,7 @@ fn cap(diff: &mut String) {
 /// repository, config included, is the agent's to write, and `git add` would run the
 /// filters such a config names outside the jail; its committed branch is shown instead.
 fn live_worktree(record: &AgentRecord) -> Option<PathBuf> {
-    let live = matches!(record.status, AgentStatus::Running | AgentStatus::Exited);
+    let live = record.status.is_running() || record.status == AgentStatus::Exited;
     (live && !record.jail && record.worktree.is_dir()).then(|| record.worktree.clone())
 }
 

@@ -18,6 +18,7 @@ pub mod hello;
 pub mod kill;
 pub mod list;
 pub mod logs;
+pub mod pause;
 pub mod queue;
 pub mod remove;
 pub mod report;
@@ -104,6 +105,10 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         m::Get::NAME => reply(get::handle(ctx, conn, parse::<m::Get>(params)?).await),
         m::Wait::NAME => reply(wait::handle(ctx, conn, parse::<m::Wait>(params)?).await),
         m::Kill::NAME => reply(kill::handle(ctx, conn, parse::<m::Kill>(params)?).await),
+        m::Pause::NAME => reply(pause::handle(ctx, conn, parse::<m::Pause>(params)?, true).await),
+        m::Resume::NAME => {
+            reply(pause::handle(ctx, conn, parse::<m::Resume>(params)?, false).await)
+        }
         m::Report::NAME => reply(report::handle(ctx, conn, parse::<m::Report>(params)?).await),
         m::Send::NAME => reply(agent_send::handle(ctx, conn, parse::<m::Send>(params)?).await),
         m::Screen::NAME => {

@@ -14,6 +14,11 @@ use grove_proto::types::AgentRecord;
 pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<AgentRecord, Error> {
     validate(&params)?;
     check_console_path(ctx, &params)?;
+    let stdin = params
+        .stdin_b64
+        .take()
+        .map(|text| decode_stdin(&text))
+        .transpose()?;
     crate::supervisor::spawn_defaults::resolve(&mut params, &ctx.config)?;
     // An agent's spawns are its children: recorded as such, one level deeper.
     let parent = conn.agent().cloned();
@@ -45,6 +50,9 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
         Some(parent) => Some(ctx.core.get(&parent.id).await?).filter(|p| p.jail),
         None => None,
     };
+    // Before a jailed parent's own repository is swapped for the user's: the same
+    // place is meant, relative to whichever worktree the caller stands in.
+    let subdir = crate::git::target::caller_subdir(&params.repo);
     let mut from_own_repo = None;
     if let Some(parent) = &jailed_parent {
         params.jail = Some(true);
@@ -127,6 +135,8 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
             target,
             base_name,
             base_commit: base_commit.to_string(),
+            subdir,
+            stdin,
         })
         .await
 }
@@ -282,6 +292,22 @@ fn check_console_path(ctx: &Ctx, params: &SpawnParams) -> Result<(), Error> {
         )));
     }
     Ok(())
+}
+
+/// The agent's input, refused whole (never cut short) when it is not base64 or too long.
+fn decode_stdin(text: &str) -> Result<Vec<u8>, Error> {
+    let bytes =
+        grove_proto::b64::decode(text).map_err(|e| Error::BadInput(format!("stdin_b64 is {e}")))?;
+    let cap = grove_proto::MAX_SPAWN_STDIN_BYTES;
+    if bytes.len() > cap {
+        return Err(Error::BadInput(format!(
+            "the agent's input is {} bytes, over the {} KiB a spawn carries; put it in a \
+             file of the repository for the agent to read instead; nothing was spawned",
+            bytes.len(),
+            cap >> 10
+        )));
+    }
+    Ok(bytes)
 }
 
 /// A name becomes part of the branch `grove/<name>-<id>`, so it must be one valid

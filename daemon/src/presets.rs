@@ -1,0 +1,248 @@
+//! Agent presets: `[agents.NAME]` of `config.toml` and `.grove.toml`, and the built-in
+//! ones. Pure: the client reads the files and resolves a preset into an argv, so that
+//! the command and its PATH lookup are the caller's.
+
+use std::collections::BTreeMap;
+
+/// The placeholder of an argv template that the prompt replaces.
+pub const PROMPT: &str = "{prompt}";
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Preset {
+    pub name: String,
+    /// `built-in`, or the file it was read from.
+    pub source: String,
+    /// The interactive argv template.
+    pub command: Vec<String>,
+    /// The argv template for non-interactive use (`--headless`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headless: Option<Vec<String>>,
+    /// Run it in a terminal (`spawn --tty`).
+    pub tty: bool,
+    /// Variables set for the agent (below the spawn's own `--env`).
+    #[serde(skip)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Presets for the common coding CLIs, from their documented flags: an initial prompt
+/// as the positional argument of the interactive program, and each one's
+/// non-interactive mode (`claude -p`, `codex exec`, `gemini -p`, `aider --message`).
+/// aider has no "first message, then chat": its interactive form takes no prompt.
+pub fn builtins() -> Vec<Preset> {
+    let preset = |name: &str, command: &[&str], headless: &[&str]| Preset {
+        name: name.into(),
+        source: "built-in".into(),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        headless: Some(headless.iter().map(|s| s.to_string()).collect()),
+        tty: true,
+        env: BTreeMap::new(),
+    };
+    vec![
+        preset("claude", &["claude", PROMPT], &["claude", "-p", PROMPT]),
+        preset("codex", &["codex", PROMPT], &["codex", "exec", PROMPT]),
+        preset("gemini", &["gemini", PROMPT], &["gemini", "-p", PROMPT]),
+        preset(
+            "aider",
+            &["aider"],
+            &["aider", "--yes-always", "--message", PROMPT],
+        ),
+    ]
+}
+
+/// The `[agents]` table of a TOML document (`config.toml` or `.grove.toml`), if any.
+pub fn parse(text: &str, origin: &str) -> Result<Vec<Preset>, String> {
+    let top: toml::Table = text.parse().map_err(|e| format!("{origin}: {e}"))?;
+    let Some(agents) = top.get("agents") else {
+        return Ok(Vec::new());
+    };
+    let agents = agents
+        .as_table()
+        .ok_or_else(|| format!("{origin}: `agents` must be a table of [agents.NAME] tables"))?;
+    agents
+        .iter()
+        .map(|(name, value)| one(name, value, origin))
+        .collect()
+}
+
+fn one(name: &str, value: &toml::Value, origin: &str) -> Result<Preset, String> {
+    let at = format!("{origin}: [agents.{name}]");
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(format!(
+            "{at}: a preset name is letters, digits, `-`, `_` or `.`"
+        ));
+    }
+    let table = value
+        .as_table()
+        .ok_or_else(|| format!("{at} must be a table with `command`"))?;
+    if let Some(unknown) = table
+        .keys()
+        .find(|k| !["command", "headless", "tty", "env"].contains(&k.as_str()))
+    {
+        return Err(format!(
+            "{at}: unknown key `{unknown}`; a preset has command, headless, tty and env"
+        ));
+    }
+    let argv = |key: &str| -> Result<Option<Vec<String>>, String> {
+        let Some(value) = table.get(key) else {
+            return Ok(None);
+        };
+        let list: Option<Vec<String>> = value.as_array().and_then(|items| {
+            items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect()
+        });
+        match list {
+            Some(list) if !list.is_empty() && !list[0].is_empty() => Ok(Some(list)),
+            _ => Err(format!(
+                "{at}: `{key}` must be a non-empty list of strings, e.g. [\"claude\", \"{PROMPT}\"]"
+            )),
+        }
+    };
+    let command = argv("command")?.ok_or_else(|| format!("{at} has no `command`"))?;
+    let tty = match table.get("tty") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(_) => return Err(format!("{at}: `tty` must be true or false")),
+    };
+    let mut env = BTreeMap::new();
+    if let Some(value) = table.get("env") {
+        let vars = value
+            .as_table()
+            .ok_or_else(|| format!("{at}: `env` must be a table of NAME = \"value\""))?;
+        for (var, value) in vars {
+            let value = value
+                .as_str()
+                .ok_or_else(|| format!("{at}: env `{var}` must be a string"))?;
+            env.insert(var.clone(), value.to_string());
+        }
+    }
+    Ok(Preset {
+        name: name.into(),
+        source: origin.into(),
+        command,
+        headless: argv("headless")?,
+        tty,
+        env,
+    })
+}
+
+/// Built-ins, then `user` (config.toml) over them by name, then `repo` (`.grove.toml`)
+/// for names neither has: a repository's file is anyone's commit, and must not change
+/// what a name the user already knows runs. Returns the presets and the repository's
+/// shadowed ones (named, so that `grove agents` can say so).
+pub fn merge(user: Vec<Preset>, repo: Vec<Preset>) -> (Vec<Preset>, Vec<Preset>) {
+    let mut all: BTreeMap<String, Preset> = builtins()
+        .into_iter()
+        .map(|p| (p.name.clone(), p))
+        .collect();
+    for preset in user {
+        all.insert(preset.name.clone(), preset);
+    }
+    let mut shadowed = Vec::new();
+    for preset in repo {
+        if all.contains_key(&preset.name) {
+            shadowed.push(preset);
+        } else {
+            all.insert(preset.name.clone(), preset);
+        }
+    }
+    (all.into_values().collect(), shadowed)
+}
+
+/// The argv of `preset` for `prompt`. Every `{prompt}` in an argument is replaced; with
+/// no prompt, an argument that is exactly `{prompt}` is left out.
+pub fn render(
+    preset: &Preset,
+    headless: bool,
+    prompt: Option<&str>,
+) -> Result<Vec<String>, String> {
+    let template = if headless {
+        preset.headless.as_ref().ok_or_else(|| {
+            format!(
+                "preset `{}` has no headless form; give it `headless = [...]` in [agents.{}]",
+                preset.name, preset.name
+            )
+        })?
+    } else {
+        &preset.command
+    };
+    let takes_prompt = template.iter().any(|a| a.contains(PROMPT));
+    match prompt {
+        Some(_) if !takes_prompt => Err(format!(
+            "preset `{}` takes no prompt{}: its command is {:?}",
+            preset.name,
+            if headless { "" } else { " interactively (try --headless)" },
+            template
+        )),
+        Some(prompt) => Ok(template.iter().map(|a| a.replace(PROMPT, prompt)).collect()),
+        None if headless && takes_prompt => Err(format!(
+            "preset `{}` --headless needs a prompt: grove spawn --agent {} --headless \"what to do\"",
+            preset.name, preset.name
+        )),
+        None => {
+            if let Some(arg) = template.iter().find(|a| a.contains(PROMPT) && *a != PROMPT) {
+                return Err(format!(
+                    "preset `{}` needs a prompt for its argument `{arg}`",
+                    preset.name
+                ));
+            }
+            Ok(template.iter().filter(|a| *a != PROMPT).cloned().collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builtin(name: &str) -> Preset {
+        builtins().into_iter().find(|p| p.name == name).expect(name)
+    }
+
+    #[test]
+    fn prompts_fill_templates_and_are_never_dropped() {
+        let claude = builtin("claude");
+        assert_eq!(
+            render(&claude, false, Some("fix it")).expect("ok"),
+            ["claude", "fix it"]
+        );
+        assert_eq!(render(&claude, false, None).expect("ok"), ["claude"]);
+        assert!(render(&claude, true, None).is_err());
+        let aider = builtin("aider");
+        assert!(render(&aider, false, Some("x")).is_err());
+    }
+
+    #[test]
+    fn repository_presets_do_not_shadow_known_names() {
+        let user = parse("[agents.claude]\ncommand = [\"my-claude\"]\n", "u").expect("ok");
+        let repo = parse(
+            "[agents.claude]\ncommand = [\"evil\"]\n[agents.lint]\ncommand = [\"make\", \"lint\"]\n",
+            "r",
+        )
+        .expect("ok");
+        let (all, shadowed) = merge(user, repo);
+        let claude = all.iter().find(|p| p.name == "claude").expect("ok");
+        assert_eq!(claude.command, ["my-claude"]);
+        assert!(all.iter().any(|p| p.name == "lint"));
+        assert_eq!(shadowed.len(), 1);
+    }
+
+    #[test]
+    fn bad_tables_are_named() {
+        for bad in [
+            "[agents.x]\ntty = true\n",
+            "[agents.x]\ncommand = []\n",
+            "[agents.x]\ncommand = [\"a\"]\nbogus = 1\n",
+            "[agents.x]\ncommand = [\"a\"]\ntty = \"yes\"\n",
+            "agents = 3\n",
+        ] {
+            let e = parse(bad, "f.toml").expect_err("an error");
+            assert!(e.starts_with("f.toml"), "{e}");
+        }
+    }
+}
