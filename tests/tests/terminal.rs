@@ -425,11 +425,16 @@ fn an_agent_cannot_type_into_another_agents_terminal() {
         }
         let script = attacker.display().to_string();
         let target = socket.display().to_string();
-        args.extend(["--", "python3", &script, &target]);
+        let grove = g.bin.display().to_string();
+        args.extend(["--", "python3", &script, &target, &grove, &victim]);
         let id = g.ok(&args).trim().to_string();
         let record = g.wait(&id);
         let log = g.ok(&["logs", &id]);
         assert!(log.contains("attempted"), "the attack ran: {log} {record}");
+        // Through the daemon: the victim is not the attacker's to see, and its own
+        // terminal is not its to type into either.
+        assert!(log.contains("send victim: 2"), "{log}");
+        assert!(log.contains("send self: 4"), "{log}");
     }
     std::thread::sleep(Duration::from_millis(300));
     let screen = screen_of(&g, &victim);
@@ -464,6 +469,12 @@ for _ in range(20):
         s.close()
     except Exception as e:
         print("refused:", e)
+import os, subprocess
+grove, victim = sys.argv[2], sys.argv[3]
+r = subprocess.run([grove, "send", victim, "echo PWNED"], capture_output=True, text=True)
+print("send victim:", r.returncode, r.stderr.strip())
+r = subprocess.run([grove, "send", os.environ["GROVE_AGENT_ID"], "x"], capture_output=True, text=True)
+print("send self:", r.returncode, r.stderr.strip())
 print("attempted")
 "#,
     )

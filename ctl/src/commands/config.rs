@@ -130,6 +130,7 @@ fn value_of(config: &Config, key: &str) -> String {
         "max_idle" => duration(config.max_idle),
         "retention" => duration(config.retention),
         "kill_grace" => duration(config.kill_grace),
+        "waiting_after" => duration(config.waiting_after),
         "max_depth" => config.max_depth.to_string(),
         "agent_max_children" => config.agent_max_children.to_string(),
         "agent_max_queued" => config.agent_max_queued.to_string(),

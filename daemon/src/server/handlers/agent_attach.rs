@@ -6,7 +6,7 @@
 
 use super::super::connection::{Conn, Inbound};
 use super::super::Ctx;
-use super::authority::visible;
+use super::authority::descendant;
 use super::{Answer, Json};
 use crate::console::{self, Incoming, Outgoing};
 use crate::Error;
@@ -68,7 +68,7 @@ async fn hand_over(
     id: Option<Value>,
     params: &AttachParams,
 ) -> Result<(), Error> {
-    let record = visible(ctx, conn, &params.id).await?;
+    let record = descendant(ctx, conn, &params.id).await?;
     console::check_reachable(&record, true)?;
     let stream = console::connect_stream(&ctx.config.dirs, &record.id)
         .await
@@ -100,7 +100,7 @@ async fn open(
     conn: &Conn,
     params: &AttachParams,
 ) -> Result<(Incoming, Outgoing, AttachResult), Error> {
-    let record = visible(ctx, conn, &params.id).await?;
+    let record = descendant(ctx, conn, &params.id).await?;
     console::check_reachable(&record, true)?;
     let unreachable = |e: std::io::Error| {
         Error::InvalidState(format!(

@@ -2,14 +2,14 @@
 
 use super::super::connection::Conn;
 use super::super::Ctx;
-use super::authority::visible;
+use super::authority::descendant;
 use crate::console;
 use crate::Error;
 use grove_proto::console::{FromShim, ToShim};
 use grove_proto::methods::{ScreenParams, ScreenResult};
 
 pub async fn handle(ctx: &Ctx, conn: &Conn, params: ScreenParams) -> Result<ScreenResult, Error> {
-    let record = visible(ctx, conn, &params.id).await?;
+    let record = descendant(ctx, conn, &params.id).await?;
     console::check_reachable(&record, true)?;
     let request = ToShim::Screen { ansi: params.ansi };
     match console::ask(&ctx.config.dirs, &record, request).await? {

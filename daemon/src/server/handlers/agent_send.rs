@@ -2,7 +2,7 @@
 
 use super::super::connection::Conn;
 use super::super::Ctx;
-use super::authority::visible;
+use super::authority::descendant;
 use crate::console;
 use crate::Error;
 use grove_proto::console::{FromShim, ToShim};
@@ -30,7 +30,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SendParams) -> Result<SendRe
             ))
         }
     };
-    let record = visible(ctx, conn, &params.id).await?;
+    let record = descendant(ctx, conn, &params.id).await?;
     console::check_reachable(&record, false)?;
     if params.enter {
         // A terminal's Enter key sends a carriage return; a pipe reader wants a newline.

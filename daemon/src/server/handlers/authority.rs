@@ -51,3 +51,18 @@ pub async fn visible(ctx: &Ctx, conn: &Conn, prefix: &str) -> Result<AgentRecord
         .get_for(prefix, conn.agent().map(|me| me.id.as_str()))
         .await
 }
+
+/// The agent `prefix` names, for acting on its terminal: an agent reaches only the
+/// agents it spawned (directly or not), never its own terminal, which would let it
+/// answer the very questions it was stopped on; the user reaches every agent.
+pub async fn descendant(ctx: &Ctx, conn: &Conn, prefix: &str) -> Result<AgentRecord, Error> {
+    let record = visible(ctx, conn, prefix).await?;
+    match conn.agent() {
+        Some(me) if me.id == record.id => Err(Error::Refused(format!(
+            "agent {} may not type into or read its own terminal; only the agents it \
+             spawned, or the user",
+            me.id
+        ))),
+        _ => Ok(record),
+    }
+}
