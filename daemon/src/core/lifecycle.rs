@@ -5,6 +5,7 @@ use super::prepare::Prepared;
 use super::{Core, Msg, Reply};
 use crate::db::agents::AgentRow;
 use crate::error::Error;
+use crate::git::authorship::AgentWork;
 use crate::git::collect::{finish, salvage, CollectJob, Collected};
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::git::worktree;
@@ -386,11 +387,14 @@ impl Core {
             branch: record.branch.clone(),
             base_commit: record.base_commit.clone(),
             keep,
-            reason: match (record.status, record.outcome) {
-                (AgentStatus::Exited, Some(outcome)) => format!("ended ({})", outcome.as_str()),
-                (AgentStatus::Exited, None) => "was lost".into(),
-                _ => format!("was removed ({why})"),
-            },
+            message: crate::git::authorship::message(&AgentWork {
+                id: &record.id,
+                name: record.name.as_deref(),
+                argv: &record.argv,
+                report: record.report.as_deref(),
+                removed: (record.status != AgentStatus::Exited).then_some(why.as_str()),
+            }),
+            author: self.config.commit_author,
             jailed: record.jail,
             sparse: record.sparse.clone(),
             scratch: self.config.dirs.agent_dir(&record.id).join("salvage.git"),

@@ -3,6 +3,7 @@
 //! (parallel checkout workers). Checkouts run hardened (`hardened_git`): no hooks, no
 //! fsmonitor, no global or system config.
 
+pub mod authorship;
 pub mod collect;
 pub mod lane;
 pub mod own_repo;
