@@ -4,6 +4,7 @@
 mod collect;
 mod list;
 mod memory;
+mod overlaps;
 mod pool;
 mod spawn;
 mod startup;
@@ -17,7 +18,7 @@ use serde_json::json;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7];
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8];
 
 pub struct Ctx<'a> {
     pub env: &'a Env,
@@ -38,6 +39,7 @@ pub fn title(case: u32) -> &'static str {
         5 => "durable state updates",
         6 => "memory and idle wake-ups",
         7 => "daemon start-up",
+        8 => "grove overlaps with 20 running agents",
         _ => "unknown case",
     }
 }
@@ -52,10 +54,11 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         5 => state::run(ctx),
         6 => memory::run(ctx),
         7 => startup::run(ctx),
+        8 => overlaps::run(ctx),
         _ => Ok(vec![Row::not_available(
             &case.to_string(),
             "unknown case",
-            format!("no case {case}; cases are 1-7"),
+            format!("no case {case}; cases are 1-8"),
         )]),
     };
     result.unwrap_or_else(|e| {

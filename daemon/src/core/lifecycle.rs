@@ -434,6 +434,8 @@ impl Core {
 
     pub(super) async fn collected(&mut self, id: &str, result: Result<Collected, Error>) {
         crate::metrics::collected(&result, |done| done.salvaged);
+        let live_index = self.config.dirs.agent_dir(id);
+        let _ = std::fs::remove_file(live_index.join(crate::git::LIVE_DIFF_INDEX));
         let why = self
             .removal_reasons
             .remove(id)

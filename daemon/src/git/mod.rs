@@ -16,6 +16,10 @@ pub mod worktree;
 
 use std::process::Command;
 
+/// The scratch index of a running agent's live diffs, in its state directory
+/// (`agent.diff`); it goes once the agent is collected.
+pub const LIVE_DIFF_INDEX: &str = "live-diff.index";
+
 /// A `git` command that ignores the daemon's own GIT_* environment, so that a daemon
 /// started from inside a git hook or a worktree never acts on the wrong repository.
 /// It dies with the daemon (SIGKILL on parent death): a git of a crashed daemon must not
