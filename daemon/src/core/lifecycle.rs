@@ -583,11 +583,47 @@ impl Core {
         self.db
             .call(move |conn| crate::db::agents::delete_many(conn, &owned))
             .await?;
+        let mut own_sessions = Vec::new();
         for id in &ids {
-            self.agents.remove(id);
+            if let Some(row) = self.agents.remove(id) {
+                // Its own session, or the one of the agent that spawned it into that
+                // agent's own session.
+                let record = row.record;
+                let own = record.session == record.id
+                    || record.parent.as_deref() == Some(record.session.as_str());
+                if own && !own_sessions.contains(&record.session) {
+                    own_sessions.push(record.session);
+                }
+            }
             let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id));
         }
+        self.forget_own_sessions(own_sessions).await;
         Ok(ids)
+    }
+
+    /// The automatic session of an agent goes with its record, once no agent left in
+    /// the table uses it (its children write to it too); an audit row says so.
+    async fn forget_own_sessions(&mut self, sessions: Vec<String>) {
+        for session in sessions {
+            if self
+                .agents
+                .values()
+                .any(|row| row.record.session == session)
+            {
+                continue;
+            }
+            let reason = "retention: its agent's record was deleted";
+            match self
+                .state
+                .remove(&session, "grove", reason, Vec::new())
+                .await
+            {
+                Ok(_) | Err(Error::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::warn!(session = %session, error = %e, "cannot delete an agent's own session at retention")
+                }
+            }
+        }
     }
 
     /// Start-up: adopt shims that are still alive, collect the ones that ended while
