@@ -62,6 +62,8 @@ pub struct Config {
     pub env_allow: Vec<String>,
     /// Files larger than this are left out of a salvage (recorded; the worktree kept).
     pub salvage_max_file: u64,
+    /// Who authors the commits grove makes for agents (grove is always the committer).
+    pub commit_author: crate::git::authorship::CommitAuthor,
     /// Sizes and checkpoint counts of sessions' shared state.
     pub state_limits: StateLimits,
     /// When sessions move from one lifecycle state to the next.
@@ -199,6 +201,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
     ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
+    ("commit_author", "GROVE_COMMIT_AUTHOR", "user"),
     ("state_max_write", "GROVE_STATE_MAX_WRITE", "256K"),
     ("state_max_session", "GROVE_STATE_MAX_SESSION", "2M"),
     ("checkpoint_keep", "GROVE_CHECKPOINT_KEEP", "500"),
@@ -278,6 +281,7 @@ impl Config {
             agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
             salvage_max_file: get("salvage_max_file")?.bytes()?,
+            commit_author: get("commit_author")?.commit_author()?,
             state_limits: StateLimits {
                 max_write: get("state_max_write")?.bytes()?.max(1),
                 max_session: get("state_max_session")?.bytes()?.max(1),
@@ -484,6 +488,11 @@ impl Raw {
     fn optional(self) -> Result<Option<Raw>, ConfigError> {
         let text = self.text.trim();
         Ok((!text.is_empty() && !text.eq_ignore_ascii_case("none")).then_some(self))
+    }
+
+    fn commit_author(&self) -> Result<crate::git::authorship::CommitAuthor, ConfigError> {
+        crate::git::authorship::CommitAuthor::parse(self.text.trim())
+            .ok_or_else(|| self.invalid("expected user or grove"))
     }
 
     fn boolean(&self) -> Result<bool, ConfigError> {

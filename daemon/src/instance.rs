@@ -46,6 +46,12 @@ pub async fn run(
         }
     }
     let db = Db::open(&dirs.database())?;
+    let pid = std::process::id();
+    let start = db
+        .call(move |conn| crate::db::starts::record(conn, now_ms(), pid))
+        .await?;
+    crate::metrics::daemon_started(start);
+    let db_at_exit = db.clone();
     let config = Arc::new(config);
     let lanes = Lanes::default();
     let (stop, stopped) = watch::channel(false);
@@ -141,6 +147,13 @@ pub async fn run(
     }
     let _ = core_stop.send(true);
     let _ = fs::remove_file(&dirs.socket);
+    let seq = start.seq;
+    if let Err(e) = db_at_exit
+        .call(move |conn| crate::db::starts::stopped(conn, seq, now_ms()))
+        .await
+    {
+        tracing::warn!(error = %e, "cannot record the clean stop; the next start counts it as a crash");
+    }
     tracing::info!("grove daemon stopped");
     Ok(())
 }

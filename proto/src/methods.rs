@@ -513,6 +513,9 @@ pub struct RestoreParams {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RestoreResult {
+    /// The record that tracks the restored worktree, like an agent's.
+    #[serde(default)]
+    pub id: String,
     pub branch: String,
     pub worktree: PathBuf,
 }

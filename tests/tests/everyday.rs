@@ -200,12 +200,11 @@ fn a_grove_toml_with_an_unknown_table_is_refused_with_the_known_ones() {
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
 
-#[test]
-fn bash_completion_completes_agent_ids_and_names() {
-    let g = Grove::new();
+/// An agent named "tabbed", and a PATH whose `grove` is this grove (the completion
+/// scripts call `grove __agents`).
+fn completion_setup(g: &Grove) -> (String, String) {
     let id = g.spawn(&["--name", "tabbed"], "true");
     g.wait(&id);
-    // The script calls `grove`: this grove under that name, first on PATH.
     let bin = g.dir.path().join("bin");
     std::fs::create_dir_all(&bin).expect("bin dir");
     std::os::unix::fs::symlink(BIN, bin.join("grove")).expect("symlink");
@@ -214,6 +213,43 @@ fn bash_completion_completes_agent_ids_and_names() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    (id, path)
+}
+
+/// Whether `shell` runs here (CI installs zsh and fish, .ci/run).
+fn have_shell(shell: &str) -> bool {
+    let missing = std::process::Command::new(shell)
+        .args(["-c", "exit 0"])
+        .output()
+        .err()
+        .map(|e| format!("cannot run {shell}: {e}"));
+    can_run(shell, missing)
+}
+
+/// Runs `shell args...` with the grove's environment; its stdout lines.
+fn shell_lines(g: &Grove, path: &str, shell: &str, args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new(shell)
+        .args(args)
+        .envs(grove_env(g))
+        .env("PATH", path)
+        .env("TMPDIR", g.dir.path())
+        .output()
+        .expect(shell);
+    assert!(
+        out.status.success(),
+        "{shell}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completion_completes_agent_ids_and_names() {
+    let g = Grove::new();
+    let (id, path) = completion_setup(&g);
     let complete = |words: &str, cword: usize| -> Vec<String> {
         let script = format!(
             "source <(grove completions bash) || exit 9\n\
@@ -221,22 +257,7 @@ fn bash_completion_completes_agent_ids_and_names() {
              _grove_with_agents grove \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
              printf '%s\\n' \"${{COMPREPLY[@]}}\""
         );
-        let out = std::process::Command::new("bash")
-            .arg("-c")
-            .arg(script)
-            .envs(grove_env(&g))
-            .env("PATH", &path)
-            .output()
-            .expect("bash");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(String::from)
-            .collect()
+        shell_lines(&g, &path, "bash", &["-c", &script])
     };
     let all = complete("grove --json show ''", 3);
     assert!(
@@ -251,6 +272,90 @@ fn bash_completion_completes_agent_ids_and_names() {
     );
     // Subcommands still complete as before.
     assert!(complete("grove sho", 1).contains(&"show".to_string()));
+}
+
+/// Completes a command line in a real interactive zsh, in a pseudo-terminal (zsh's own
+/// zpty module): the line is typed, TAB pressed, and every candidate the completion
+/// system offers printed; TAB is bound to a widget that completes, then prints a marker
+/// that ends the session.
+const ZSH_CAPTURE: &str = r#"
+zmodload zsh/zpty || exit 9
+zpty z zsh -f -i
+zpty -w z "PROMPT='>'; RPROMPT=; autoload -Uz compinit; compinit -u -d $TMPDIR/zcompdump"
+zpty -w z "source <(grove completions zsh) || exit 8"
+zpty -w z 'compadd () { if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then builtin compadd "$@"; return $?; fi; typeset -a __hits; builtin compadd -A __hits "$@"; local r=$?; (( $#__hits )) && print -r -l -- "<h""it>"${^__hits}; return $r }'
+zpty -w z '_capture() { zle complete-word; print -r -- "<e""nd>" }; zle -N _capture; bindkey "^I" _capture; zstyle ":completion:*" menu no'
+# Type the line only once the shell waits for input: typeahead can be dropped.
+zpty -w z "print -r -- '<rea''dy>'"
+while zpty -r z line; do [[ $line == '<ready>'* ]] && break; done
+zpty -w -n z "$1"$'\t'
+while zpty -r z line; do
+  [[ $line == *'<hit>'* ]] && print -r -- ${${line#*<hit>}%%$'\r'*}
+  [[ $line == *'<end>'* ]] && break
+done
+zpty -d z
+"#;
+
+#[test]
+fn zsh_completion_completes_agent_ids_and_names() {
+    if !have_shell("zsh") {
+        return;
+    }
+    let g = Grove::new();
+    let (id, path) = completion_setup(&g);
+    let script = g.dir.path().join("capture.zsh");
+    std::fs::write(&script, ZSH_CAPTURE).expect("write");
+    let script = script.to_str().expect("utf-8 path").to_string();
+    // A bound on the whole session: a completion that never ends fails the test.
+    let complete =
+        |line: &str| shell_lines(&g, &path, "timeout", &["60", "zsh", "-f", &script, line]);
+    let all = complete("grove show ");
+    assert!(
+        all.contains(&id) && all.contains(&"tabbed".to_string()),
+        "{all:?}"
+    );
+    assert_eq!(complete("grove discard tab"), ["tabbed"]);
+    assert_eq!(complete("grove merge tab"), ["tabbed"]);
+    assert_eq!(
+        complete(&format!("grove wait {}", &id[..3])),
+        vec![id.clone()]
+    );
+    assert!(complete("grove sho").contains(&"show".to_string()));
+}
+
+#[test]
+fn fish_completion_completes_agent_ids_and_names() {
+    if !have_shell("fish") {
+        return;
+    }
+    let g = Grove::new();
+    let (id, path) = completion_setup(&g);
+    // `complete -C` asks fish's own completion machinery, as TAB would.
+    let complete = |line: &str| -> Vec<String> {
+        let script = format!(
+            "grove completions fish | source; or exit 9\ncomplete -C {}",
+            shell_quote(line)
+        );
+        shell_lines(&g, &path, "fish", &["--no-config", "-c", &script])
+            .into_iter()
+            .map(|l| l.split('\t').next().unwrap_or("").to_string())
+            .collect()
+    };
+    let all = complete("grove show ");
+    assert!(
+        all.contains(&id) && all.contains(&"tabbed".to_string()),
+        "{all:?}"
+    );
+    assert_eq!(complete("grove merge tab"), ["tabbed"]);
+    assert_eq!(
+        complete(&format!("grove wait {}", &id[..3])),
+        vec![id.clone()]
+    );
+    assert!(complete("grove sho").contains(&"show".to_string()));
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 #[test]

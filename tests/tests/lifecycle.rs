@@ -30,7 +30,7 @@ fn spawn_run_collect_puts_the_agents_work_on_its_branch() {
     let log = g.git(&["log", "--format=%s", &format!("main..{branch}")]);
     let subjects: Vec<&str> = log.lines().collect();
     assert_eq!(subjects.len(), 2, "{log}");
-    assert!(subjects[0].starts_with("grove: salvage uncommitted work of agent"));
+    assert_eq!(subjects[0], "feature: work left at exit");
     assert_eq!(subjects[1], "agent commit");
     assert_eq!(
         g.git(&["show", &format!("{branch}:src/lib.txt")]),

@@ -173,3 +173,53 @@ fn overlaps_sees_running_agents_uncommitted_and_untracked_changes() {
         g.ok(&["kill", id]);
     }
 }
+
+#[test]
+fn a_repeated_live_diff_follows_every_change_and_its_scratch_index_goes_at_collect() {
+    let g = Grove::new();
+    let gate = g.dir.path().join("gate");
+    let id = g.spawn(
+        &[],
+        &format!(
+            "echo aaa >> README.md; while [ ! -e '{}' ]; do sleep 0.02; done",
+            gate.display()
+        ),
+    );
+    let worktree = std::path::PathBuf::from(
+        g.record(&id)["worktree"]
+            .as_str()
+            .expect("worktree")
+            .to_string(),
+    );
+    let readme = worktree.join("README.md");
+    eventually(
+        "the agent edited README.md",
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&readme).is_ok_and(|t| t.contains("aaa")),
+    );
+    let first = g.ok(&["diff", &id]);
+    assert!(first.contains("+aaa"), "{first}");
+    assert_eq!(g.ok(&["diff", &id]), first, "nothing changed, same answer");
+
+    // The same size, in place, at once: the answer must not be the last one.
+    let text = std::fs::read_to_string(&readme).expect("read");
+    std::fs::write(&readme, text.replace("aaa", "bbb")).expect("write");
+    let second = g.ok(&["diff", &id]);
+    assert!(
+        second.contains("+bbb") && !second.contains("+aaa"),
+        "{second}"
+    );
+    std::fs::write(worktree.join("new.txt"), "new\n").expect("write");
+    assert!(g.ok(&["diff", &id]).contains("+new"));
+    std::fs::remove_file(worktree.join("new.txt")).expect("rm");
+    assert!(!g.ok(&["diff", &id]).contains("+new"));
+    let stat = g.ok(&["diff", "--stat", &id]);
+    assert!(stat.contains("1 file changed"), "{stat}");
+
+    let scratch = g.home.join("agents").join(&id).join("live-diff.index");
+    assert!(scratch.exists(), "kept between diffs while it runs");
+    std::fs::write(&gate, "").expect("gate");
+    assert_eq!(g.wait(&id)["status"], "collected");
+    assert!(!scratch.exists(), "gone once the work is on the branch");
+    assert!(g.ok(&["diff", &id]).contains("+bbb"));
+}

@@ -552,3 +552,130 @@ fn slo_cleanup_lag_breaches_and_recovers() {
         "{shown}"
     );
 }
+
+/// `promtool check metrics` on the endpoint's exposition.
+fn promtool_accepts(addr: &str) {
+    let (code, text) = http_get(addr, "/metrics").expect("GET /metrics");
+    assert_eq!(code, 200, "{text}");
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("feed promtool");
+    let checked = promtool.wait_with_output().expect("promtool ran");
+    assert!(
+        checked.status.success(),
+        "promtool check metrics failed:\n{}{}\n{text}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
+
+/// The one value a Prometheus instant query answers, as text.
+fn prom_value(web: &str, query: &str) -> Option<String> {
+    let v = prom_query(web, query)?;
+    v["data"]["result"][0]["value"][1]
+        .as_str()
+        .map(String::from)
+}
+
+#[test]
+fn restarts_and_per_session_figures_reach_prometheus() {
+    if !can_run(
+        "prometheus",
+        missing("prometheus").or_else(|| missing("promtool")),
+    ) {
+        return;
+    }
+    let addr = format!("127.0.0.1:{}", free_port());
+    let g = Grove::new().with_env(&[("GROVE_METRICS_LISTEN", &addr)]);
+    create_session(&g, "big");
+    create_session(&g, "small.one");
+    let mut c = client(&g);
+    for n in 0..5 {
+        call(
+            &mut c,
+            "state.update",
+            json!({"session": "big", "writes": [
+                {"channel": "plan", "value": format!("step {n} {}", "x".repeat(500))}
+            ]}),
+        )
+        .expect("update big");
+    }
+    call(
+        &mut c,
+        "state.update",
+        json!({"session": "small.one", "writes": [{"channel": "count", "value": 1}]}),
+    )
+    .expect("update small");
+    drop(c);
+    assert_eq!(
+        metric_value(
+            &g,
+            "grove_daemon_restarts_total",
+            &[("previous", "stopped")]
+        ),
+        0.0
+    );
+
+    // One clean restart, then a crash and the start after it.
+    g.ok(&["daemon", "restart"]);
+    g.crash_daemon();
+    g.ok(&["list"]);
+    assert_eq!(
+        metric_value(
+            &g,
+            "grove_daemon_restarts_total",
+            &[("previous", "stopped")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric_value(
+            &g,
+            "grove_daemon_restarts_total",
+            &[("previous", "crashed")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric_value(&g, "grove_session_checkpoints", &[("session", "big")]),
+        5.0
+    );
+    let big = metric_value(&g, "grove_session_state_bytes", &[("session", "big")]);
+    let small = metric_value(&g, "grove_session_state_bytes", &[("session", "small.one")]);
+    assert!(big > 500.0 && small > 0.0 && big > small, "{big} {small}");
+    promtool_accepts(&addr);
+
+    let (_server, web) = start_prometheus(g.dir.path(), &addr);
+    eventually("prometheus has the restarts", LONG, || {
+        prom_value(&web, "grove_daemon_restarts_total{previous=\"crashed\"}").as_deref()
+            == Some("1")
+            && prom_value(&web, "grove_daemon_restarts_total{previous=\"stopped\"}").as_deref()
+                == Some("1")
+    });
+    assert_eq!(
+        prom_value(&web, "grove_session_checkpoints{session=\"big\"}").as_deref(),
+        Some("5")
+    );
+    assert_eq!(
+        prom_value(&web, "grove_session_state_bytes{session=\"big\"}"),
+        Some(big.to_string())
+    );
+    assert_eq!(
+        prom_value(&web, "grove_session_checkpoints{session=\"small.one\"}").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        prom_value(&web, "sum(grove_sessions_by_lifecycle)").as_deref(),
+        Some("2")
+    );
+}

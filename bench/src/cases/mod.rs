@@ -4,6 +4,7 @@
 mod collect;
 mod list;
 mod memory;
+mod overlaps;
 mod pool;
 mod spawn;
 mod startup;
@@ -18,7 +19,7 @@ use serde_json::json;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8];
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9];
 
 pub struct Ctx<'a> {
     pub env: &'a Env,
@@ -40,6 +41,7 @@ pub fn title(case: u32) -> &'static str {
         6 => "memory and idle wake-ups",
         7 => "daemon start-up",
         8 => "an agent's terminal against tmux",
+        9 => "grove overlaps with 20 running agents",
         _ => "unknown case",
     }
 }
@@ -55,10 +57,11 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         6 => memory::run(ctx),
         7 => startup::run(ctx),
         8 => terminal::run(ctx),
+        9 => overlaps::run(ctx),
         _ => Ok(vec![Row::not_available(
             &case.to_string(),
             "unknown case",
-            format!("no case {case}; cases are 1-8"),
+            format!("no case {case}; cases are 1-9"),
         )]),
     };
     result.unwrap_or_else(|e| {

@@ -35,6 +35,7 @@ fn with_agents(shell: clap_complete::Shell, script: String) -> String {
         Shell::Zsh => {
             let script = script
                 .replace("':id:_default'", "':id:_grove_agents'")
+                .replace("'::id:_default'", "'::id:_grove_agents'")
                 .replace("'*::ids:_default'", "'*::ids:_grove_agents'");
             match script.find("if [ \"$funcstack[1]\" = \"_grove\" ]") {
                 Some(at) => format!("{}{ZSH_AGENTS}\n{}", &script[..at], &script[at..]),

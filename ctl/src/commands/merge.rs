@@ -180,7 +180,7 @@ pub fn run(
     let was = Snapshot::take(t, &target_writes)?;
     let attempt = match mode {
         _ if already => Attempt::UpToDate,
-        Mode::Merge => merge(t, &branch, &was)?,
+        Mode::Merge => merge(t, &work, &target, &was)?,
         Mode::Squash => squash(t, &work, &was)?,
         Mode::Rebase => {
             let agent_place = Place::new(&git, &branch, agent_wt, &id, "agent")?;
@@ -630,8 +630,35 @@ impl Drop for TempWorktree {
     }
 }
 
-fn merge(t: &Git, branch: &str, was: &Snapshot) -> Result<Attempt> {
-    let out = t.output(&["merge", "--no-ff", "--no-edit", branch])?;
+/// The trailer that leads from a commit grove made for an agent back to its record.
+fn trailer(record: &AgentRecord) -> String {
+    format!("Grove-Agent: {}", record.id)
+}
+
+/// "the agent NAME (ID)", or "the agent ID".
+fn agent_words(record: &AgentRecord) -> String {
+    match record.name.as_deref().filter(|n| *n != record.id) {
+        Some(name) => format!("grove agent {name} ({})", record.id),
+        None => format!("grove agent {}", record.id),
+    }
+}
+
+fn merge(t: &Git, work: &Work, target: &str, was: &Snapshot) -> Result<Attempt> {
+    let branch = &work.record.branch;
+    let subject = format!(
+        "Merge branch '{branch}' into {target} ({})",
+        agent_words(&work.record)
+    );
+    let out = t.output(&[
+        "merge",
+        "--no-ff",
+        "--no-edit",
+        "-m",
+        &subject,
+        "-m",
+        &trailer(&work.record),
+        branch,
+    ])?;
     if out.status.success() {
         return done(t, &was.head);
     }
@@ -678,13 +705,14 @@ fn squash(t: &Git, work: &Work, was: &Snapshot) -> Result<Attempt> {
         "-q".into(),
         "-m".into(),
         format!(
-            "Squash-merge branch '{branch}' (grove agent {})",
-            work.record.id
+            "Squash-merge branch '{branch}' ({})",
+            agent_words(&work.record)
         ),
     ];
     if !subjects.trim().is_empty() {
         args.extend(["-m".into(), subjects.trim().to_string()]);
     }
+    args.extend(["-m".into(), trailer(&work.record)]);
     let out = t.output(&args)?;
     if !out.status.success() {
         t.run(&["reset", "--merge", "-q", "HEAD"])?;

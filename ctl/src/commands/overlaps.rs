@@ -140,21 +140,50 @@ impl Radar {
     /// Running agents' work as their worktrees hold it now (the daemon's `agent.diff`):
     /// uncommitted and untracked files collide too, and earliest is best to know. Their
     /// hunks carry git's context lines, so line overlaps are a little wider than exact.
+    /// Asked over a few connections at once: each diff is a walk of one worktree, which
+    /// the daemon runs on a thread of its own.
     pub fn with_live_changes(&mut self, client: &mut grove_proto::Client) -> Result<()> {
-        use grove_proto::methods::{Diff, DiffParams};
-        for (i, w) in self.works.iter().enumerate() {
-            if !w.live() {
-                continue;
-            }
-            let live = client.call::<Diff>(&DiffParams {
-                id: w.record.id.clone(),
-                stat: false,
-                paths: Vec::new(),
-            });
+        let live: Vec<(usize, String)> = self
+            .works
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.live())
+            .map(|(i, w)| (i, w.record.id.clone()))
+            .collect();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4)
+            .min(live.len().saturating_sub(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let found = std::sync::Mutex::new(Vec::new());
+        let take = || live.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let ask = |client: &mut grove_proto::Client, (i, id): &(usize, String)| {
             // An agent that ended meanwhile keeps what its branch says.
-            if let Ok(live) = live {
-                self.own[i] = crate::gitcli::changes_from_patch(&live.diff);
+            if let Some(changes) = live_changes(client, id) {
+                found
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((*i, changes));
             }
+        };
+        let dirs = dirs()?;
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| {
+                    let Ok(mut own) = crate::connect::connect_existing(&dirs) else {
+                        return;
+                    };
+                    while let Some(job) = take() {
+                        ask(&mut own, job);
+                    }
+                });
+            }
+            while let Some(job) = take() {
+                ask(client, job);
+            }
+        });
+        for (i, changes) in found.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            self.own[i] = changes;
         }
         Ok(())
     }
@@ -247,6 +276,19 @@ impl Radar {
         });
         order
     }
+}
+
+/// What a running agent's worktree holds now, or `None` when it cannot say (ended).
+fn live_changes(client: &mut grove_proto::Client, id: &str) -> Option<Changes> {
+    use grove_proto::methods::{Diff, DiffParams};
+    let live = client
+        .call::<Diff>(&DiffParams {
+            id: id.to_string(),
+            stat: false,
+            paths: Vec::new(),
+        })
+        .ok()?;
+    Some(crate::gitcli::changes_from_patch(&live.diff))
 }
 
 /// Diffs by commit pair, `<from>..<to>`, kept in a JSON file under the state dir. A

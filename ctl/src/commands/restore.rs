@@ -16,9 +16,14 @@ pub fn run(reference: &str, repo: Option<PathBuf>, json: bool) -> Result<ExitCod
         print_json(&restored)?;
     } else {
         println!(
-            "restored on branch {} in {}",
+            "restored on branch {} in {} (tracked as {}: `grove diff {}`, `grove merge {}`, \
+             `grove rm {}` salvages and removes it)",
             safe(&restored.branch),
-            safe_path(&restored.worktree)
+            safe_path(&restored.worktree),
+            safe(&restored.id),
+            safe(&restored.id),
+            safe(&restored.id),
+            safe(&restored.id)
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -152,6 +152,16 @@ impl CoreHandle {
             .await
     }
 
+    /// Checks out a salvage ref under the worktree root; the record tracking it.
+    pub async fn restore(
+        &self,
+        target: crate::git::target::RepoTarget,
+        reference: String,
+    ) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::Restore(target, reference, reply))
+            .await
+    }
+
     /// Live agents and the warm pool.
     pub async fn status(&self) -> (u64, Vec<grove_proto::methods::PoolWorktree>) {
         let (reply, answer) = oneshot::channel();

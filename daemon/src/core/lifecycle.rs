@@ -5,6 +5,7 @@ use super::prepare::Prepared;
 use super::{Core, Msg, Reply};
 use crate::db::agents::AgentRow;
 use crate::error::Error;
+use crate::git::authorship::AgentWork;
 use crate::git::collect::{finish, salvage, CollectJob, Collected};
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::git::worktree;
@@ -435,11 +436,14 @@ impl Core {
             branch: record.branch.clone(),
             base_commit: record.base_commit.clone(),
             keep,
-            reason: match (record.status, record.outcome) {
-                (AgentStatus::Exited, Some(outcome)) => format!("ended ({})", outcome.as_str()),
-                (AgentStatus::Exited, None) => "was lost".into(),
-                _ => format!("was removed ({why})"),
-            },
+            message: crate::git::authorship::message(&AgentWork {
+                id: &record.id,
+                name: record.name.as_deref(),
+                argv: &record.argv,
+                report: record.report.as_deref(),
+                removed: (record.status != AgentStatus::Exited).then_some(why.as_str()),
+            }),
+            author: self.config.commit_author,
             jailed: record.jail,
             sparse: record.sparse.clone(),
             scratch: self.config.dirs.agent_dir(&record.id).join("salvage.git"),
@@ -479,6 +483,8 @@ impl Core {
 
     pub(super) async fn collected(&mut self, id: &str, result: Result<Collected, Error>) {
         crate::metrics::collected(&result, |done| done.salvaged);
+        let live_index = self.config.dirs.agent_dir(id);
+        let _ = std::fs::remove_file(live_index.join(crate::git::LIVE_DIFF_INDEX));
         let why = self
             .removal_reasons
             .remove(id)
@@ -626,11 +632,47 @@ impl Core {
         self.db
             .call(move |conn| crate::db::agents::delete_many(conn, &owned))
             .await?;
+        let mut own_sessions = Vec::new();
         for id in &ids {
-            self.agents.remove(id);
+            if let Some(row) = self.agents.remove(id) {
+                // Its own session, or the one of the agent that spawned it into that
+                // agent's own session.
+                let record = row.record;
+                let own = record.session == record.id
+                    || record.parent.as_deref() == Some(record.session.as_str());
+                if own && !own_sessions.contains(&record.session) {
+                    own_sessions.push(record.session);
+                }
+            }
             let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id));
         }
+        self.forget_own_sessions(own_sessions).await;
         Ok(ids)
+    }
+
+    /// The automatic session of an agent goes with its record, once no agent left in
+    /// the table uses it (its children write to it too); an audit row says so.
+    async fn forget_own_sessions(&mut self, sessions: Vec<String>) {
+        for session in sessions {
+            if self
+                .agents
+                .values()
+                .any(|row| row.record.session == session)
+            {
+                continue;
+            }
+            let reason = "retention: its agent's record was deleted";
+            match self
+                .state
+                .remove(&session, "grove", reason, Vec::new())
+                .await
+            {
+                Ok(_) | Err(Error::NotFound(_)) => {}
+                Err(e) => {
+                    tracing::warn!(session = %session, error = %e, "cannot delete an agent's own session at retention")
+                }
+            }
+        }
     }
 
     /// Start-up: adopt shims that are still alive, collect the ones that ended while

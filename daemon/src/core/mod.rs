@@ -9,6 +9,7 @@ mod pause;
 mod pool;
 mod prepare;
 mod queue;
+mod restore;
 mod table;
 
 pub use handle::{Accepted, CoreHandle};
@@ -78,6 +79,13 @@ pub enum Msg {
     PoolEvicted(PathBuf, Result<Option<String>, Error>),
     /// Remove the warm pool (for good if the flag says so: shutdown), answer when done.
     PoolDrain(oneshot::Sender<()>, bool),
+    /// Check out a salvage ref under the worktree root and track it (`grove restore`).
+    Restore(crate::git::target::RepoTarget, String, Reply<AgentRecord>),
+    Restored(
+        String,
+        Result<crate::git::refs::Restored, Error>,
+        Reply<AgentRecord>,
+    ),
     /// Live agents and the warm pool, for `daemon.status`.
     Status(oneshot::Sender<(u64, Vec<grove_proto::methods::PoolWorktree>)>),
 }
@@ -303,6 +311,8 @@ impl Core {
             Msg::PoolFilled(path, result) => self.pool_filled(path, result).await,
             Msg::PoolEvicted(path, result) => self.pool_evicted(path, result).await,
             Msg::PoolDrain(done, close) => self.pool_drain(done, close),
+            Msg::Restore(target, reference, reply) => self.restore(target, reference, reply),
+            Msg::Restored(id, result, reply) => self.restored(&id, result, reply).await,
             Msg::Status(reply) => {
                 let _ = reply.send((self.live_count(), self.pool_status()));
             }

@@ -95,6 +95,15 @@ const MIGRATIONS: &[&str] = &[
         schema          TEXT NOT NULL,
         PRIMARY KEY (session, until_id)
     ) WITHOUT ROWID;",
+    // 9: every daemon start, and whether the daemon before it stopped cleanly (the
+    // restart counters of `grove metrics`).
+    "CREATE TABLE daemon_starts (
+        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+        started_at_ms   INTEGER NOT NULL,
+        pid             INTEGER NOT NULL,
+        previous        TEXT NOT NULL,
+        stopped_at_ms   INTEGER
+    );",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

@@ -3,6 +3,7 @@
 pub mod agents;
 mod migrations;
 pub mod removals;
+pub mod starts;
 pub mod trust;
 
 use crate::owner::{Owner, OwnerGone};

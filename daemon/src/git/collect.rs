@@ -9,6 +9,7 @@
 //! drivers are never used (see `scratch`); a linked worktree whose `.git`, `gitdir` or
 //! `commondir` no longer point where grove made them is kept, not salvaged through.
 
+use super::authorship::{authorship, CommitAuthor};
 use super::lane::RepoLane;
 use super::own_repo;
 use super::salvage::salvage_linked;
@@ -27,8 +28,10 @@ pub struct CollectJob {
     pub branch: String,
     pub base_commit: String,
     pub keep: bool,
-    /// Why the worktree is collected (for the salvage commit message).
-    pub reason: String,
+    /// What the salvage commit says (its message names the agent).
+    pub message: String,
+    /// Who authors the salvage commit.
+    pub author: CommitAuthor,
     /// The jailed layout: `worktree` is a repository of the agent's own.
     pub jailed: bool,
     /// Cone-mode directories of a sparse checkout.
@@ -86,11 +89,7 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
     }
     let base = oid(&job.base_commit)?;
     let user_objects = common.join("objects");
-    let message = format!(
-        "grove: salvage uncommitted work of agent {}\n\n\
-         grove committed what the worktree held when the agent {}.",
-        job.agent_id, job.reason
-    );
+    let authorship = authorship(common, job.author, job.message.clone());
     let mut result = Salvage::default();
     let (objects, write_to, tip, head) = if job.jailed {
         let expected = match &job.head_commit {
@@ -132,7 +131,7 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
                 &job.worktree,
                 &job.placed,
                 job.max_file,
-                &message,
+                &authorship,
                 job.time_s,
             )?;
             if let Some(linked) = linked {
@@ -166,7 +165,7 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
         sparse: &job.sparse,
         max_file: job.max_file,
         index_seed: result.admin.as_ref().map(|a| a.join("index")).as_deref(),
-        message: &message,
+        authorship: &authorship,
         time_s: job.time_s,
     })?;
     crate::faults::point("mid_salvage");

@@ -3,6 +3,7 @@
 //! (parallel checkout workers). Checkouts run hardened (`hardened_git`): no hooks, no
 //! fsmonitor, no global or system config.
 
+pub mod authorship;
 pub mod collect;
 pub mod lane;
 pub mod own_repo;
@@ -14,6 +15,10 @@ pub mod target;
 pub mod worktree;
 
 use std::process::Command;
+
+/// The scratch index of a running agent's live diffs, in its state directory
+/// (`agent.diff`); it goes once the agent is collected.
+pub const LIVE_DIFF_INDEX: &str = "live-diff.index";
 
 /// A `git` command that ignores the daemon's own GIT_* environment, so that a daemon
 /// started from inside a git hook or a worktree never acts on the wrong repository.

@@ -1,10 +1,9 @@
 //! Salvage refs: listing them and bringing one back as a branch and worktree.
 
-use super::git_command;
 use super::lane::RepoLane;
 use crate::error::Error;
 use grove_proto::types::SalvageRef;
-use std::path::PathBuf;
+use std::path::Path;
 
 pub use grove_proto::git::SALVAGE_PREFIX;
 
@@ -30,10 +29,22 @@ pub fn list(lane: &RepoLane) -> Result<Vec<SalvageRef>, Error> {
     Ok(found)
 }
 
-/// Creates branch `grove/restored-<name>` at the salvage ref and checks it out next to
-/// the repository (`<repo>.restored-<name>`), outside grove's worktree root, so that no
-/// clean-up ever takes it away again.
-pub fn restore(lane: &RepoLane, reference: &str) -> Result<(String, PathBuf), Error> {
+/// A salvage ref checked out again, ready to be tracked like an agent's worktree.
+pub struct Restored {
+    pub branch: String,
+    /// The salvage commit: the branch's tip.
+    pub commit: String,
+    /// Where the work forked from the repository's HEAD (what `grove diff` compares with).
+    pub base_commit: String,
+    /// What the base is called: HEAD's branch, or the commit.
+    pub base_ref: String,
+}
+
+/// The salvage ref `reference` names (`refs/grove/salvage/<name>` or just `<name>`).
+fn salvage_commit<'r>(
+    lane: &'r RepoLane,
+    reference: &str,
+) -> Result<(String, git2::Commit<'r>), Error> {
     let full = if reference.starts_with(SALVAGE_PREFIX) {
         reference.to_string()
     } else {
@@ -49,36 +60,64 @@ pub fn restore(lane: &RepoLane, reference: &str) -> Result<(String, PathBuf), Er
                 lane.target.workdir.display()
             ))
         })?;
+    Ok((full, commit))
+}
+
+/// Creates branch `grove/restored-<name>` at the salvage ref and checks it out at
+/// `path` (under grove's worktree root, where grove tracks it like a kept agent
+/// worktree: salvaged before any removal). Hardened: the commit holds what an agent
+/// left. On failure nothing is left behind.
+pub fn restore(
+    lane: &RepoLane,
+    reference: &str,
+    path: &Path,
+    checkout_workers: usize,
+) -> Result<Restored, Error> {
+    let (full, commit) = salvage_commit(lane, reference)?;
     let name = full.trim_start_matches(SALVAGE_PREFIX).replace('/', "-");
     let branch = free_branch(lane, &format!("grove/restored-{name}"));
-    let workdir = &lane.target.workdir;
-    let repo_name = workdir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "repo".into());
-    let path = workdir.with_file_name(format!("{repo_name}.{}", branch.replace('/', "-")));
     if path.exists() {
         return Err(Error::BadInput(format!(
             "{} already exists; move it away first",
             path.display()
         )));
     }
-    let output = git_command()
-        .arg("-C")
-        .arg(workdir)
-        .args(["worktree", "add", "--quiet", "-b", &branch])
-        .arg(&path)
-        .arg(commit.id().to_string())
-        .output()
-        .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
-    if !output.status.success() {
-        return Err(Error::Git(format!(
-            "git worktree add {} failed: {}",
-            path.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
+    let (base_commit, base_ref) = fork_point(lane, &commit);
+    super::worktree::create(
+        lane,
+        path,
+        &branch,
+        commit.id(),
+        "grove: restored salvage",
+        checkout_workers,
+        &[],
+    )?;
+    // Like a kept worktree: the lock would only stop the user from removing it.
+    if let Some(wt) = super::worktree::find(&lane.repo, path) {
+        let _ = wt.unlock();
     }
-    Ok((branch, path))
+    Ok(Restored {
+        branch,
+        commit: commit.id().to_string(),
+        base_commit,
+        base_ref,
+    })
+}
+
+/// Where `commit` forked from the repository's HEAD, and HEAD's name; without a
+/// common history, its first parent (or itself).
+fn fork_point(lane: &RepoLane, commit: &git2::Commit<'_>) -> (String, String) {
+    let head = lane.repo.head().ok();
+    let head_commit = head.as_ref().and_then(|h| h.target());
+    if let Some(fork) = head_commit.and_then(|h| lane.repo.merge_base(h, commit.id()).ok()) {
+        let name = match head.as_ref().and_then(|h| h.shorthand()) {
+            Some(short) if head.as_ref().is_some_and(|h| h.is_branch()) => short.to_string(),
+            _ => fork.to_string(),
+        };
+        return (fork.to_string(), name);
+    }
+    let fork = commit.parent_id(0).unwrap_or(commit.id()).to_string();
+    (fork.clone(), fork)
 }
 
 fn free_branch(lane: &RepoLane, base: &str) -> String {

@@ -2,6 +2,7 @@
 //! they hold onto a salvage ref before grove removes them. Agents' worktrees are
 //! salvaged by `collect` through a scratch repository instead.
 
+use super::authorship::Authorship;
 use crate::error::Error;
 use git2::{IndexAddOption, Oid, Repository, Signature};
 use std::path::Path;
@@ -169,7 +170,7 @@ pub fn salvage_linked(
     worktree: &Path,
     placed: &[String],
     max_file: u64,
-    message: &str,
+    authorship: &Authorship,
     time_s: u64,
 ) -> Result<Option<Linked>, Error> {
     let repo = Repository::open(worktree).map_err(git_err("opening", worktree))?;
@@ -222,11 +223,22 @@ pub fn salvage_linked(
         .find_tree(tree_id)
         .map_err(git_err("finding the tree", worktree))?;
     let when = git2::Time::new(time_s as i64, 0);
-    let signature = Signature::new("grove", "grove@localhost", &when)
-        .map_err(git_err("making a signature", worktree))?;
+    let sign = |who: &super::authorship::Identity| {
+        Signature::new(&who.name, &who.email, &when)
+            .map_err(git_err("making a signature", worktree))
+    };
+    let author = sign(&authorship.author)?;
+    let committer = sign(&authorship.committer)?;
     let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
     let commit = repo
-        .commit(None, &signature, &signature, message, &tree, &parents)
+        .commit(
+            None,
+            &author,
+            &committer,
+            &authorship.message,
+            &tree,
+            &parents,
+        )
         .map_err(git_err("committing", worktree))?;
     Ok(Some(Linked {
         head,

@@ -43,7 +43,8 @@ pub struct Stage<'a> {
     /// An index whose cached file stats spare hashing unchanged files (a linked
     /// worktree's own, verified); without one every file is hashed.
     pub index_seed: Option<&'a Path>,
-    pub message: &'a str,
+    /// Author, committer and message of the salvage commit.
+    pub authorship: &'a super::authorship::Authorship,
     /// Author and committer time (seconds): the same job makes the same commit, so a
     /// collect that a crash interrupted and that runs again changes nothing.
     pub time_s: u64,
@@ -160,11 +161,11 @@ impl Scratch {
         let date = format!("{} +0000", stage.time_s);
         let commit = run(
             self.git(stage.worktree, &index)
-                .env("GIT_AUTHOR_NAME", "grove")
-                .env("GIT_AUTHOR_EMAIL", "grove@localhost")
+                .env("GIT_AUTHOR_NAME", &stage.authorship.author.name)
+                .env("GIT_AUTHOR_EMAIL", &stage.authorship.author.email)
                 .env("GIT_AUTHOR_DATE", &date)
-                .env("GIT_COMMITTER_NAME", "grove")
-                .env("GIT_COMMITTER_EMAIL", "grove@localhost")
+                .env("GIT_COMMITTER_NAME", &stage.authorship.committer.name)
+                .env("GIT_COMMITTER_EMAIL", &stage.authorship.committer.email)
                 .env("GIT_COMMITTER_DATE", &date)
                 .args([
                     "commit-tree",
@@ -172,7 +173,7 @@ impl Scratch {
                     "-p",
                     &tip,
                     "-m",
-                    stage.message,
+                    &stage.authorship.message,
                 ]),
             "commit-tree",
         )?;

@@ -10,7 +10,7 @@ pub mod slo;
 
 pub use record::{
     agent_adopted, agent_lost, agent_running, checkpoint_saved, collected, daemon_ready,
-    left_queue, prune_due, prune_ran, restored, schema_refusal,
+    daemon_started, left_queue, prune_due, prune_ran, restored, schema_refusal,
 };
 
 use crate::server::Ctx;
@@ -76,6 +76,52 @@ pub async fn sessions(ctx: &Ctx) -> Vec<(u64, u64)> {
         .iter()
         .map(|s| (s.state_bytes, s.checkpoints))
         .collect()
+}
+
+/// Sessions shown one by one (the largest by state): a label per session of 100,000
+/// would swamp any scraper.
+pub const SESSIONS_SHOWN: usize = 50;
+
+/// Session count by lifecycle state, and state bytes and checkpoints of the largest
+/// sessions, each labelled with its name.
+fn session_metrics(sessions: &mut [grove_proto::state::SessionInfo]) -> Vec<Metric> {
+    let mut by_lifecycle: BTreeMap<String, u64> = BTreeMap::new();
+    for s in sessions.iter() {
+        *by_lifecycle.entry(s.lifecycle.clone()).or_default() += 1;
+    }
+    sessions.sort_by(|a, b| {
+        (b.state_bytes, b.checkpoints, &a.name).cmp(&(a.state_bytes, a.checkpoints, &b.name))
+    });
+    let shown = &sessions[..sessions.len().min(SESSIONS_SHOWN)];
+    let each = |value: fn(&grove_proto::state::SessionInfo) -> u64| {
+        shown
+            .iter()
+            .map(|s| labelled(&[("session", &s.name)], value(s) as f64))
+            .collect()
+    };
+    vec![
+        metric(
+            "grove_sessions_by_lifecycle",
+            "gauge",
+            "Sessions by lifecycle state (active, idle, suspended, archived).",
+            by_lifecycle
+                .iter()
+                .map(|(state, n)| labelled(&[("lifecycle", state)], *n as f64))
+                .collect(),
+        ),
+        metric(
+            "grove_session_state_bytes",
+            "gauge",
+            "State size (JSON bytes) per session, for the 50 largest.",
+            each(|s| s.state_bytes),
+        ),
+        metric(
+            "grove_session_checkpoints",
+            "gauge",
+            "Checkpoints held per session, for the 50 largest.",
+            each(|s| s.checkpoints),
+        ),
+    ]
 }
 
 /// Every metric as it stands now.
@@ -157,6 +203,22 @@ pub async fn gather(ctx: &Ctx) -> Vec<Metric> {
             "Prune passes run by the janitor.",
             &m.prune_passes,
         ),
+        metric(
+            "grove_daemon_restarts_total",
+            "counter",
+            "Daemon starts on this state dir after the first, by how the daemon before ended \
+             (stopped: a clean stop; crashed: it never recorded one).",
+            vec![
+                labelled(
+                    &[("previous", "stopped")],
+                    m.restarts_after_stop.get() as f64,
+                ),
+                labelled(
+                    &[("previous", "crashed")],
+                    m.restarts_after_crash.get() as f64,
+                ),
+            ],
+        ),
     ];
     let stamps = [
         (
@@ -198,7 +260,11 @@ async fn gauges(ctx: &Ctx) -> Vec<Metric> {
     let queued = ctx.core.queue().await.map(|q| q.len()).unwrap_or(0);
     let worktrees = ctx.core.worktrees().await.map(|w| w.len()).unwrap_or(0);
     let (_, pool) = ctx.core.status().await;
-    let sessions = sessions(ctx).await;
+    let mut listed = ctx.state.list().await.unwrap_or_default();
+    let sessions: Vec<(u64, u64)> = listed
+        .iter()
+        .map(|s| (s.state_bytes, s.checkpoints))
+        .collect();
     let disk = crate::janitor::disk::measure(&ctx.config.dirs.worktree_root).ok();
     let mut out = vec![
         metric(
@@ -253,6 +319,7 @@ async fn gauges(ctx: &Ctx) -> Vec<Metric> {
             plain(sessions.iter().map(|s| s.1).max().unwrap_or(0) as f64),
         ),
     ];
+    out.extend(session_metrics(&mut listed));
     if let Some(disk) = disk {
         out.push(metric(
             "grove_disk_used_ratio",
@@ -306,7 +373,13 @@ fn label_text(labels: &[(String, String)], le: Option<&str>) -> String {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .chain(le.map(|le| ("le", le)))
-        .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+        .map(|(k, v)| {
+            let v = v
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            format!("{k}=\"{v}\"")
+        })
         .collect();
     if pairs.is_empty() {
         String::new()

@@ -120,6 +120,11 @@ impl Counter {
     pub fn get(&self) -> u64 {
         self.total.load(Ordering::Relaxed)
     }
+
+    /// For a count kept elsewhere (the database) and read once.
+    fn set(&self, n: u64) {
+        self.total.store(n, Ordering::Relaxed);
+    }
 }
 
 /// A time in ms since the epoch, 0 for never.
@@ -153,6 +158,10 @@ pub struct Metrics {
     pub state_updates: Counter,
     pub schema_refusals: Counter,
     pub prune_passes: Counter,
+    /// Daemon starts on this database after a clean stop, and after one that never
+    /// recorded its stop.
+    pub restarts_after_stop: Counter,
+    pub restarts_after_crash: Counter,
     /// How late each prune pass started after it was due, in seconds.
     pub prune_lateness: Recent,
     pub last_prune: Stamp,
@@ -179,6 +188,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     state_updates: Counter::default(),
     schema_refusals: Counter::default(),
     prune_passes: Counter::default(),
+    restarts_after_stop: Counter::default(),
+    restarts_after_crash: Counter::default(),
     prune_lateness: Recent::default(),
     last_prune: Stamp::default(),
     next_prune: Stamp::default(),
@@ -283,6 +294,13 @@ pub fn session_gc_ran(next_ms: u64) {
     let m = get();
     m.last_session_gc.set(now_ms());
     m.next_session_gc.set(next_ms);
+}
+
+/// The restarts the database counted when this daemon started.
+pub fn daemon_started(starts: crate::db::starts::Starts) {
+    let m = get();
+    m.restarts_after_stop.set(starts.after_stop);
+    m.restarts_after_crash.set(starts.after_crash);
 }
 
 pub fn daemon_ready(start: Instant) {

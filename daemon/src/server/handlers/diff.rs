@@ -5,7 +5,9 @@ use crate::git::{git_command, hardened_git};
 use crate::Error;
 use grove_proto::methods::{DiffParams, DiffResult};
 use grove_proto::types::{AgentRecord, AgentStatus};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Most diff text returned in one answer (the line cap is 1 MiB).
 const MAX_DIFF: usize = 768 * 1024;
@@ -29,16 +31,18 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: DiffParams) -> Result<DiffRe
             params.stat,
             params.paths.clone(),
         );
-        let scratch = scratch_index(&ctx.config.dirs.agent_dir(&record.id));
+        let scratch = ctx.config.dirs.agent_dir(&record.id).join(LIVE_INDEX);
+        let entry = live_entry(&record.id);
         diff = tokio::task::spawn_blocking(move || {
-            let diff = worktree_diff(&worktree, &base, stat, &paths, &scratch);
-            let _ = std::fs::remove_file(&scratch);
-            diff
+            // One diff of an agent at a time: they share its scratch index.
+            let mut cached = entry.lock().unwrap_or_else(|e| e.into_inner());
+            worktree_diff(&worktree, &base, stat, &paths, &scratch, &mut cached)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
         cap(&mut diff);
     } else if record.branch_exists {
+        forget_live(&record.id, &ctx.config.dirs.agent_dir(&record.id));
         let (repo, range) = (
             record.repo.clone(),
             format!("{}...{}", record.base_commit, record.branch),
@@ -95,15 +99,80 @@ fn live_worktree(record: &AgentRecord) -> Option<PathBuf> {
     (live && !record.jail && record.worktree.is_dir()).then(|| record.worktree.clone())
 }
 
+/// The scratch index of an agent's live diffs, in its private state directory: kept
+/// between diffs, so that `git add -A` finds unchanged files by their stat data and
+/// rewrites the index only when the worktree changed.
+const LIVE_INDEX: &str = crate::git::LIVE_DIFF_INDEX;
+
+/// What a live diff depends on besides the worktree: the base and the request.
+#[derive(Clone, PartialEq, Eq)]
+struct Request {
+    base: String,
+    stat: bool,
+    paths: Vec<String>,
+}
+
+/// The scratch index as `git add -A` left it. git writes an index through a new file
+/// renamed into place, and leaves it alone when nothing changed, so an unchanged
+/// identity means an unchanged worktree (as git sees it: content, modes, untracked).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct IndexId {
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl IndexId {
+    fn of(path: &Path) -> Option<IndexId> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(IndexId {
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        })
+    }
+}
+
+/// The last live diff of one agent.
+#[derive(Default)]
+pub struct LiveCache {
+    last: Option<(IndexId, Request, String)>,
+}
+
+type Entry = Arc<Mutex<LiveCache>>;
+
+fn live_cache() -> &'static Mutex<HashMap<String, Entry>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Entry>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+fn live_entry(id: &str) -> Entry {
+    let mut all = live_cache().lock().unwrap_or_else(|e| e.into_inner());
+    all.entry(id.to_string()).or_default().clone()
+}
+
+/// The agent's work is on its branch now: its live cache and scratch index go.
+fn forget_live(id: &str, agent_dir: &Path) {
+    live_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(id);
+    let _ = std::fs::remove_file(agent_dir.join(LIVE_INDEX));
+}
+
 /// The worktree's content against `base`, read without touching the agent's index: a
-/// copy of it (so that unchanged files are not hashed again) takes in every change and
-/// untracked file, and is compared with the base.
+/// scratch index (first a copy of the agent's, so that unchanged files are not hashed)
+/// takes in every change and untracked file, and is compared with the base. When
+/// `git add -A` left the scratch index as the last diff found it, that diff is still
+/// the answer.
 fn worktree_diff(
     worktree: &Path,
     base: &str,
     stat: bool,
     paths: &[String],
     scratch: &Path,
+    cache: &mut LiveCache,
 ) -> Result<String, Error> {
     let run = |args: &[&str], index: Option<&Path>| -> Result<Vec<u8>, Error> {
         let mut git = hardened_git();
@@ -124,23 +193,26 @@ fn worktree_diff(
         }
         Ok(out.stdout)
     };
-    let index = run(
-        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
-        None,
-    )?;
-    let index = PathBuf::from(String::from_utf8_lossy(&index).trim());
-    match std::fs::copy(&index, scratch) {
-        Ok(_) => {}
-        // No index yet: git builds one.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(Error::Internal(format!(
-                "cannot copy {}: {e}",
-                index.display()
-            )))
+    if !scratch.exists() {
+        seed_scratch(&run, scratch)?;
+    }
+    if let Err(e) = run(&["add", "-A", "--", "."], Some(scratch)) {
+        // A scratch index a crash left half-written costs one fresh copy.
+        let _ = std::fs::remove_file(scratch);
+        cache.last = None;
+        return Err(e);
+    }
+    let request = Request {
+        base: base.to_string(),
+        stat,
+        paths: paths.to_vec(),
+    };
+    let id = IndexId::of(scratch);
+    if let (Some(id), Some((last_id, last_request, text))) = (id, &cache.last) {
+        if *last_id == id && *last_request == request {
+            return Ok(text.clone());
         }
     }
-    run(&["add", "-A", "--", "."], Some(scratch))?;
     let mut args = vec![
         "diff",
         "--cached",
@@ -154,16 +226,27 @@ fn worktree_diff(
     args.extend([base, "--"]);
     args.extend(paths.iter().map(String::as_str));
     let out = run(&args, Some(scratch))?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    let text = String::from_utf8_lossy(&out).into_owned();
+    cache.last = id.map(|id| (id, request, text.clone()));
+    Ok(text)
 }
 
-/// A scratch index of its own for each call, in the agent's private state directory.
-fn scratch_index(agent_dir: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    agent_dir.join(format!(
-        "live-diff-{}-{}.index",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ))
+/// The scratch index starts as a copy of the agent's own (none yet: git builds one).
+fn seed_scratch(
+    run: &impl Fn(&[&str], Option<&Path>) -> Result<Vec<u8>, Error>,
+    scratch: &Path,
+) -> Result<(), Error> {
+    let index = run(
+        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+        None,
+    )?;
+    let index = PathBuf::from(String::from_utf8_lossy(&index).trim());
+    match std::fs::copy(&index, scratch) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::Internal(format!(
+            "cannot copy {}: {e}",
+            index.display()
+        ))),
+    }
 }

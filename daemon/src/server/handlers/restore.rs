@@ -1,11 +1,10 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
-use crate::git::refs;
 use crate::git::target::resolve_repo;
 use crate::Error;
 use grove_proto::methods::{RestoreParams, RestoreResult};
 
-/// `salvage.restore`: a salvage ref back as a branch and a worktree.
+/// `salvage.restore`: a salvage ref back as a branch and a worktree grove tracks.
 pub async fn handle(ctx: &Ctx, conn: &Conn, params: RestoreParams) -> Result<RestoreResult, Error> {
     super::authority::user_only(conn, "restore salvage refs")?;
     if !params.repo.is_absolute() {
@@ -18,10 +17,10 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: RestoreParams) -> Result<Res
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
-    let reference = params.reference;
-    let (branch, worktree) = ctx
-        .lanes
-        .run(&target, move |lane| refs::restore(lane, &reference))
-        .await?;
-    Ok(RestoreResult { branch, worktree })
+    let record = ctx.core.restore(target, params.reference).await?;
+    Ok(RestoreResult {
+        id: record.id,
+        branch: record.branch,
+        worktree: record.worktree,
+    })
 }

@@ -1,0 +1,163 @@
+//! `grove restore`: a salvage ref checked out again under grove's worktree root and
+//! tracked like a kept agent worktree, so that `list`, `diff`, `merge`, `rm` and the
+//! janitor (which salvages before it removes) know it.
+
+use super::{Core, Msg, Reply};
+use crate::db::agents::AgentRow;
+use crate::error::Error;
+use crate::git::refs::{self, Restored};
+use crate::git::target::RepoTarget;
+use crate::ids::random_hex;
+use grove_agent_shim::now_ms;
+use grove_proto::types::{AgentRecord, AgentStatus};
+
+impl Core {
+    /// Registers a record for the restored worktree, then checks it out in the
+    /// repository's lane; `restored` finishes (or forgets) the record.
+    pub(super) fn restore(
+        &mut self,
+        target: RepoTarget,
+        reference: String,
+        reply: Reply<AgentRecord>,
+    ) {
+        let record = match self.register_restore(&target, &reference) {
+            Ok(record) => record,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let lanes = self.lanes.clone();
+        let tx = self.tx.clone();
+        let workers = self.config.checkout_workers;
+        let path = record.worktree.clone();
+        tokio::spawn(async move {
+            let result = lanes
+                .run(&target, move |lane| {
+                    refs::restore(lane, &reference, &path, workers)
+                })
+                .await;
+            let _ = tx.send(Msg::Restored(record.id, result, reply)).await;
+        });
+    }
+
+    /// A record in the table (not yet in the database: a crash before the checkout
+    /// is done leaves at most a worktree the start-up scan salvages as an orphan).
+    fn register_restore(
+        &mut self,
+        target: &RepoTarget,
+        reference: &str,
+    ) -> Result<AgentRecord, Error> {
+        let id = loop {
+            let id = random_hex(4).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+            if !self.agents.contains_key(&id) {
+                break id;
+            }
+        };
+        let token = random_hex(16).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        let dirs = &self.config.dirs;
+        let agent_dir = dirs.agent_dir(&id);
+        std::fs::create_dir_all(&agent_dir)
+            .map_err(|e| Error::Internal(format!("cannot create {}: {e}", agent_dir.display())))?;
+        let now = now_ms();
+        let record = AgentRecord {
+            id: id.clone(),
+            name: None,
+            session: id.clone(),
+            repo: target.workdir.clone(),
+            base_ref: String::new(),
+            base_commit: String::new(),
+            branch: String::new(),
+            worktree: dirs.worktree_root.join(&target.dir_name).join(&id),
+            log_path: agent_dir.join("output.log"),
+            argv: vec!["grove".into(), "restore".into(), reference.into()],
+            env_names: Vec::new(),
+            limits: Default::default(),
+            timeout_ms: None,
+            keep: true,
+            status: AgentStatus::Collected,
+            outcome: None,
+            pid: None,
+            created_at_ms: now,
+            started_at_ms: None,
+            ended_at_ms: Some(now),
+            collected_at_ms: Some(now),
+            exit_code: None,
+            exit_signal: None,
+            head_commit: None,
+            files_changed: None,
+            insertions: None,
+            deletions: None,
+            branch_exists: false,
+            salvaged: false,
+            error: None,
+            salvage_error: None,
+            tampered: false,
+            queue_position: None,
+            parent: None,
+            depth: 0,
+            report: None,
+            setup: Default::default(),
+            placed: Vec::new(),
+            attempt: 0,
+            sparse: Vec::new(),
+            jail: false,
+            jail_write: Vec::new(),
+            cpu_ms: None,
+            peak_memory_bytes: None,
+            tty: None,
+            keep_stdin: false,
+            activity: None,
+            subdir: None,
+            stdin_bytes: None,
+        };
+        self.agents.insert(AgentRow {
+            record: record.clone(),
+            token,
+            pid_start: None,
+        });
+        Ok(record)
+    }
+
+    pub(super) async fn restored(
+        &mut self,
+        id: &str,
+        result: Result<Restored, Error>,
+        reply: Reply<AgentRecord>,
+    ) {
+        let restored = match result {
+            Ok(restored) => restored,
+            Err(e) => {
+                self.agents.remove(id);
+                let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id));
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let Some(row) = self.agents.get_mut(id) else {
+            let _ = reply.send(Err(Error::Internal(format!(
+                "restored agent {id} vanished"
+            ))));
+            return;
+        };
+        let record = &mut row.record;
+        record.branch = restored.branch;
+        record.base_ref = restored.base_ref;
+        record.base_commit = restored.base_commit;
+        record.head_commit = Some(restored.commit);
+        record.branch_exists = true;
+        let note = format!(
+            "grove restore {}: checked out on branch {} in {}\n",
+            record.argv[2],
+            record.branch,
+            record.worktree.display()
+        );
+        if let Err(e) = std::fs::write(&record.log_path, note) {
+            tracing::warn!(agent = id, error = %e, "cannot write the restored worktree's log");
+        }
+        let record = record.clone();
+        self.persist(id).await;
+        tracing::info!(agent = id, branch = %record.branch, "salvage restored");
+        let _ = reply.send(Ok(record));
+    }
+}
