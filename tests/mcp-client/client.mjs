@@ -62,6 +62,10 @@ out.without_output_schema = tools.filter((t) => !t.outputSchema).map((t) => t.na
 // Bad arguments.
 out.bogus = await refused("spawn_agent", { argv: ["true"], bogus: 1 });
 out.empty_argv = await refused("spawn_agent", { argv: [] });
+// Presets: an unknown one is named; a known one resolves to its CLI (not installed here,
+// so the spawn is refused at the PATH lookup, which names the command).
+out.preset_unknown = await refused("spawn_agent", { agent: "nope" });
+out.preset_claude = await refused("spawn_agent", { agent: "claude", prompt: "fix it", headless: true });
 out.unknown_id = await refused("agent_status", { id: "zzzz" });
 out.wrong_type = await refused("wait_agents", { ids: "notalist" });
 

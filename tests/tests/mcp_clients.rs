@@ -130,6 +130,13 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
     called.dedup();
     assert_eq!(called, tools, "every tool answered with structured content");
     assert_eq!(r["without_output_schema"], serde_json::json!([]));
+    let unknown_preset = r["preset_unknown"].as_str().unwrap_or("");
+    assert!(
+        unknown_preset.contains("no agent preset `nope`"),
+        "{unknown_preset}"
+    );
+    let claude = r["preset_claude"].as_str().unwrap_or("");
+    assert!(claude.contains("command not found: claude"), "{claude}");
     let screen = r["screen"].as_str().unwrap_or("");
     assert!(screen.contains("hello mcp"), "{screen}");
 

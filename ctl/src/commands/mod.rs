@@ -32,6 +32,7 @@ mod top;
 mod trust;
 mod wait;
 
+pub use agents::resolve as resolve_preset;
 pub use spawn::caller_env;
 
 use crate::cli::{Cli, Command};

@@ -16,6 +16,7 @@ pub fn parse<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, Str
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Spawn {
+    #[serde(default)]
     pub argv: Vec<String>,
     pub repo: Option<String>,
     pub name: Option<String>,
@@ -46,6 +47,11 @@ pub struct Spawn {
     pub tty: bool,
     #[serde(default)]
     pub keep_stdin: bool,
+    /// A preset (`grove agents`) instead of argv.
+    pub agent: Option<String>,
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub headless: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -111,7 +111,7 @@ pub fn all() -> Vec<Tool> {
     vec![
         tool(
             "spawn_agent",
-            "Start a coding agent: runs `argv` as its own process in a fresh git worktree on a \
+            "Start a coding agent: runs `argv` (or the preset `agent` with `prompt`) as its own process in a fresh git worktree on a \
              new branch (grove/<name>-<id>), and returns at once with the agent's record (id, \
              branch, status: running, or queued when all worktree slots are taken). Use it to \
              fan work out in parallel; then call wait_agents. The agent's work comes back as \
@@ -139,10 +139,13 @@ pub fn all() -> Vec<Tool> {
                     "jail_write": texts("Let the jailed agent also write beneath these paths."),
                     "keep": boolean("Keep the worktree after the agent ends."),
                     "sparse": texts("Check out only these directories (sparse checkout), for big monorepos."),
+                    "agent": text("Run this preset instead of argv: claude, codex, gemini, aider, or an [agents.NAME] of config.toml or .grove.toml (`grove agents` lists them)."),
+                    "prompt": text("With agent: the task, put where the preset's command takes it."),
+                    "headless": boolean("With agent: its non-interactive form (e.g. claude -p PROMPT) instead of a terminal."),
                     "tty": boolean("Give the agent a terminal of its own, for interactive agents (claude, codex, aider without their headless flags): then send_input types into it and read_screen shows it."),
                     "keep_stdin": boolean("Without tty: keep the agent's stdin open so that send_input writes to it."),
                 }),
-                &["argv"],
+                &[],
             ),
             Arc::new(as_map(record())),
         ),
@@ -587,11 +590,26 @@ fn dash_safe(tool: &str, id: String) -> Result<String, String> {
     Ok(id)
 }
 
-async fn spawn(server: &GroveTools, r: args::Spawn) -> Answer {
+async fn spawn(server: &GroveTools, mut r: args::Spawn) -> Answer {
+    if let Some(name) = r.agent.take() {
+        if !r.argv.is_empty() {
+            return Err("spawn_agent: give argv or agent, not both".into());
+        }
+        let repo = server.repo(r.repo.clone());
+        let preset = crate::commands::resolve_preset(&name, r.headless, r.prompt.as_deref(), &repo)
+            .map_err(|e| format!("spawn_agent: {e:#}"))?;
+        r.argv = preset.argv;
+        r.tty = r.tty || (preset.tty && !r.headless);
+        for (name, value) in preset.env {
+            r.env.entry(name).or_insert(value);
+        }
+    } else if r.prompt.is_some() || r.headless {
+        return Err("spawn_agent: prompt and headless go with agent (a preset)".into());
+    }
     if r.argv.is_empty() || r.argv[0].is_empty() {
         return Err(
             "spawn_agent: argv is empty: give the command to run as an array of \
-                    strings, e.g. [\"sh\", \"-c\", \"make test\"]"
+                    strings, e.g. [\"sh\", \"-c\", \"make test\"], or a preset as agent"
                 .into(),
         );
     }
