@@ -40,6 +40,8 @@ pub struct Env {
     /// GROVE_POOL_SIZE of the daemon: 0 (no warm pool) except in case 2, so that the
     /// other cases measure what they say.
     pool_size: Cell<u32>,
+    /// GROVE_METRICS of the daemon: on, except where case 5 measures what they cost.
+    metrics: Cell<bool>,
 }
 
 impl Env {
@@ -54,6 +56,7 @@ impl Env {
             keep,
             records: Cell::new(0),
             pool_size: Cell::new(0),
+            metrics: Cell::new(true),
         })
     }
 
@@ -83,6 +86,7 @@ impl Env {
             .env("XDG_RUNTIME_DIR", xdg.join("run"))
             .env("NO_COLOR", "1")
             .env("GROVE_POOL_SIZE", self.pool_size.get().to_string())
+            .env("GROVE_METRICS", self.metrics.get().to_string())
             .envs(GIT_IDENTITY.iter().copied());
     }
 
@@ -150,6 +154,13 @@ impl Env {
         self.kill_live_agents()?;
         self.stop_daemon()?;
         self.pool_size.set(size);
+        Ok(())
+    }
+
+    /// Restarts the daemon (on the next command) with its metrics on or off.
+    pub fn set_metrics(&self, on: bool) -> Result<()> {
+        self.stop_daemon()?;
+        self.metrics.set(on);
         Ok(())
     }
 

@@ -112,6 +112,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     }
     rows.push(read_row(&mut client, checkpoints)?);
     drop(client);
+    rows.push(metrics_cost(ctx, per_writer)?);
     rows.push(startup_with_sessions(ctx)?);
     if ctx.quick {
         rows.push(Row::not_available(
@@ -121,6 +122,29 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
         ));
     }
     Ok(rows)
+}
+
+/// Update rates with the daemon's metrics on against off, in the same run: rounds
+/// alternate (a daemon restart between), so that neither always runs on a warmer cache.
+fn metrics_cost(ctx: &Ctx<'_>, per_writer: usize) -> Result<Row> {
+    let socket = ctx.env.socket();
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    for run in 0..=ctx.runs {
+        for metrics in [run % 2 == 0, run % 2 != 0] {
+            ctx.env.set_metrics(metrics)?;
+            ctx.env.client()?;
+            let round = write_round(&socket, per_writer)?;
+            if run > 0 {
+                if metrics { &mut on } else { &mut off }.push(round.per_second);
+            }
+        }
+    }
+    ctx.env.set_metrics(true)?;
+    Ok(Row::new("5", "state updates/s with metrics on", "/s")
+        .grove(Summary::of(&on))
+        .baseline("metrics off", Summary::of(&off))
+        .goal(Goal::at_least(Metric::Ratio, 0.97))
+        .note("the cost of the daemon's metrics: GROVE_METRICS=true against false"))
 }
 
 struct Round {
