@@ -801,3 +801,29 @@ fn a_bad_notify_setting_is_named_and_nothing_starts() {
         out.stderr
     );
 }
+
+#[test]
+fn an_agent_waiting_at_its_terminal_is_told() {
+    let (g, out) = notifying("[\"waiting\"]");
+    let id = g
+        .ok(&[
+            "spawn",
+            "--tty",
+            "--name",
+            "asker",
+            "--",
+            "sh",
+            "-c",
+            "printf 'continue? '; read x; sleep 30",
+        ])
+        .trim()
+        .to_string();
+    eventually("the notify command to run", Duration::from_secs(15), || {
+        !runs(&out).is_empty()
+    });
+    let run = &runs(&out)[0];
+    assert_eq!(var(run, "GROVE_AGENT_ID"), Some(id.as_str()), "{run:?}");
+    assert_eq!(var(run, "GROVE_EVENT"), Some("waiting"), "{run:?}");
+    assert_eq!(var(run, "GROVE_AGENT_NAME"), Some("asker"));
+    g.ok(&["kill", &id]);
+}
