@@ -4,7 +4,7 @@
 mod support;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -563,9 +563,31 @@ fn idle_connections_beyond_the_fd_limit_do_not_spin_the_daemon() {
 fn connections_over_the_cap_get_one_error_line_and_are_closed() {
     let g = Grove::new().with_env(&[("GROVE_MAX_CONNECTIONS", "4")]);
     g.ok(&["list"]);
+    let held_now = std::cell::RefCell::new(Vec::new());
     let socket = g.home.join("grove.sock");
+    // Each held connection is served (its hello answered) before the next is made: a
+    // slot of the `list` above may still be held for a moment after that client left,
+    // and a held connection turned away for it would leave room for the `list` below.
     let held: Vec<UnixStream> = (0..4)
-        .map(|_| UnixStream::connect(&socket).expect("connect"))
+        .map(|_| {
+            eventually("a connection is served", Duration::from_secs(10), || {
+                let mut stream = UnixStream::connect(&socket).expect("connect");
+                stream
+                    .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"protocol\":1}}\n")
+                    .expect("hello");
+                let mut line = String::new();
+                let _ = std::io::BufRead::read_line(
+                    &mut std::io::BufReader::new(&stream),
+                    &mut line,
+                );
+                let served = line.contains("daemon_version");
+                if served {
+                    held_now.borrow_mut().push(stream);
+                }
+                served
+            });
+            held_now.borrow_mut().pop().expect("served")
+        })
         .collect();
     eventually(
         "a fifth connection is turned away",
