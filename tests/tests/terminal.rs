@@ -162,6 +162,14 @@ fn spawn_bash(g: &Grove) -> String {
     id
 }
 
+/// `python3 -i` with a terminal, attached to in tmux session `session`.
+fn attached_python(g: &Grove, tmux: &Tmux, session: &str) -> String {
+    let id = spawn_tty(g, &["python3", "-i"]);
+    tmux.run(session, 100, 30, &["attach", &id]);
+    tmux.wait_for(session, ">>>");
+    id
+}
+
 fn screen_of(g: &Grove, id: &str) -> String {
     g.ok(&["screen", id])
 }
@@ -187,10 +195,8 @@ fn keys_typed_in_attach_reach_python_and_a_reattach_shows_the_same_screen() {
         return;
     }
     let g = Grove::new();
-    let id = spawn_tty(&g, &["python3", "-i"]);
     let tmux = Tmux::new(&g);
-    tmux.run("one", 100, 30, &["attach", &id]);
-    tmux.wait_for("one", ">>>");
+    let id = attached_python(&g, &tmux, "one");
     tmux.keys("one", &["6*7", "Enter"]);
     tmux.wait_for("one", "42");
     tmux.keys("one", &["C-]"]);
@@ -279,10 +285,8 @@ fn the_terminal_survives_a_daemon_kill_while_attached() {
         return;
     }
     let g = Grove::new();
-    let id = spawn_tty(&g, &["python3", "-i"]);
     let tmux = Tmux::new(&g);
-    tmux.run("one", 100, 30, &["attach", &id]);
-    tmux.wait_for("one", ">>>");
+    let id = attached_python(&g, &tmux, "one");
     tmux.keys("one", &["'before' + '-kill'", "Enter"]);
     tmux.wait_for("one", "before-kill");
     g.crash_daemon();

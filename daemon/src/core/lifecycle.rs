@@ -150,7 +150,8 @@ impl Core {
         Ok(())
     }
 
-    fn register(&mut self, new: NewAgent) -> Result<AgentRecord, Error> {
+    /// A new agent id no agent has, its token, and its state directory made.
+    pub(super) fn fresh_agent(&self) -> Result<(String, String, std::path::PathBuf), Error> {
         let id = loop {
             let id = random_hex(4).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
             if !self.agents.contains_key(&id) {
@@ -158,10 +159,15 @@ impl Core {
             }
         };
         let token = random_hex(16).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
-        let dirs = &self.config.dirs;
-        let agent_dir = dirs.agent_dir(&id);
+        let agent_dir = self.config.dirs.agent_dir(&id);
         std::fs::create_dir_all(&agent_dir)
             .map_err(|e| Error::Internal(format!("cannot create {}: {e}", agent_dir.display())))?;
+        Ok((id, token, agent_dir))
+    }
+
+    fn register(&mut self, new: NewAgent) -> Result<AgentRecord, Error> {
+        let (id, token, agent_dir) = self.fresh_agent()?;
+        let dirs = &self.config.dirs;
         if let Some(input) = &new.stdin {
             if let Err(e) = keep_stdin(&agent_dir, input) {
                 let _ = std::fs::remove_dir_all(&agent_dir);

@@ -7,7 +7,6 @@ use crate::db::agents::AgentRow;
 use crate::error::Error;
 use crate::git::refs::{self, Restored};
 use crate::git::target::RepoTarget;
-use crate::ids::random_hex;
 use grove_agent_shim::now_ms;
 use grove_proto::types::{AgentRecord, AgentStatus};
 
@@ -48,17 +47,8 @@ impl Core {
         target: &RepoTarget,
         reference: &str,
     ) -> Result<AgentRecord, Error> {
-        let id = loop {
-            let id = random_hex(4).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
-            if !self.agents.contains_key(&id) {
-                break id;
-            }
-        };
-        let token = random_hex(16).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        let (id, token, agent_dir) = self.fresh_agent()?;
         let dirs = &self.config.dirs;
-        let agent_dir = dirs.agent_dir(&id);
-        std::fs::create_dir_all(&agent_dir)
-            .map_err(|e| Error::Internal(format!("cannot create {}: {e}", agent_dir.display())))?;
         let now = now_ms();
         let record = AgentRecord {
             id: id.clone(),
