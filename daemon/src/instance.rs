@@ -45,6 +45,10 @@ pub async fn run(
             tracing::warn!(error = %e, "cannot leave the agent cgroup this daemon started in")
         }
     }
+    // The socket opens before any recovery: connections wait in its backlog for the few
+    // milliseconds until the server runs, never for a rollback or a collect.
+    let listener = bind(&dirs.socket)?;
+    let _socket = SocketFile(dirs.socket.clone());
     let db = Db::open(&dirs.database())?;
     let config = Arc::new(config);
     let lanes = Lanes::default();
@@ -82,7 +86,6 @@ pub async fn run(
         config.clone(),
         events.clone(),
     );
-    janitor.startup_scan().await;
     crate::state::gc::start(
         state.clone(),
         core.clone(),
@@ -90,7 +93,6 @@ pub async fn run(
         stopped.clone(),
     );
     let janitor = janitor.start(stopped);
-    let listener = bind(&dirs.socket)?;
     let metrics_listener = match config.metrics_listen {
         Some(addr) => Some(crate::metrics::http::bind(addr).await?),
         None => None,
@@ -137,9 +139,18 @@ pub async fn run(
         tracing::warn!("the warm pool was not removed within 30s; the next daemon will");
     }
     let _ = core_stop.send(true);
-    let _ = fs::remove_file(&dirs.socket);
     tracing::info!("grove daemon stopped");
     Ok(())
+}
+
+/// The socket file, removed when the daemon stops or fails to start (while it still
+/// holds the instance lock, so it never removes a successor's socket).
+struct SocketFile(std::path::PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
 }
 
 /// Refuses to serve from a socket directory that another user owns or may write

@@ -359,6 +359,14 @@ pub struct DaemonStatusResult {
     pub last_session_gc_ms: Option<u64>,
     #[serde(default)]
     pub next_session_gc_ms: Option<u64>,
+    /// True while the start-up recovery still runs in the background (after the socket
+    /// opened): interrupted preparations being rolled back, agents that ended while no
+    /// daemon ran being collected, the start-up scan of the worktree root.
+    #[serde(default)]
+    pub recovering: bool,
+    /// How many agents the recovery still works on.
+    #[serde(default)]
+    pub recovery_pending: u64,
 }
 
 /// `daemon.metrics`: every metric as now, and each service level against its objective.

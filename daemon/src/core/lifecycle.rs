@@ -429,6 +429,7 @@ impl Core {
     }
 
     pub(super) async fn collected(&mut self, id: &str, result: Result<Collected, Error>) {
+        self.recovering.remove(id);
         crate::metrics::collected(&result, |done| done.salvaged);
         let why = self
             .removal_reasons
@@ -603,7 +604,15 @@ impl Core {
                 },
                 AgentStatus::Exited => self.start_collect(&id, None),
                 AgentStatus::Preparing => self.resolve_interrupted_start(&id).await,
-                _ => {}
+                _ => continue,
+            }
+            // A collect started here is recovery too, until it reports back.
+            if self
+                .agents
+                .get(&id)
+                .is_some_and(|row| row.record.status == AgentStatus::Exited)
+            {
+                self.recovering.insert(id);
             }
         }
     }
@@ -622,7 +631,7 @@ impl Core {
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
             .and_then(|v| Some((v["pid"].as_u64()? as u32, v["start_time"].as_u64()?)));
         let Some((pid, start_time)) = claimed else {
-            self.roll_back_preparation(id).await;
+            self.roll_back_preparation(id);
             return;
         };
         if let Some(row) = self.agents.get_mut(id) {
@@ -644,31 +653,50 @@ impl Core {
         }
     }
 
-    /// A crash interrupted this agent's preparation: undo it and put it back at the head
-    /// of the queue, so it starts again as if nothing happened.
-    async fn roll_back_preparation(&mut self, id: &str) {
+    /// A crash interrupted this agent's preparation: undo it in the background (the
+    /// socket answers meanwhile; the agent stays `preparing`, holding its slot), then
+    /// [`Core::rolled_back`] puts it back at the head of the queue, so it starts again as
+    /// if nothing happened.
+    fn roll_back_preparation(&mut self, id: &str) {
         let Some(record) = self.agents.get(id).map(|row| row.record.clone()) else {
             return;
         };
         tracing::warn!(agent = id, "rolling back an interrupted preparation");
-        let repo = record.repo.clone();
-        let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await;
-        if let Ok(Ok(target)) = target {
-            let path = record.worktree.clone();
-            let branch = record.branch.clone();
-            let _ = self
-                .lanes
-                .run(&target, move |lane| {
-                    worktree::rollback(&lane.repo, &path, &branch);
-                    Ok(())
-                })
-                .await;
+        self.recovering.insert(id.to_string());
+        let (lanes, tx, id) = (self.lanes.clone(), self.tx.clone(), id.to_string());
+        tokio::spawn(async move {
+            crate::faults::hold("rolling_back").await;
+            let repo = record.repo.clone();
+            let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await;
+            if let Ok(Ok(target)) = target {
+                let (path, branch) = (record.worktree, record.branch);
+                let _ = lanes
+                    .run(&target, move |lane| {
+                        worktree::rollback(&lane.repo, &path, &branch);
+                        Ok(())
+                    })
+                    .await;
+            }
+            let _ = tx.send(Msg::RolledBack(id)).await;
+        });
+    }
+
+    /// An interrupted preparation is undone: the agent goes to the head of the queue
+    /// (persisted as position 0, which a restart also puts first).
+    pub(super) async fn rolled_back(&mut self, id: &str) {
+        self.recovering.remove(id);
+        let Some(row) = self.agents.get_mut(id) else {
+            return;
+        };
+        if row.record.status != AgentStatus::Preparing {
+            return;
         }
-        if let Some(row) = self.agents.get_mut(id) {
-            row.record.status = AgentStatus::Queued;
-            row.record.queue_position = Some(0);
-        }
+        row.record.status = AgentStatus::Queued;
+        row.record.queue_position = Some(0);
         self.persist(id).await;
+        self.queue.push_front(id.to_string());
+        self.renumber_queue();
+        self.admit_queued().await;
     }
 }
 

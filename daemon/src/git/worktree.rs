@@ -266,11 +266,14 @@ fn trash_path(path: &Path) -> std::path::PathBuf {
 
 /// Start-up tidying of one repository's worktree metadata, limited to worktrees under
 /// `root`: metadata whose directory is gone is pruned (unlocking it first: its agent is
-/// gone too), and locks on worktrees of agents that are not `live` are lifted.
+/// gone too), and locks on worktrees of `finished` agents are lifted. It runs while the
+/// daemon serves: a worktree no record named when the scan began (a spawn since, a
+/// warm-pool worktree) keeps its lock.
 pub fn tidy_metadata(
     repo: &Repository,
     root: &Path,
     live: &std::collections::HashSet<std::path::PathBuf>,
+    finished: &std::collections::HashSet<std::path::PathBuf>,
 ) -> Vec<String> {
     let mut notes = Vec::new();
     let Ok(names) = repo.worktrees() else {
@@ -296,7 +299,7 @@ pub fn tidy_metadata(
                     e.message()
                 ),
             });
-        } else if locked {
+        } else if locked && finished.contains(&path) {
             let _ = wt.unlock();
             notes.push(format!(
                 "unlocked {} (its agent no longer runs)",

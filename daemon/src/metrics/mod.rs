@@ -197,7 +197,7 @@ async fn gauges(ctx: &Ctx) -> Vec<Metric> {
     }
     let queued = ctx.core.queue().await.map(|q| q.len()).unwrap_or(0);
     let worktrees = ctx.core.worktrees().await.map(|w| w.len()).unwrap_or(0);
-    let (_, pool) = ctx.core.status().await;
+    let pool = ctx.core.status().await.pool;
     let sessions = sessions(ctx).await;
     let disk = crate::janitor::disk::measure(&ctx.config.dirs.worktree_root).ok();
     let mut out = vec![
