@@ -3,7 +3,9 @@
 //! nothing and leaves nothing half done. Points: `after_branch_create`,
 //! `after_worktree_add`, `mid_pool_adopt` (a warm-pool worktree moved, git not yet
 //! told), `mid_salvage`, `after_import` (a salvage in the user's repository, the
-//! worktree not yet removed), `mid_state_commit`, `mid_session_rm`, `mid_session_gc`.
+//! worktree not yet removed), `mid_state_commit`, `mid_session_rm`, `mid_session_gc`,
+//! `before_answer` (a request with an idempotency key has taken effect, its answer is
+//! not yet sent).
 //! With `GROVE_TEST_HOLD_AT=<point>` an async point never completes instead, so a test
 //! can pile up work stuck there and kill the daemon at a moment of its choosing (with
 //! `GROVE_TEST_HOLD_UNTIL=<file>`, only until that file exists). Hold points:

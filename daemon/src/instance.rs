@@ -109,6 +109,7 @@ pub async fn run(
         stop: stop.clone(),
         connections: server::ConnectionSlots::new(config.max_connections),
         agent_connections: server::AgentSlots::new(config.agent_max_connections),
+        idempotency: Default::default(),
     });
     crate::metrics::slo::start(ctx.clone());
     if let Some(listener) = metrics_listener {

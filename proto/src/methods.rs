@@ -134,6 +134,38 @@ pub const ALL_METHODS: &[&str] = &[
     DaemonMetrics::NAME,
 ];
 
+/// The optional param that every method in [`CHANGING_METHODS`] accepts: a string the
+/// client chooses (1 to 128 bytes), so that a request sent again after a lost
+/// connection gets the first answer instead of a second effect (docs/protocol.md,
+/// "Retries and idempotency").
+pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
+
+/// Methods that change something: they take an [`IDEMPOTENCY_KEY`].
+pub const CHANGING_METHODS: &[&str] = &[
+    Spawn::NAME,
+    Kill::NAME,
+    Report::NAME,
+    Remove::NAME,
+    Gc::NAME,
+    Restore::NAME,
+    Trust::NAME,
+    SessionCreate::NAME,
+    SessionRm::NAME,
+    SessionMigrate::NAME,
+    StateUpdate::NAME,
+    StateFork::NAME,
+    StateCompact::NAME,
+    StatePin::NAME,
+];
+
+/// Methods a client never sends again on a new connection: a `daemon.stop` sent
+/// again would stop the daemon that replaced the stopped one.
+pub const NEVER_RETRIED: &[&str] = &[DaemonStop::NAME];
+
+/// Methods after whose answer notifications follow: sent again on a new connection,
+/// they resume the stream.
+pub const SUBSCRIPTIONS: &[&str] = &[StateWatch::NAME, EventsSubscribe::NAME];
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Empty {}

@@ -28,6 +28,8 @@ pub struct NewAgent {
     pub target: RepoTarget,
     pub base_name: String,
     pub base_commit: String,
+    /// The request's idempotency key (scoped to the caller), stored naming the agent.
+    pub idempotency_key: Option<String>,
 }
 
 impl Core {
@@ -43,8 +45,12 @@ impl Core {
         let schema = new.schema.clone();
         let own_session = new.params.session.is_none();
         self.pool_note_spawn(&new.target, &new.base_commit);
+        let key = new.idempotency_key.clone();
         let record = self.register(new)?;
         let id = record.id.clone();
+        if let Some(key) = key {
+            self.save_idempotency_key(key, &id);
+        }
         if own_session {
             if let Err(e) = self.state.ensure(&record.session, schema, false).await {
                 self.discard(&id).await;
@@ -250,6 +256,22 @@ impl Core {
             .call(move |conn| crate::db::agents::save_queued_env(conn, &owned, &saved))
             .await?;
         Ok(())
+    }
+
+    /// Queued on the database thread ahead of the agent's first record: a key found
+    /// after a crash names the agent, or an agent that never came to be (then the
+    /// retry spawns it).
+    fn save_idempotency_key(&self, key: String, id: &str) {
+        let answer = serde_json::json!({ "agent": id }).to_string();
+        let saving = self.db.submit(move |conn| {
+            crate::db::idempotency::record(conn, &key, "agent.spawn", &answer, now_ms())
+        });
+        let id = id.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = saving.await {
+                tracing::error!(agent = %id, error = %e, "cannot store the spawn's idempotency key");
+            }
+        });
     }
 
     fn save_env_soon(&self, id: &str, env: &[(String, String)]) {

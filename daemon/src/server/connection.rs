@@ -22,9 +22,24 @@ use tracing::Instrument;
 pub struct Conn {
     out: mpsc::Sender<Vec<u8>>,
     agent: Option<Identity>,
+    /// The request's idempotency key, scoped to the caller (see `idempotency.rs`).
+    key: Option<String>,
 }
 
 impl Conn {
+    /// This connection, for one request that carries `key`.
+    pub fn with_key(&self, key: String) -> Conn {
+        Conn {
+            key: Some(key),
+            ..self.clone()
+        }
+    }
+
+    /// The idempotency key of the request being handled: stored with its effect.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
     /// The agent whose process tree the peer belongs to: that agent's authority is all
     /// this connection has, whatever it sends.
     pub fn agent(&self) -> Option<&Identity> {
@@ -101,7 +116,11 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             }
         }
     });
-    let mut conn = Conn { out, agent: None };
+    let mut conn = Conn {
+        out,
+        agent: None,
+        key: None,
+    };
     // Handles of the requests in flight, to abort them when the client leaves.
     let mut requests: Vec<JoinHandle<()>> = Vec::new();
     let mut reader = BufReader::new(read);
@@ -183,9 +202,17 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             let span = tracing::info_span!("request", method = %call.method, agent = conn.agent.as_ref().map(|a| a.id.as_str()));
             requests.push(tokio::spawn(
                 async move {
-                    let answer =
-                        handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, call.params)
-                            .await;
+                    let mut params = call.params;
+                    let answer = match super::idempotency::take_key(&call.method, &mut params) {
+                        Ok(Some(key)) => {
+                            super::idempotency::run(&ctx, &conn, key, &call.method, params).await
+                        }
+                        Ok(None) => {
+                            handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, params)
+                                .await
+                        }
+                        Err(e) => Some(Err(e)),
+                    };
                     if let Some(result) = answer {
                         tracing::debug!(ok = result.is_ok(), "answered");
                         conn.respond(call.id, result).await;

@@ -126,6 +126,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
             target,
             base_name,
             base_commit: base_commit.to_string(),
+            idempotency_key: conn.idempotency_key().map(String::from),
         })
         .await
 }
