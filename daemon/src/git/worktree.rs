@@ -235,13 +235,27 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
             ))
         })?;
     }
-    if let Err(e) = fs::remove_dir_all(&trash) {
-        if e.kind() != io::ErrorKind::NotFound {
-            // Already salvaged and unregistered: the start-up scan deletes it later.
-            tracing::warn!(path = %trash.display(), error = %e, "cannot delete a removed worktree yet");
+    delete_trash(&trash);
+    Ok(())
+}
+
+/// Deletes a removed worktree. A `git checkout--worker` of a crashed daemon's checkout
+/// (the parent-death signal is its parent git's, not its own) may go on writing for a
+/// moment after its git died, and what it adds makes the deletion fail ("directory not
+/// empty"): a few tries over half a second outlast it.
+fn delete_trash(trash: &Path) {
+    const TRIES: u32 = 20;
+    for attempt in 1..=TRIES {
+        match fs::remove_dir_all(trash) {
+            Ok(()) => return,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(_) if attempt < TRIES => std::thread::sleep(std::time::Duration::from_millis(25)),
+            Err(e) => {
+                // Already salvaged and unregistered: the start-up scan deletes it later.
+                tracing::warn!(path = %trash.display(), error = %e, "cannot delete a removed worktree yet");
+            }
         }
     }
-    Ok(())
 }
 
 /// Prefix of worktrees that are being deleted (already salvaged and unregistered).
