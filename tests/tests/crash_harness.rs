@@ -344,9 +344,17 @@ done"#,
     args.extend(ids.iter().map(String::as_str));
     let out = g.run(&args);
     assert_eq!(
-        out.code, 0,
-        "seed {seed}: wait {ids:?}: {}\n{}",
-        out.stdout, out.stderr
+        out.code,
+        0,
+        "seed {seed}: wait {ids:?}: {}\n{}\n{}",
+        out.stdout,
+        out.stderr,
+        g.daemon_log()
+            .lines()
+            .rev()
+            .take(60)
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let done: Value = serde_json::from_str(&out.stdout).expect("json");
     for agent in done["agents"].as_array().expect("agents") {

@@ -86,6 +86,9 @@ pub fn create(
         fs::create_dir_all(parent)
             .map_err(|e| Error::Git(format!("cannot create {}: {e}", parent.display())))?;
     }
+    // An earlier attempt at this path that a crash cut short may have left metadata
+    // that git refuses to add over ("a missing but locked worktree").
+    forget_metadata(&lane.repo, path);
     // The branch through git2 (bookkeeping), the checkout through the CLI: it checks out
     // in parallel and locks the new worktree in the same step. Hardened: the base may be
     // an agent's commit, so no hook, fsmonitor or global filter runs on it.
@@ -235,8 +238,48 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
             ))
         })?;
     }
+    forget_metadata(repo, path);
     delete_trash(&trash);
     Ok(())
+}
+
+/// Drops whatever `.git/worktrees/` still holds for `path`, complete or not: a git
+/// killed while adding the worktree leaves an entry git2 cannot open (so it is not
+/// pruned above) and that `git worktree add` refuses to add over. Runs in the lane,
+/// so no add of `path` is under way.
+fn forget_metadata(repo: &Repository, path: &Path) {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    let real = path
+        .parent()
+        .and_then(|p| p.canonicalize().ok())
+        .map(|p| p.join(&name).join(".git"));
+    let wanted = [Some(path.join(".git")), real];
+    let entries = fs::read_dir(repo.commondir().join("worktrees"));
+    for entry in entries.into_iter().flatten().flatten() {
+        let gitdir = fs::read_to_string(entry.path().join("gitdir")).ok();
+        let ours = match gitdir.as_deref().map(str::trim) {
+            Some(gitdir) => wanted.iter().flatten().any(|w| w == Path::new(gitdir)),
+            // Made before git wrote where it points: named after the path (plus a
+            // number when the name was taken).
+            None => entry
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix(&name)
+                .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit())),
+        };
+        if ours {
+            match fs::remove_dir_all(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), "dropped worktree metadata a crash left")
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot drop stale worktree metadata")
+                }
+            }
+        }
+    }
 }
 
 /// Deletes a removed worktree. A `git checkout--worker` of a crashed daemon's checkout
