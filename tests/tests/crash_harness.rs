@@ -199,6 +199,8 @@ fn clock_seed() -> u64 {
 const SLOW_FILES: usize = 15_000;
 const SLOW_AGENTS: usize = 4;
 const KILLS_INSIDE_ADD: usize = 10;
+/// State updates each agent makes, one every 0.4 s.
+const UPDATES: usize = 6;
 
 /// Kills timed inside `git worktree add` of a repository whose checkout takes a while,
 /// and the daemon killed at least every second meanwhile, for several seeds
@@ -252,14 +254,16 @@ fn slow_checkout_run(seed: u64) {
     let script = format!(
         r#"echo run >> '{runs}'/$GROVE_AGENT_ID
 cat /proc/self/cgroup > '{cgroups}'/$GROVE_AGENT_ID
-for i in 1 2 3; do
+for i in $(seq {UPDATES}); do
   echo "$GROVE_AGENT_ID $i" > work-$i.txt
   "$GROVE_BIN" state update items "[\"$GROVE_AGENT_ID-$i\"]" >/dev/null 2>>'{fails}'/$GROVE_AGENT_ID.err || echo "update $i failed" >> '{fails}'/$GROVE_AGENT_ID
-  sleep 0.3
-done"#,
+  sleep 0.4
+done
+: > '{runs}'/$GROVE_AGENT_ID.done"#,
         runs = runs.display(),
         cgroups = cgroups.display(),
-        fails = fails.display()
+        fails = fails.display(),
+        UPDATES = UPDATES
     );
     // Spawns run while the daemon is being killed: each client rides out the kills.
     let spawn = |g: &Grove| {
@@ -333,6 +337,49 @@ done"#,
             id
         })
         .collect();
+    // Then, once every agent runs (a checkout takes about as long as a restart, so
+    // killing every second would keep them all from starting), the daemon dies every
+    // second until every agent has made its state updates.
+    eventually("every agent started", Duration::from_secs(120), || {
+        ids.iter().all(|id| runs.join(id).exists())
+    });
+    let deadline = Instant::now();
+    while !ids
+        .iter()
+        .all(|id| runs.join(format!("{id}.done")).exists())
+    {
+        if Instant::now() > deadline + Duration::from_secs(60) {
+            let runs_now: Vec<String> = fs::read_dir(runs)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            let errors: Vec<String> = ids
+                .iter()
+                .map(|id| fs::read_to_string(fails.join(format!("{id}.err"))).unwrap_or_default())
+                .collect();
+            panic!(
+                "seed {seed}: agents never finished: runs {runs_now:?}, errors {errors:?}\n{}",
+                g.ok(&["list", "--all"])
+            );
+        }
+        std::thread::sleep(Duration::from_millis(rng.between(700, 1000)));
+        let pid = fs::read_to_string(&lock)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            .filter(|pid| process_exists(*pid));
+        if let Some(pid) = pid {
+            if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+                kills += 1;
+                eventually("killed daemon gone", Duration::from_secs(10), || {
+                    !process_exists(pid)
+                });
+            }
+        }
+        g.run(&["list"]);
+    }
+    eprintln!("seed {seed}: {kills} kills in all");
     let all = g.json(&["list", "--all"])["agents"].clone();
     assert_eq!(
         all.as_array().map(Vec::len),
@@ -374,7 +421,7 @@ done"#,
         let failed = fs::read_to_string(fails.join(id)).unwrap_or_default();
         let why = fs::read_to_string(fails.join(format!("{id}.err"))).unwrap_or_default();
         assert!(failed.is_empty(), "seed {seed}: {id}: {failed}{why}");
-        for i in 1..=3 {
+        for i in 1..=UPDATES {
             let item = format!("{id}-{i}");
             let counted = items.iter().filter(|v| **v == item).count();
             assert_eq!(counted, 1, "seed {seed}: {item} counted {counted} times");
@@ -382,7 +429,7 @@ done"#,
             assert_eq!(file, format!("{id} {i}\n"), "seed {seed}");
         }
     }
-    assert_eq!(items.len(), 3 * SLOW_AGENTS, "seed {seed}: {items:?}");
+    assert_eq!(items.len(), UPDATES * ids.len(), "seed {seed}: {items:?}");
     assert_nothing_left(&g, &ids, cgroups, seed);
 }
 
