@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 /// (`GROVE_RETRY_FOR`, in seconds; 0 turns retries off).
 pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(300);
 
+/// How long a client waits for a socket file that is gone to come back (a daemon
+/// restarting binds its socket first thing) before it takes the daemon for stopped.
+const RESTART_GRACE: Duration = Duration::from_secs(5);
+
 /// `GROVE_RETRY_FOR` (seconds), else [`DEFAULT_RETRY_FOR`].
 pub fn retry_for_from_env() -> Duration {
     std::env::var("GROVE_RETRY_FOR")
@@ -348,6 +352,7 @@ impl Client {
     fn reconnect(&mut self, deadline: Instant, lost: io::Error) -> Result<(), ClientError> {
         let mut pause = Duration::from_millis(20);
         let mut last = ClientError::Io(lost);
+        let mut absent_since = None;
         loop {
             if Instant::now() >= deadline {
                 return Err(last);
@@ -365,6 +370,19 @@ impl Client {
                     self.next_id = fresh.next_id;
                     return Ok(());
                 }
+                // No socket file: the daemon was stopped on purpose (it removes its
+                // socket) or is restarting (the next binds it at once). Wait a little for
+                // a restart; never start a daemon someone stopped.
+                Err(ClientError::Unreachable { cause, path })
+                    if cause.kind() == io::ErrorKind::NotFound =>
+                {
+                    let since = *absent_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= RESTART_GRACE {
+                        return Err(ClientError::Unreachable { cause, path });
+                    }
+                    last = ClientError::Unreachable { cause, path };
+                }
+                // A socket nobody answers: its daemon died.
                 Err(e @ ClientError::Unreachable { .. }) => {
                     if let Some(revive) = self.revive.as_mut() {
                         let _ = revive(&self.path);

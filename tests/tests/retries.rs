@@ -216,3 +216,29 @@ fn a_key_sent_again_gets_the_first_answer_and_a_key_for_another_method_is_refuse
         "the second send changed nothing: {state}"
     );
 }
+
+#[test]
+fn a_daemon_stopped_on_purpose_is_not_started_again_by_a_waiting_client() {
+    let g = Grove::new();
+    let id = g.spawn(&[], "sleep 30");
+    let mut wait = g.command();
+    wait.args(["wait", &id]).stderr(Stdio::piped());
+    let waiting = wait.spawn().expect("grove wait");
+    eventually("the wait is in flight", Duration::from_secs(10), || {
+        open_connections(&g) >= 2.0
+    });
+    g.ok(&["daemon", "stop"]);
+    // The waiting client gives up (after a short grace for a restart) instead of
+    // bringing the stopped daemon back.
+    let out = waiting.wait_with_output().expect("wait output");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = g.run(&["--json", "daemon", "status"]);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).expect("json");
+    assert_eq!(status["running"], false, "{status}");
+    g.ok(&["kill", &id]);
+}
