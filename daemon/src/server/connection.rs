@@ -205,7 +205,9 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
                     let mut params = call.params;
                     let answer = match super::idempotency::take_key(&call.method, &mut params) {
                         Ok(Some(key)) => {
-                            super::idempotency::run(&ctx, &conn, key, &call.method, params).await
+                            let (ctx, conn, method) =
+                                (ctx.clone(), conn.clone(), call.method.clone());
+                            super::idempotency::run(ctx, conn, key, method, params).await
                         }
                         Ok(None) => {
                             handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, params)

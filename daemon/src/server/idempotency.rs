@@ -60,17 +60,39 @@ pub fn scoped(conn: &Conn, key: &str) -> String {
     }
 }
 
-/// Runs `method` once per key: a key seen before gets the stored answer.
+/// Runs `method` once per key: a key seen before gets the stored answer. The work runs
+/// in a task of its own that holds the key until its answer is stored: a client that
+/// drops the connection and sends again at once waits for it instead of racing it
+/// (the connection's own tasks end with the connection).
 pub async fn run(
+    ctx: Arc<Ctx>,
+    conn: Conn,
+    key: String,
+    method: String,
+    params: Option<Value>,
+) -> Option<Answer> {
+    let key = scoped(&conn, &key);
+    let lock = ctx.idempotency.lock_for(&key);
+    let held = lock.lock_owned().await;
+    let work = tokio::spawn(async move {
+        let _held = held;
+        once(&ctx, &conn, key, &method, params).await
+    });
+    work.await.unwrap_or_else(|e| {
+        Some(Err(RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!("the request failed: {e}"),
+        )))
+    })
+}
+
+async fn once(
     ctx: &Ctx,
     conn: &Conn,
     key: String,
     method: &str,
     params: Option<Value>,
 ) -> Option<Answer> {
-    let key = scoped(conn, &key);
-    let lock = ctx.idempotency.lock_for(&key);
-    let _held = lock.lock().await;
     match stored(ctx, &key, method).await {
         Ok(Some(answer)) => return Some(Ok(answer)),
         Ok(None) => {}
