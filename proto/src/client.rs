@@ -353,6 +353,7 @@ impl Client {
         let mut pause = Duration::from_millis(20);
         let mut last = ClientError::Io(lost);
         let mut absent_since = None;
+        let mut cut_at_hello = 0;
         loop {
             if Instant::now() >= deadline {
                 return Err(last);
@@ -389,7 +390,15 @@ impl Client {
                     }
                     last = e;
                 }
-                Err(e @ ClientError::Io(_)) => last = e,
+                // A new connection cut before `hello` was answered, again and again, is
+                // a daemon turning us away rather than one restarting.
+                Err(e @ ClientError::Io(_)) => {
+                    cut_at_hello += 1;
+                    if cut_at_hello >= 3 {
+                        return Err(e);
+                    }
+                    last = e;
+                }
                 Err(e) => return Err(e),
             }
         }
