@@ -35,13 +35,22 @@ pub fn connect_existing(dirs: &Dirs) -> std::result::Result<Client, ClientError>
 }
 
 /// Connects, starting the daemon when none answers. The `hello` goes out with the
-/// first call rather than on its own (one round trip less for every command).
+/// first call rather than on its own (one round trip less for every command). A
+/// connection lost later (the daemon restarting, or killed) is replaced for up to
+/// `GROVE_RETRY_FOR` seconds, starting a daemon when none answers, and the call in
+/// flight is sent again with its idempotency key (docs/protocol.md).
 pub fn connect(dirs: &Dirs) -> Result<Client> {
-    match Client::connect_pipelined(&dirs.socket) {
-        Ok(client) => Ok(client),
-        Err(ClientError::Unreachable { .. }) => start_and_connect(dirs),
-        Err(e) => Err(e.into()),
-    }
+    let client = match Client::connect_pipelined(&dirs.socket) {
+        Ok(client) => client,
+        Err(ClientError::Unreachable { .. }) => start_and_connect(dirs)?,
+        Err(e) => return Err(e.into()),
+    };
+    let dirs = dirs.clone();
+    Ok(client.revive_with(Box::new(move |_| {
+        start_and_connect(&dirs)
+            .map(drop)
+            .map_err(|e| ClientError::Protocol(format!("{e:#}")))
+    })))
 }
 
 fn start_and_connect(dirs: &Dirs) -> Result<Client> {

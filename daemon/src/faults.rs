@@ -3,7 +3,14 @@
 //! nothing and leaves nothing half done. Points: `after_branch_create`,
 //! `after_worktree_add`, `mid_pool_adopt` (a warm-pool worktree moved, git not yet
 //! told), `mid_salvage`, `after_import` (a salvage in the user's repository, the
-//! worktree not yet removed), `mid_state_commit`, `mid_session_rm`, `mid_session_gc`.
+//! worktree not yet removed), `mid_state_commit`, `mid_session_rm`, `mid_session_gc`,
+//! `before_answer` (a request with an idempotency key has taken effect, its answer is
+//! not yet sent).
+//! With `GROVE_TEST_HOLD_AT=<point>` an async point never completes instead, so a test
+//! can pile up work stuck there and kill the daemon at a moment of its choosing (with
+//! `GROVE_TEST_HOLD_UNTIL=<file>`, only until that file exists). Hold points:
+//! `prepared_worktree` (the worktree is added, the shim not yet started),
+//! `rolling_back` (a restart's rollback of an interrupted preparation, not yet begun).
 
 //! Compiled in only with the `test-hooks` feature; otherwise every point is a no-op.
 
@@ -19,6 +26,29 @@ pub fn point(name: &str) {
     if wanted.as_deref() == Some(name) {
         tracing::warn!(point = name, "GROVE_TEST_CRASH_AT: crashing on purpose");
         let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// Holds the task that reaches the point for good when `GROVE_TEST_HOLD_AT` names it.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub async fn hold(_name: &str) {}
+
+#[cfg(feature = "test-hooks")]
+pub async fn hold(name: &str) {
+    if std::env::var("GROVE_TEST_HOLD_AT").ok().as_deref() != Some(name) {
+        return;
+    }
+    let Some(until) = std::env::var_os("GROVE_TEST_HOLD_UNTIL") else {
+        tracing::warn!(point = name, "GROVE_TEST_HOLD_AT: holding here for good");
+        return std::future::pending::<()>().await;
+    };
+    tracing::warn!(
+        point = name,
+        "GROVE_TEST_HOLD_AT: holding here until {until:?} exists"
+    );
+    while !std::path::Path::new(&until).exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 

@@ -45,6 +45,10 @@ pub async fn run(
             tracing::warn!(error = %e, "cannot leave the agent cgroup this daemon started in")
         }
     }
+    // The socket opens before any recovery: connections wait in its backlog for the few
+    // milliseconds until the server runs, never for a rollback or a collect.
+    let listener = bind(&dirs.socket)?;
+    let _socket = SocketFile(dirs.socket.clone());
     let db = Db::open(&dirs.database())?;
     let pid = std::process::id();
     let start = db
@@ -88,7 +92,6 @@ pub async fn run(
         config.clone(),
         events.clone(),
     );
-    janitor.startup_scan().await;
     crate::state::gc::start(
         state.clone(),
         core.clone(),
@@ -99,7 +102,6 @@ pub async fn run(
         crate::notify::start(notify, &events, stopped.clone());
     }
     let janitor = janitor.start(stopped);
-    let listener = bind(&dirs.socket)?;
     let metrics_listener = match config.metrics_listen {
         Some(addr) => Some(crate::metrics::http::bind(addr).await?),
         None => None,
@@ -116,6 +118,7 @@ pub async fn run(
         stop: stop.clone(),
         connections: server::ConnectionSlots::new(config.max_connections),
         agent_connections: server::AgentSlots::new(config.agent_max_connections),
+        idempotency: Default::default(),
     });
     crate::metrics::slo::start(ctx.clone());
     if let Some(listener) = metrics_listener {
@@ -146,7 +149,6 @@ pub async fn run(
         tracing::warn!("the warm pool was not removed within 30s; the next daemon will");
     }
     let _ = core_stop.send(true);
-    let _ = fs::remove_file(&dirs.socket);
     let seq = start.seq;
     if let Err(e) = db_at_exit
         .call(move |conn| crate::db::starts::stopped(conn, seq, now_ms()))
@@ -156,6 +158,16 @@ pub async fn run(
     }
     tracing::info!("grove daemon stopped");
     Ok(())
+}
+
+/// The socket file, removed when the daemon stops or fails to start (while it still
+/// holds the instance lock, so it never removes a successor's socket).
+struct SocketFile(std::path::PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
 }
 
 /// Refuses to serve from a socket directory that another user owns or may write

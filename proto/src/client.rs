@@ -8,7 +8,54 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::io::{self, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a client keeps trying to reach a restarting daemon unless told otherwise
+/// (`GROVE_RETRY_FOR`, in seconds; 0 turns retries off).
+pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(300);
+
+/// How long a client waits for a socket file that is gone to come back (a daemon
+/// restarting binds its socket first thing) before it takes the daemon for stopped.
+const RESTART_GRACE: Duration = Duration::from_secs(5);
+
+/// `GROVE_RETRY_FOR` (seconds), else [`DEFAULT_RETRY_FOR`].
+pub fn retry_for_from_env() -> Duration {
+    std::env::var("GROVE_RETRY_FOR")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|secs| secs.is_finite() && *secs >= 0.0)
+        .map_or(DEFAULT_RETRY_FOR, Duration::from_secs_f64)
+}
+
+/// Called when nothing answers at the socket while a client retries: a chance to start
+/// a daemon (the CLI does). Its errors are not final: the client keeps trying.
+pub type Revive = Box<dyn FnMut(&Path) -> Result<(), ClientError> + Send>;
+
+/// A fresh idempotency key: 128 random bits in hex.
+pub fn new_idempotency_key() -> String {
+    let mut bytes = [0u8; 16];
+    if grove_sys::random::fill(&mut bytes).is_err() {
+        // No randomness: time and pid still tell this request from any other.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        return format!("{nanos:x}-{:x}", std::process::id());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `params` with an idempotency key when `method` changes something and the caller
+/// chose none: the same key goes out again with every retry of this request.
+fn with_key(method: &str, mut params: Value) -> Value {
+    use crate::methods::{CHANGING_METHODS, IDEMPOTENCY_KEY};
+    if let Value::Object(map) = &mut params {
+        if CHANGING_METHODS.contains(&method) && !map.contains_key(IDEMPOTENCY_KEY) {
+            map.insert(IDEMPOTENCY_KEY.into(), new_idempotency_key().into());
+        }
+    }
+    params
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -111,18 +158,68 @@ fn check_server(stream: &impl std::os::fd::AsFd, socket: &Path) -> Result<(), Cl
     Ok(())
 }
 
-/// A blocking connection that has said hello.
+/// A blocking connection that has said hello. When the connection drops (a daemon
+/// restarting), a call reconnects and sends its request again, with the same
+/// idempotency key, for up to [`Client::retry_for`]; a subscription is sent again and
+/// its stream goes on after a `<prefix>.lagged` notification (`"reconnected": true`).
 pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     next_id: u64,
     /// `None` while the answer to `hello` is still on its way (see [`Client::connect_pipelined`]).
     hello: Option<HelloResult>,
+    path: PathBuf,
+    retry_for: Duration,
+    revive: Option<Revive>,
+    /// The last subscription (method, params), sent again after a reconnect.
+    subscription: Option<(String, Value)>,
 }
 
 impl Client {
+    /// Sets how long calls keep retrying after a lost connection (zero: never).
+    pub fn retry_for(mut self, retry_for: Duration) -> Client {
+        self.retry_for = retry_for;
+        self
+    }
+
+    /// Sets what to do when nothing answers at the socket during a retry.
+    pub fn revive_with(mut self, revive: Revive) -> Client {
+        self.revive = Some(revive);
+        self
+    }
+
     /// Blocks until the daemon pushes the next notification (after a subscription).
+    /// A lost connection is replaced and the subscription sent again; what was missed
+    /// meanwhile is said by a `<prefix>.lagged` notification.
     pub fn next_notification(&mut self) -> Result<crate::Notification, ClientError> {
+        let mut lost = match self.next_notification_once() {
+            Err(ClientError::Io(e)) if self.subscription.is_some() => e,
+            other => return other,
+        };
+        let (method, params) = self.subscription.clone().unwrap_or_default();
+        let deadline = Instant::now() + self.retry_for;
+        loop {
+            self.reconnect(deadline, lost)?;
+            // The new subscription's answer is a response: the next read skips it.
+            match self.send_request(&method, params.clone()) {
+                Ok(()) => break,
+                Err(ClientError::Io(e)) => lost = e,
+                Err(e) => return Err(e),
+            }
+        }
+        let prefix = method.split('.').next().unwrap_or("events");
+        Ok(crate::Notification {
+            jsonrpc: "2.0".into(),
+            method: format!("{prefix}.lagged"),
+            params: serde_json::json!({
+                "missed": null,
+                "reconnected": true,
+                "resync": "the daemon restarted: read the current picture again, then keep reading",
+            }),
+        })
+    }
+
+    fn next_notification_once(&mut self) -> Result<crate::Notification, ClientError> {
         self.hello()?;
         loop {
             match read_frame(&mut self.reader, MAX_LINE_BYTES)? {
@@ -160,6 +257,13 @@ impl Client {
     /// instead of two. A refused hello (another protocol version) is that call's error.
     /// The daemon reads `hello` before anything after it, so the order is safe.
     pub fn connect_pipelined(path: &Path) -> Result<Client, ClientError> {
+        let mut client = Client::open(path)?;
+        client.retry_for = retry_for_from_env();
+        Ok(client)
+    }
+
+    /// A connection that has sent `hello`, without retries.
+    fn open(path: &Path) -> Result<Client, ClientError> {
         check_socket_dir(path)?;
         let stream = UnixStream::connect(path).map_err(|cause| ClientError::Unreachable {
             path: path.display().to_string(),
@@ -174,6 +278,10 @@ impl Client {
             writer,
             next_id: 2,
             hello: None,
+            path: path.to_path_buf(),
+            retry_for: Duration::ZERO,
+            revive: None,
+            subscription: None,
         };
         let params = serde_json::to_value(hello_params())
             .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
@@ -205,11 +313,101 @@ impl Client {
     }
 
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
+        let params = with_key(method, params);
+        self.retrying(method, &params, |client| {
+            client.send_request(method, params.clone())?;
+            client.next_response()
+        })
+    }
+
+    /// Runs `once` (one request and its answer), and after a lost connection reconnects
+    /// and runs it again, until `retry_for` has passed since the first loss.
+    fn retrying<T>(
+        &mut self,
+        method: &str,
+        params: &Value,
+        mut once: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if crate::methods::SUBSCRIPTIONS.contains(&method) {
+            self.subscription = Some((method.to_string(), params.clone()));
+        }
+        let retried = !crate::methods::NEVER_RETRIED.contains(&method);
+        let mut deadline = None;
+        loop {
+            match once(self) {
+                Err(ClientError::Io(e)) if retried => {
+                    let deadline = *deadline.get_or_insert(Instant::now() + self.retry_for);
+                    self.reconnect(deadline, e)?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Sends one request (saying `hello` first when it is still unanswered).
+    fn send_request(&mut self, method: &str, params: Value) -> Result<(), ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&encode_line(&Request::new(id, method, params)))?;
         self.hello()?;
-        self.next_response()
+        Ok(())
+    }
+
+    /// Replaces a lost connection, trying until `deadline`; `lost` is the error when it
+    /// passes without one.
+    fn reconnect(&mut self, deadline: Instant, lost: io::Error) -> Result<(), ClientError> {
+        let mut pause = Duration::from_millis(20);
+        let mut last = ClientError::Io(lost);
+        let mut absent_since = None;
+        let mut cut_at_hello = 0;
+        loop {
+            if Instant::now() >= deadline {
+                return Err(last);
+            }
+            std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+            pause = (pause * 2).min(Duration::from_secs(1));
+            match Client::open(&self.path).and_then(|mut fresh| {
+                fresh.hello()?;
+                Ok(fresh)
+            }) {
+                Ok(fresh) => {
+                    self.reader = fresh.reader;
+                    self.writer = fresh.writer;
+                    self.hello = fresh.hello;
+                    self.next_id = fresh.next_id;
+                    return Ok(());
+                }
+                // No socket file: the daemon was stopped on purpose (it removes its
+                // socket) or is restarting (the next binds it at once). Wait a little for
+                // a restart; never start a daemon someone stopped.
+                Err(ClientError::Unreachable { cause, path })
+                    if cause.kind() == io::ErrorKind::NotFound =>
+                {
+                    let since = *absent_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= RESTART_GRACE {
+                        return Err(ClientError::Unreachable { cause, path });
+                    }
+                    last = ClientError::Unreachable { cause, path };
+                }
+                // A socket nobody answers: its daemon died.
+                Err(e @ ClientError::Unreachable { .. }) => {
+                    if let Some(revive) = self.revive.as_mut() {
+                        let _ = revive(&self.path);
+                    }
+                    last = e;
+                }
+                // A new connection cut before `hello` was answered, again and again, is
+                // a daemon turning us away rather than one restarting.
+                Err(e @ ClientError::Io(_)) => {
+                    cut_at_hello += 1;
+                    if cut_at_hello >= 3 {
+                        return Err(e);
+                    }
+                    last = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// A call whose answer may come with a descriptor (SCM_RIGHTS): `agent.attach`
@@ -274,22 +472,22 @@ impl Client {
         params: Value,
         mut parse: impl FnMut(Vec<u8>) -> Result<Option<T>, ClientError>,
     ) -> Result<T, ClientError> {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&encode_line(&Request::new(id, method, params)))?;
-        self.hello()?;
-        loop {
-            match read_frame(&mut self.reader, MAX_LINE_BYTES)? {
-                Frame::Line(line) => {
-                    if let Some(response) = parse(line)? {
-                        return Ok(response);
+        let params = with_key(method, params);
+        self.retrying(method, &params, |client| {
+            client.send_request(method, params.clone())?;
+            loop {
+                match read_frame(&mut client.reader, MAX_LINE_BYTES)? {
+                    Frame::Line(line) => {
+                        if let Some(response) = parse(line)? {
+                            return Ok(response);
+                        }
+                    }
+                    other => {
+                        parse_response(other)?;
                     }
                 }
-                other => {
-                    parse_response(other)?;
-                }
             }
-        }
+        })
     }
 }
 

@@ -146,6 +146,42 @@ pub const ALL_METHODS: &[&str] = &[
     DaemonMetrics::NAME,
 ];
 
+/// The optional param that every method in [`CHANGING_METHODS`] accepts: a string the
+/// client chooses (1 to 128 bytes), so that a request sent again after a lost
+/// connection gets the first answer instead of a second effect (docs/protocol.md,
+/// "Retries and idempotency").
+pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
+
+/// Methods that change something: they take an [`IDEMPOTENCY_KEY`].
+pub const CHANGING_METHODS: &[&str] = &[
+    Spawn::NAME,
+    Kill::NAME,
+    Report::NAME,
+    Remove::NAME,
+    Gc::NAME,
+    Restore::NAME,
+    Trust::NAME,
+    SessionCreate::NAME,
+    SessionRm::NAME,
+    SessionMigrate::NAME,
+    StateUpdate::NAME,
+    StateFork::NAME,
+    StateCompact::NAME,
+    StatePin::NAME,
+    Send::NAME,
+    SetActivity::NAME,
+    Pause::NAME,
+    Resume::NAME,
+];
+
+/// Methods a client never sends again on a new connection: a `daemon.stop` sent
+/// again would stop the daemon that replaced the stopped one.
+pub const NEVER_RETRIED: &[&str] = &[DaemonStop::NAME];
+
+/// Methods after whose answer notifications follow: sent again on a new connection,
+/// they resume the stream.
+pub const SUBSCRIPTIONS: &[&str] = &[StateWatch::NAME, EventsSubscribe::NAME];
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Empty {}
@@ -396,6 +432,14 @@ pub struct DaemonStatusResult {
     pub last_session_gc_ms: Option<u64>,
     #[serde(default)]
     pub next_session_gc_ms: Option<u64>,
+    /// True while the start-up recovery still runs in the background (after the socket
+    /// opened): interrupted preparations being rolled back, agents that ended while no
+    /// daemon ran being collected, the start-up scan of the worktree root.
+    #[serde(default)]
+    pub recovering: bool,
+    /// How many agents the recovery still works on.
+    #[serde(default)]
+    pub recovery_pending: u64,
 }
 
 /// `daemon.metrics`: every metric as now, and each service level against its objective.

@@ -9,7 +9,8 @@ use nix::unistd::Pid;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::fs;
-use std::time::Duration;
+use std::io::Write;
+use std::time::{Duration, Instant};
 use support::*;
 
 /// xorshift64*: a seeded generator, so a failing run can be replayed exactly.
@@ -191,4 +192,388 @@ fn clock_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(1)
+}
+
+/// Files in the generated repository: enough that `git worktree add` takes half a
+/// second or more here, so that kills land inside it.
+const SLOW_FILES: usize = 15_000;
+const SLOW_AGENTS: usize = 4;
+const KILLS_INSIDE_ADD: usize = 10;
+/// State updates each agent makes, one every 0.4 s.
+const UPDATES: usize = 6;
+
+/// Kills timed inside `git worktree add` of a repository whose checkout takes a while,
+/// and the daemon killed at least every second meanwhile, for several seeds
+/// (`GROVE_TEST_SEEDS`, default 3; `GROVE_TEST_SEED` replays one): every agent runs
+/// exactly once, every state update from inside an agent counts exactly once, and
+/// afterwards nothing is left: no worktree, nothing under the worktree root, no stray
+/// branch, no cgroup, `git fsck --strict` clean.
+#[test]
+fn kills_inside_slow_checkouts_run_every_agent_once_and_leave_nothing() {
+    let seeds: Vec<u64> = match std::env::var("GROVE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => vec![seed],
+        None => {
+            let count = std::env::var("GROVE_TEST_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(3u64);
+            let first = clock_seed();
+            (0..count).map(|i| first.wrapping_add(i * 7919)).collect()
+        }
+    };
+    for seed in seeds {
+        slow_checkout_run(seed);
+    }
+}
+
+fn slow_checkout_run(seed: u64) {
+    eprintln!("slow-checkout crash run, seed {seed} (replay with GROVE_TEST_SEED={seed})");
+    let mut rng = Rng(seed | 1);
+    let g = Grove::new();
+    let dirs = ["runs", "cgroups", "fails", "marks", "bin"].map(|d| {
+        let path = g.dir.path().join(d);
+        fs::create_dir_all(&path).expect("mkdir");
+        path
+    });
+    let [runs, cgroups, fails, marks, bin] = &dirs;
+    fill_slow_repo(&g);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    install_marking_git(bin, marks);
+    let g = g.with_env(&[
+        ("GROVE_MAX_WORKTREES", "4"),
+        ("GROVE_BIN", BIN),
+        ("PATH", path.as_str()),
+    ]);
+    let script = format!(
+        r#"echo run >> '{runs}'/$GROVE_AGENT_ID
+cat /proc/self/cgroup > '{cgroups}'/$GROVE_AGENT_ID
+for i in $(seq {UPDATES}); do
+  echo "$GROVE_AGENT_ID $i" > work-$i.txt
+  "$GROVE_BIN" state update items "[\"$GROVE_AGENT_ID-$i\"]" >/dev/null 2>>'{fails}'/$GROVE_AGENT_ID.err || echo "update $i failed" >> '{fails}'/$GROVE_AGENT_ID
+  sleep 0.4
+done
+: > '{runs}'/$GROVE_AGENT_ID.done"#,
+        runs = runs.display(),
+        cgroups = cgroups.display(),
+        fails = fails.display(),
+        UPDATES = UPDATES
+    );
+    // Spawns run while the daemon is being killed: each client rides out the kills.
+    let spawn = |g: &Grove| {
+        let mut command = g.command();
+        command
+            .args(["spawn", "--session", "slow", "--", "sh", "-c", &script])
+            .stdout(std::process::Stdio::piped());
+        command.spawn().expect("grove spawn")
+    };
+    g.ok(&["list"]);
+    let mut spawns: Vec<_> = (0..SLOW_AGENTS).map(|_| spawn(&g)).collect();
+
+    let lock = g.home.join("daemon.lock");
+    let (mut inside, mut kills) = (0, 0);
+    let (mut last_kill, mut last_add) = (Instant::now(), Instant::now());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while inside < KILLS_INSIDE_ADD {
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed}: only {inside} of {kills} kills landed inside git worktree add"
+        );
+        let adding = !running_adds(marks).is_empty();
+        if adding {
+            last_add = Instant::now();
+        } else if last_add.elapsed() > Duration::from_secs(3) && spawns.len() < 3 * SLOW_AGENTS {
+            // Every checkout so far completed: another agent brings another one.
+            spawns.push(spawn(&g));
+            last_add = Instant::now();
+        }
+        if !adding && last_kill.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        if adding {
+            // The pause is the stimulus (when to strike within the checkout).
+            std::thread::sleep(Duration::from_millis(rng.between(0, 300)));
+        }
+        let Some(pid) = fs::read_to_string(&lock)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            .filter(|pid| process_exists(*pid))
+        else {
+            g.run(&["list"]);
+            continue;
+        };
+        let adding = !running_adds(marks).is_empty();
+        if kill(Pid::from_raw(pid), Signal::SIGKILL).is_err() {
+            continue;
+        }
+        kills += 1;
+        inside += usize::from(adding);
+        last_kill = Instant::now();
+        eventually("killed daemon gone", Duration::from_secs(10), || {
+            !process_exists(pid)
+        });
+        g.run(&["list"]);
+    }
+    eprintln!(
+        "seed {seed}: {kills} kills, {inside} inside git worktree add, {} agents",
+        spawns.len()
+    );
+    let ids: Vec<String> = spawns
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().expect("spawn output");
+            let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            assert!(
+                out.status.success() && id.len() == 8,
+                "seed {seed}: spawn said {id:?}"
+            );
+            id
+        })
+        .collect();
+    // Then, once every agent runs (a checkout takes about as long as a restart, so
+    // killing every second would keep them all from starting), the daemon dies every
+    // second until every agent has made its state updates.
+    eventually("every agent started", Duration::from_secs(120), || {
+        ids.iter().all(|id| runs.join(id).exists())
+    });
+    let deadline = Instant::now();
+    while !ids
+        .iter()
+        .all(|id| runs.join(format!("{id}.done")).exists())
+    {
+        if Instant::now() > deadline + Duration::from_secs(60) {
+            let runs_now: Vec<String> = fs::read_dir(runs)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            let errors: Vec<String> = ids
+                .iter()
+                .map(|id| fs::read_to_string(fails.join(format!("{id}.err"))).unwrap_or_default())
+                .collect();
+            panic!(
+                "seed {seed}: agents never finished: runs {runs_now:?}, errors {errors:?}\n{}",
+                g.ok(&["list", "--all"])
+            );
+        }
+        std::thread::sleep(Duration::from_millis(rng.between(700, 1000)));
+        let pid = fs::read_to_string(&lock)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            .filter(|pid| process_exists(*pid));
+        if let Some(pid) = pid {
+            if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+                kills += 1;
+                eventually("killed daemon gone", Duration::from_secs(10), || {
+                    !process_exists(pid)
+                });
+            }
+        }
+        g.run(&["list"]);
+    }
+    eprintln!("seed {seed}: {kills} kills in all");
+    let all = g.json(&["list", "--all"])["agents"].clone();
+    assert_eq!(
+        all.as_array().map(Vec::len),
+        Some(ids.len()),
+        "seed {seed}: one agent per acknowledged spawn: {all}"
+    );
+
+    let mut args = vec!["--json", "wait"];
+    args.extend(ids.iter().map(String::as_str));
+    let out = g.run(&args);
+    assert_eq!(
+        out.code,
+        0,
+        "seed {seed}: wait {ids:?}: {}\n{}\n{}",
+        out.stdout,
+        out.stderr,
+        g.daemon_log()
+            .lines()
+            .rev()
+            .take(60)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let done: Value = serde_json::from_str(&out.stdout).expect("json");
+    for agent in done["agents"].as_array().expect("agents") {
+        assert_eq!(agent["status"], "collected", "seed {seed}: {agent}");
+        assert_eq!(agent["outcome"], "succeeded", "seed {seed}: {agent}");
+    }
+    let state = g.json(&["state", "get", "--session", "slow"]);
+    let items: Vec<&str> = state["state"]["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for id in &ids {
+        let ran = fs::read_to_string(runs.join(id)).unwrap_or_default();
+        assert_eq!(ran.lines().count(), 1, "seed {seed}: {id} ran {ran:?}");
+        let failed = fs::read_to_string(fails.join(id)).unwrap_or_default();
+        let why = fs::read_to_string(fails.join(format!("{id}.err"))).unwrap_or_default();
+        assert!(failed.is_empty(), "seed {seed}: {id}: {failed}{why}");
+        for i in 1..=UPDATES {
+            let item = format!("{id}-{i}");
+            let counted = items.iter().filter(|v| **v == item).count();
+            assert_eq!(counted, 1, "seed {seed}: {item} counted {counted} times");
+            let file = g.git(&["show", &format!("grove/{id}:work-{i}.txt")]);
+            assert_eq!(file, format!("{id} {i}\n"), "seed {seed}");
+        }
+    }
+    assert_eq!(items.len(), UPDATES * ids.len(), "seed {seed}: {items:?}");
+    assert_nothing_left(&g, &ids, cgroups, seed);
+}
+
+/// Nothing of the agents is left once all are collected.
+fn assert_nothing_left(g: &Grove, ids: &[String], cgroups: &std::path::Path, seed: u64) {
+    // Nothing may wait for a later daemon or a manual step: what a removal could not
+    // delete at once is deleted by the same daemon shortly after.
+    let mut left = Vec::new();
+    let settled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        eventually(
+            "nothing under the worktree root",
+            Duration::from_secs(60),
+            || {
+                left = files_under(&g.worktree_root());
+                left.is_empty()
+            },
+        )
+    }));
+    left.truncate(5);
+    assert!(
+        settled.is_ok(),
+        "seed {seed}: left under the worktree root: {left:?}"
+    );
+    let porcelain = g.git(&["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        porcelain.matches("worktree ").count(),
+        1,
+        "seed {seed}: {porcelain}"
+    );
+    let branches = g.git(&["branch", "--list", "grove/*"]);
+    assert_eq!(
+        branches.lines().count(),
+        ids.len(),
+        "seed {seed}: {branches}"
+    );
+    let mount = cgroup2_mount();
+    for id in ids {
+        let Some(mount) = &mount else { break };
+        let text = fs::read_to_string(cgroups.join(id)).unwrap_or_default();
+        let Some(relative) = text.lines().find_map(|l| l.strip_prefix("0::")) else {
+            continue;
+        };
+        let cgroup = mount.join(relative.trim().trim_start_matches('/'));
+        eventually(
+            "the agent's cgroup is gone",
+            Duration::from_secs(10),
+            || !cgroup.exists(),
+        );
+    }
+    g.git(&["fsck", "--strict"]);
+}
+
+/// Files anywhere under `root` (empty directories do not count).
+fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut left = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            } else {
+                left.push(entry.path());
+            }
+        }
+    }
+    left
+}
+
+fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        (after.split_whitespace().next()? == "cgroup2").then(|| {
+            before
+                .split_whitespace()
+                .nth(4)
+                .map(std::path::PathBuf::from)
+        })?
+    })
+}
+
+/// A commit of `SLOW_FILES` small files (and the state schema) on `main`, checked out.
+fn fill_slow_repo(g: &Grove) {
+    let mut stream = String::from(
+        "commit refs/heads/main\ncommitter t <t@example.com> 0 +0000\ndata 5\nslow\nfrom refs/heads/main^0\n",
+    );
+    let schema = "[state]\nversion = 1\n[state.channels]\nitems = { reducer = \"append\" }\n";
+    stream.push_str(&format!(
+        "M 100644 inline .grove.toml\ndata {}\n{schema}",
+        schema.len()
+    ));
+    for i in 0..SLOW_FILES {
+        let body = format!("file {i}\n");
+        stream.push_str(&format!(
+            "M 100644 inline d{}/f{i}.txt\ndata {}\n{body}",
+            i / 500,
+            body.len()
+        ));
+    }
+    let mut import = std::process::Command::new("git")
+        .args(["fast-import", "--quiet"])
+        .current_dir(&g.repo)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("git fast-import");
+    import
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stream.as_bytes())
+        .expect("feed fast-import");
+    assert!(import.wait().expect("fast-import").success());
+    g.git(&["reset", "-q", "--hard", "main"]);
+}
+
+/// A `git` first on PATH that notes each `git worktree add` by its pid (which the real
+/// git keeps: it is exec'd), so the test can strike while one runs.
+fn install_marking_git(bin: &std::path::Path, marks: &std::path::Path) {
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .expect("which git")
+            .stdout,
+    )
+    .expect("utf8");
+    let wrapper = format!(
+        "#!/bin/sh\ncase \"$*\" in *'worktree add'*) : > '{m}'/add.$$;; esac\nexec '{real}' \"$@\"\n",
+        m = marks.display(),
+        real = real.trim()
+    );
+    let git = bin.join("git");
+    fs::write(&git, wrapper).expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&git, fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// Pids of `git worktree add` running now.
+fn running_adds(marks: &std::path::Path) -> Vec<i32> {
+    fs::read_dir(marks)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("add.")?.parse().ok())
+        .filter(|pid| process_exists(*pid))
+        .collect()
 }

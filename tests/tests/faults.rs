@@ -334,3 +334,129 @@ fn a_stale_trash_directory_does_not_stop_a_removal() {
     assert!(record["error"].is_null(), "{record}");
     assert!(!worktree.exists());
 }
+
+/// A restart with a backlog (20 preparations a crash interrupted, 20 agents that ended
+/// while no daemon ran) answers at once: recovery runs after the socket opens. The
+/// rollbacks are held until a gate file appears, so the first answer is seen while the
+/// recovery is provably unfinished; then everything completes, each agent exactly once.
+#[test]
+fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
+    const BACKLOG: usize = 20;
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "60")]);
+    let runs = g.dir.path().join("runs");
+    fs::create_dir(&runs).expect("runs dir");
+    let gate = g.dir.path().join("gate");
+    let count = format!("echo run >> '{}'/$GROVE_AGENT_ID", runs.display());
+    let ended: Vec<String> = (0..BACKLOG)
+        .map(|_| {
+            let script = format!(
+                "{count}; while [ ! -e '{}' ]; do sleep 0.02; done; echo done > out.txt",
+                gate.display()
+            );
+            g.spawn(&[], &script)
+        })
+        .collect();
+    let begun = std::time::Instant::now();
+    g.ok(&["daemon", "restart"]);
+    g.json(&["daemon", "status"]);
+    let unburdened = begun.elapsed();
+    // A daemon whose preparations stop after the worktree is added; 20 of them pile up.
+    g.ok(&["daemon", "stop"]);
+    let held = [
+        ("GROVE_TEST_HOLD_AT", "prepared_worktree"),
+        ("GROVE_RETRY_FOR", "0"),
+    ];
+    assert_eq!(g.run_env(&["list"], &held).code, 0);
+    let spawns: Vec<_> = (0..BACKLOG)
+        .map(|_| {
+            let mut command = g.command();
+            command.args([
+                "spawn",
+                "--",
+                "sh",
+                "-c",
+                &format!("{count}; echo x > x.txt"),
+            ]);
+            command.envs(held).stdout(std::process::Stdio::null());
+            command.stderr(std::process::Stdio::null());
+            command.spawn().expect("spawn client")
+        })
+        .collect();
+    eventually("20 preparations held", Duration::from_secs(60), || {
+        let agents = g.json(&["list"])["agents"].clone();
+        let preparing = agents.as_array().map_or(0, |a| {
+            a.iter().filter(|r| r["status"] == "preparing").count()
+        });
+        preparing == BACKLOG
+    });
+    g.crash_daemon();
+    for mut spawn in spawns {
+        let _ = spawn.wait();
+    }
+    fs::write(&gate, "").expect("gate");
+    eventually("the 20 agents ended", Duration::from_secs(30), || {
+        ended
+            .iter()
+            .all(|id| g.home.join("agents").join(id).join("exit.json").exists())
+    });
+
+    let rollbacks = g.dir.path().join("rollbacks may go");
+    let hold = rollbacks.to_str().expect("utf8");
+    let begun = std::time::Instant::now();
+    let restart = g.run_env(
+        &["daemon", "restart"],
+        &[
+            ("GROVE_TEST_HOLD_AT", "rolling_back"),
+            ("GROVE_TEST_HOLD_UNTIL", hold),
+        ],
+    );
+    assert_eq!(restart.code, 0, "{}", restart.stderr);
+    let status = g.json(&["daemon", "status"]);
+    eprintln!(
+        "restart with {BACKLOG} interrupted preparations and {BACKLOG} ended agents: \
+         first status answer {} ms after `grove daemon restart` began (without a \
+         backlog: {} ms)",
+        begun.elapsed().as_millis(),
+        unburdened.as_millis()
+    );
+    assert_eq!(status["recovering"], true, "{status}");
+    assert!(
+        status["recovery_pending"].as_u64() >= Some(BACKLOG as u64),
+        "{status}"
+    );
+    // Requests that need no recovery are answered meanwhile.
+    assert_eq!(
+        g.json(&["list", "--all"])["agents"]
+            .as_array()
+            .map(Vec::len),
+        Some(2 * BACKLOG)
+    );
+    fs::write(&rollbacks, "").expect("gate");
+
+    let all = g.json(&["list", "--all"])["agents"].clone();
+    let ids: Vec<&str> = all
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    let mut args = vec!["wait"];
+    args.extend(&ids);
+    let done = g.json(&args);
+    for agent in done["agents"].as_array().expect("agents") {
+        assert_eq!(agent["status"], "collected", "{agent}");
+        assert_eq!(agent["outcome"], "succeeded", "{agent}");
+    }
+    for id in &ids {
+        let counted = fs::read_to_string(runs.join(id)).unwrap_or_default();
+        assert_eq!(
+            counted.lines().count(),
+            1,
+            "agent {id} ran once: {counted:?}"
+        );
+    }
+    eventually("recovery done", Duration::from_secs(30), || {
+        g.json(&["daemon", "status"])["recovering"] == false
+    });
+    assert_git_is_clean(&g);
+}

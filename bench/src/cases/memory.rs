@@ -18,10 +18,12 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     let pid = env.daemon_pid()?;
     std::thread::sleep(Duration::from_secs(1));
     let mut idle = Vec::new();
+    let mut fresh = Split::default();
     let switches_before = context_switches(pid)?;
     for _ in 0..IDLE_WINDOW.as_secs() {
         std::thread::sleep(Duration::from_secs(1));
         idle.push(rss_mib(pid)?);
+        fresh.sample(pid)?;
     }
     let wakeups = context_switches(pid)? - switches_before;
 
@@ -29,8 +31,10 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     let records = spawn_sleepers(env, &repo.path, AGENTS)?;
     std::thread::sleep(Duration::from_secs(1));
     let mut busy = Vec::new();
+    let mut peak = Split::default();
     for _ in 0..5 {
         busy.push(rss_mib(pid)?);
+        peak.sample(pid)?;
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut shims = Vec::new();
@@ -43,8 +47,14 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
         binaries.insert(binary_name(shim as u32)?);
     }
     env.kill_live_agents()?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut after = Split::default();
+    for _ in 0..5 {
+        after.sample(pid)?;
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
-    Ok(vec![
+    let mut rows = vec![
         Row::new("6", "daemon RSS, idle (fresh daemon)", "MiB")
             .grove(Summary::of(&idle))
             .goal(Goal::at_most(Metric::Median, 20.0)),
@@ -62,7 +72,43 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
         )
         .grove(Some(Summary::single(wakeups as f64)))
         .note("voluntary + nonvoluntary context switches, summed over all daemon threads"),
-    ])
+    ];
+    rows.extend(fresh.rows("idle (fresh daemon)", None));
+    rows.extend(peak.rows(&format!("{AGENTS} running agents"), Some(40.0)));
+    rows.extend(after.rows(&format!("idle after {AGENTS} agents"), Some(20.0)));
+    Ok(rows)
+}
+
+/// The daemon's resident memory split: its own (anonymous) and mapped files (a
+/// repository's pack and index count here, and the kernel may drop them at will).
+#[derive(Default)]
+struct Split {
+    anon: Vec<f64>,
+    file: Vec<f64>,
+}
+
+impl Split {
+    fn sample(&mut self, pid: u32) -> Result<()> {
+        let (anon, file) = grove_sys::proc::rss_split(pid)
+            .with_context(|| format!("cannot read the memory of pid {pid}"))?;
+        self.anon.push(anon as f64 / (1024.0 * 1024.0));
+        self.file.push(file as f64 / (1024.0 * 1024.0));
+        Ok(())
+    }
+
+    /// Rows for one moment; `anon_goal` bounds the anonymous part.
+    fn rows(&self, moment: &str, anon_goal: Option<f64>) -> Vec<Row> {
+        let anon = Row::new("6", format!("daemon anonymous memory, {moment}"), "MiB")
+            .grove(Summary::of(&self.anon));
+        let anon = match anon_goal {
+            Some(goal) => anon.goal(Goal::at_most(Metric::Median, goal)),
+            None => anon,
+        };
+        let file = Row::new("6", format!("daemon file-backed memory, {moment}"), "MiB")
+            .grove(Summary::of(&self.file))
+            .note("mapped files (packs, indexes, the binary): RssFile + RssShmem");
+        vec![anon, file]
+    }
 }
 
 /// Which binary the shims ran: the separate shim binary is what the goal is about, and
@@ -110,6 +156,8 @@ mod tests {
     fn reads_this_process() {
         let pid = std::process::id();
         assert!(rss_mib(pid).expect("rss") > 0.0);
+        let (anon, file) = grove_sys::proc::rss_split(pid).expect("split");
+        assert!(anon > 0 && file > 0);
         std::thread::sleep(Duration::from_millis(2));
         assert!(context_switches(pid).expect("switches") > 0);
     }

@@ -72,6 +72,12 @@ fn status(json: bool) -> Result<ExitCode> {
         );
         println!("up           {}", age(status.started_at_ms));
         println!("live agents  {}", status.agents_live);
+        if status.recovering {
+            println!(
+                "recovering   yes ({} agents left to roll back or collect)",
+                status.recovery_pending
+            );
+        }
         println!("socket       {}", status.socket.display());
         println!("state        {}", status.state_dir.display());
         println!("worktrees    {}", status.worktree_root.display());

@@ -163,10 +163,10 @@ impl CoreHandle {
     }
 
     /// Live agents and the warm pool.
-    pub async fn status(&self) -> (u64, Vec<grove_proto::methods::PoolWorktree>) {
+    pub async fn status(&self) -> super::Status {
         let (reply, answer) = oneshot::channel();
         if self.tx.send(Msg::Status(reply)).await.is_err() {
-            return (0, Vec::new());
+            return super::Status::default();
         }
         answer.await.unwrap_or_default()
     }

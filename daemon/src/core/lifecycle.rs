@@ -33,6 +33,8 @@ pub struct NewAgent {
     pub subdir: Option<std::path::PathBuf>,
     /// The agent's stdin (input piped into `grove spawn`).
     pub stdin: Option<Vec<u8>>,
+    /// The request's idempotency key (scoped to the caller), stored naming the agent.
+    pub idempotency_key: Option<String>,
 }
 
 /// The file in the agent's directory that holds its input until its shim opens (and
@@ -66,8 +68,12 @@ impl Core {
         let schema = new.schema.clone();
         let own_session = new.params.session.is_none();
         self.pool_note_spawn(&new.target, &new.base_commit);
+        let key = new.idempotency_key.clone();
         let record = self.register(new)?;
         let id = record.id.clone();
+        if let Some(key) = key {
+            self.save_idempotency_key(key, &id);
+        }
         if own_session {
             if let Err(e) = self.state.ensure(&record.session, schema, false).await {
                 self.discard(&id).await;
@@ -295,6 +301,22 @@ impl Core {
         Ok(())
     }
 
+    /// Queued on the database thread ahead of the agent's first record: a key found
+    /// after a crash names the agent, or an agent that never came to be (then the
+    /// retry spawns it).
+    fn save_idempotency_key(&self, key: String, id: &str) {
+        let answer = serde_json::json!({ "agent": id }).to_string();
+        let saving = self.db.submit(move |conn| {
+            crate::db::idempotency::record(conn, &key, "agent.spawn", &answer, now_ms())
+        });
+        let id = id.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = saving.await {
+                tracing::error!(agent = %id, error = %e, "cannot store the spawn's idempotency key");
+            }
+        });
+    }
+
     fn save_env_soon(&self, id: &str, env: &[(String, String)]) {
         let (owned, saved) = (id.to_string(), env.to_vec());
         let id = id.to_string();
@@ -488,6 +510,7 @@ impl Core {
     }
 
     pub(super) async fn collected(&mut self, id: &str, result: Result<Collected, Error>) {
+        self.recovering.remove(id);
         crate::metrics::collected(&result, |done| done.salvaged);
         let live_index = self.config.dirs.agent_dir(id);
         let _ = std::fs::remove_file(live_index.join(crate::git::LIVE_DIFF_INDEX));
@@ -704,7 +727,15 @@ impl Core {
                 },
                 AgentStatus::Exited => self.start_collect(&id, None),
                 AgentStatus::Preparing => self.resolve_interrupted_start(&id).await,
-                _ => {}
+                _ => continue,
+            }
+            // A collect started here is recovery too, until it reports back.
+            if self
+                .agents
+                .get(&id)
+                .is_some_and(|row| row.record.status == AgentStatus::Exited)
+            {
+                self.recovering.insert(id);
             }
         }
     }
@@ -723,7 +754,7 @@ impl Core {
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
             .and_then(|v| Some((v["pid"].as_u64()? as u32, v["start_time"].as_u64()?)));
         let Some((pid, start_time)) = claimed else {
-            self.roll_back_preparation(id).await;
+            self.roll_back_preparation(id);
             return;
         };
         if let Some(row) = self.agents.get_mut(id) {
@@ -745,31 +776,50 @@ impl Core {
         }
     }
 
-    /// A crash interrupted this agent's preparation: undo it and put it back at the head
-    /// of the queue, so it starts again as if nothing happened.
-    async fn roll_back_preparation(&mut self, id: &str) {
+    /// A crash interrupted this agent's preparation: undo it in the background (the
+    /// socket answers meanwhile; the agent stays `preparing`, holding its slot), then
+    /// [`Core::rolled_back`] puts it back at the head of the queue, so it starts again as
+    /// if nothing happened.
+    fn roll_back_preparation(&mut self, id: &str) {
         let Some(record) = self.agents.get(id).map(|row| row.record.clone()) else {
             return;
         };
         tracing::warn!(agent = id, "rolling back an interrupted preparation");
-        let repo = record.repo.clone();
-        let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await;
-        if let Ok(Ok(target)) = target {
-            let path = record.worktree.clone();
-            let branch = record.branch.clone();
-            let _ = self
-                .lanes
-                .run(&target, move |lane| {
-                    worktree::rollback(&lane.repo, &path, &branch);
-                    Ok(())
-                })
-                .await;
+        self.recovering.insert(id.to_string());
+        let (lanes, tx, id) = (self.lanes.clone(), self.tx.clone(), id.to_string());
+        tokio::spawn(async move {
+            crate::faults::hold("rolling_back").await;
+            let repo = record.repo.clone();
+            let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await;
+            if let Ok(Ok(target)) = target {
+                let (path, branch) = (record.worktree, record.branch);
+                let _ = lanes
+                    .run(&target, move |lane| {
+                        worktree::rollback(&lane.repo, &path, &branch);
+                        Ok(())
+                    })
+                    .await;
+            }
+            let _ = tx.send(Msg::RolledBack(id)).await;
+        });
+    }
+
+    /// An interrupted preparation is undone: the agent goes to the head of the queue
+    /// (persisted as position 0, which a restart also puts first).
+    pub(super) async fn rolled_back(&mut self, id: &str) {
+        self.recovering.remove(id);
+        let Some(row) = self.agents.get_mut(id) else {
+            return;
+        };
+        if row.record.status != AgentStatus::Preparing {
+            return;
         }
-        if let Some(row) = self.agents.get_mut(id) {
-            row.record.status = AgentStatus::Queued;
-            row.record.queue_position = Some(0);
-        }
+        row.record.status = AgentStatus::Queued;
+        row.record.queue_position = Some(0);
         self.persist(id).await;
+        self.queue.push_front(id.to_string());
+        self.renumber_queue();
+        self.admit_queued().await;
     }
 }
 

@@ -37,6 +37,8 @@ pub enum Msg {
     Prepared(String, Result<prepare::Prepared, Error>),
     ShimExited(String),
     Collected(String, Result<Collected, Error>),
+    /// An interrupted preparation found at start-up is undone.
+    RolledBack(String),
     /// The agent an id (prefix) names; with a viewer, only among the viewer and the
     /// agents it spawned (others are answered as unknown).
     Get(String, Option<String>, Reply<AgentRecord>),
@@ -86,8 +88,8 @@ pub enum Msg {
         Result<crate::git::refs::Restored, Error>,
         Reply<AgentRecord>,
     ),
-    /// Live agents and the warm pool, for `daemon.status`.
-    Status(oneshot::Sender<(u64, Vec<grove_proto::methods::PoolWorktree>)>),
+    /// Live agents, the warm pool and recovery, for `daemon.status`.
+    Status(oneshot::Sender<Status>),
 }
 
 /// Where an agent's worktree is (or was), for the janitor's start-up scan: a slice of
@@ -97,6 +99,15 @@ pub struct WorktreeUse {
     pub repo: PathBuf,
     pub worktree: PathBuf,
     pub live: bool,
+}
+
+/// What `daemon.status` asks of the core.
+#[derive(Debug, Default)]
+pub struct Status {
+    pub agents_live: u64,
+    pub pool: Vec<grove_proto::methods::PoolWorktree>,
+    /// Agents whose start-up recovery (a rollback, a collect) has not finished yet.
+    pub recovering: u64,
 }
 
 /// An agent acting as a client: itself, its session, its nesting depth.
@@ -125,6 +136,9 @@ pub struct Core {
     /// Agents being prepared in a warm-pool worktree, and that worktree (its directory
     /// holds their slot until it is moved to the agent's path).
     adopting: HashMap<String, PathBuf>,
+    /// Agents the start-up recovery still works on (rolled back or collected in the
+    /// background, after the socket opened).
+    recovering: std::collections::HashSet<String>,
     db: Db,
     lanes: Lanes,
     config: Arc<Config>,
@@ -135,8 +149,10 @@ pub struct Core {
 }
 
 impl Core {
-    /// Loads the agent table, reconciles it with the processes that are (or are not)
-    /// still alive, starts what the queue allows, and returns the handle.
+    /// Loads the agent table and returns the handle at once: reconciling the table with
+    /// the processes that are (or are not) still alive is the actor's first job, and its
+    /// slow parts (rollbacks, collects) run in the background, so that a restart with a
+    /// backlog answers its socket at once.
     pub async fn start(
         db: Db,
         lanes: Lanes,
@@ -154,7 +170,7 @@ impl Core {
             })
             .await?;
         let (tx, rx) = mpsc::channel(1024);
-        let mut core = Core {
+        let core = Core {
             agents,
             waiters: HashMap::new(),
             queue: VecDeque::new(),
@@ -165,6 +181,7 @@ impl Core {
             disk_hold: None,
             pool: pool::Pool::default(),
             adopting: HashMap::new(),
+            recovering: Default::default(),
             db,
             lanes,
             config,
@@ -173,10 +190,6 @@ impl Core {
             events,
             tx: tx.clone(),
         };
-        core.reconcile().await;
-        core.pool_evict_leftovers();
-        core.restore_queue();
-        core.admit_queued().await;
         tokio::spawn(core.serve(rx, shutdown));
         Ok(CoreHandle::new(tx))
     }
@@ -186,6 +199,7 @@ impl Core {
         mut rx: mpsc::Receiver<Msg>,
         mut shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
+        self.recover().await;
         let stopped = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
@@ -204,6 +218,20 @@ impl Core {
         tracing::debug!("core stopped");
     }
 
+    /// Start-up recovery; what takes long reports back by message.
+    async fn recover(&mut self) {
+        let begun = std::time::Instant::now();
+        self.reconcile().await;
+        self.pool_evict_leftovers();
+        self.restore_queue();
+        self.admit_queued().await;
+        tracing::info!(
+            in_background = self.recovering.len(),
+            took_ms = begun.elapsed().as_millis() as u64,
+            "start-up reconcile done"
+        );
+    }
+
     async fn handle(&mut self, msg: Msg) {
         match msg {
             Msg::Spawn(new, reply) => {
@@ -212,6 +240,7 @@ impl Core {
             Msg::Prepared(id, result) => self.prepared(&id, result).await,
             Msg::ShimExited(id) => self.shim_exited(&id).await,
             Msg::Collected(id, result) => self.collected(&id, result).await,
+            Msg::RolledBack(id) => self.rolled_back(&id).await,
             Msg::Get(prefix, viewer, reply) => {
                 let found = self.resolve_for(&prefix, viewer.as_deref());
                 let _ = reply.send(found.map(|row| row.record.clone()));
@@ -314,7 +343,11 @@ impl Core {
             Msg::Restore(target, reference, reply) => self.restore(target, reference, reply),
             Msg::Restored(id, result, reply) => self.restored(&id, result, reply).await,
             Msg::Status(reply) => {
-                let _ = reply.send((self.live_count(), self.pool_status()));
+                let _ = reply.send(Status {
+                    agents_live: self.live_count(),
+                    pool: self.pool_status(),
+                    recovering: self.recovering.len() as u64,
+                });
             }
         }
     }

@@ -39,6 +39,7 @@ pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<Prepared, Error> {
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;
     create_worktree(&lanes, &target, &job).await?;
+    crate::faults::hold("prepared_worktree").await;
     let started = async {
         let placed = set_up(&job).await?;
         let pid = start_shim(&job).await?;

@@ -104,6 +104,15 @@ const MIGRATIONS: &[&str] = &[
         previous        TEXT NOT NULL,
         stopped_at_ms   INTEGER
     );",
+    // 10: idempotency keys of requests that changed something, with their answer (or,
+    // for agent.spawn, the agent made), kept a day for the client's retries.
+    "CREATE TABLE idempotency (
+        key             TEXT PRIMARY KEY,
+        method          TEXT NOT NULL,
+        answer          TEXT NOT NULL,
+        at_ms           INTEGER NOT NULL
+    );
+    CREATE INDEX idempotency_by_age ON idempotency(at_ms);",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

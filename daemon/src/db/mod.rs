@@ -1,6 +1,7 @@
 //! The daemon's records in SQLite (WAL), owned by one thread.
 
 pub mod agents;
+pub mod idempotency;
 mod migrations;
 pub mod removals;
 pub mod starts;

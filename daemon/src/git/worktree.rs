@@ -86,6 +86,9 @@ pub fn create(
         fs::create_dir_all(parent)
             .map_err(|e| Error::Git(format!("cannot create {}: {e}", parent.display())))?;
     }
+    // An earlier attempt at this path that a crash cut short may have left metadata
+    // that git refuses to add over ("a missing but locked worktree").
+    forget_metadata(&lane.repo, path);
     // The branch through git2 (bookkeeping), the checkout through the CLI: it checks out
     // in parallel and locks the new worktree in the same step. Hardened: the base may be
     // an agent's commit, so no hook, fsmonitor or global filter runs on it.
@@ -235,13 +238,67 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
             ))
         })?;
     }
-    if let Err(e) = fs::remove_dir_all(&trash) {
-        if e.kind() != io::ErrorKind::NotFound {
-            // Already salvaged and unregistered: the start-up scan deletes it later.
-            tracing::warn!(path = %trash.display(), error = %e, "cannot delete a removed worktree yet");
+    forget_metadata(repo, path);
+    delete_trash(&trash);
+    Ok(())
+}
+
+/// Drops whatever `.git/worktrees/` still holds for `path`, complete or not: a git
+/// killed while adding the worktree leaves an entry git2 cannot open (so it is not
+/// pruned above) and that `git worktree add` refuses to add over. Runs in the lane,
+/// so no add of `path` is under way.
+fn forget_metadata(repo: &Repository, path: &Path) {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    let real = path
+        .parent()
+        .and_then(|p| p.canonicalize().ok())
+        .map(|p| p.join(&name).join(".git"));
+    let wanted = [Some(path.join(".git")), real];
+    let entries = fs::read_dir(repo.commondir().join("worktrees"));
+    for entry in entries.into_iter().flatten().flatten() {
+        let gitdir = fs::read_to_string(entry.path().join("gitdir")).ok();
+        let ours = match gitdir.as_deref().map(str::trim) {
+            Some(gitdir) => wanted.iter().flatten().any(|w| w == Path::new(gitdir)),
+            // Made before git wrote where it points: named after the path (plus a
+            // number when the name was taken).
+            None => entry
+                .file_name()
+                .to_string_lossy()
+                .strip_prefix(&name)
+                .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit())),
+        };
+        if ours {
+            match fs::remove_dir_all(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), "dropped worktree metadata a crash left")
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot drop stale worktree metadata")
+                }
+            }
         }
     }
-    Ok(())
+}
+
+/// Deletes a removed worktree. A `git checkout--worker` of a crashed daemon's checkout
+/// (the parent-death signal is its parent git's, not its own) may go on writing for a
+/// moment after its git died, and what it adds makes the deletion fail ("directory not
+/// empty"): a few tries over half a second outlast it.
+fn delete_trash(trash: &Path) {
+    const TRIES: u32 = 20;
+    for attempt in 1..=TRIES {
+        match fs::remove_dir_all(trash) {
+            Ok(()) => return,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(_) if attempt < TRIES => std::thread::sleep(std::time::Duration::from_millis(25)),
+            Err(e) => {
+                // Already salvaged and unregistered: the start-up scan deletes it later.
+                tracing::warn!(path = %trash.display(), error = %e, "cannot delete a removed worktree yet");
+            }
+        }
+    }
 }
 
 /// Prefix of worktrees that are being deleted (already salvaged and unregistered).
@@ -266,11 +323,14 @@ fn trash_path(path: &Path) -> std::path::PathBuf {
 
 /// Start-up tidying of one repository's worktree metadata, limited to worktrees under
 /// `root`: metadata whose directory is gone is pruned (unlocking it first: its agent is
-/// gone too), and locks on worktrees of agents that are not `live` are lifted.
+/// gone too), and locks on worktrees of `finished` agents are lifted. It runs while the
+/// daemon serves: a worktree no record named when the scan began (a spawn since, a
+/// warm-pool worktree) keeps its lock.
 pub fn tidy_metadata(
     repo: &Repository,
     root: &Path,
     live: &std::collections::HashSet<std::path::PathBuf>,
+    finished: &std::collections::HashSet<std::path::PathBuf>,
 ) -> Vec<String> {
     let mut notes = Vec::new();
     let Ok(names) = repo.worktrees() else {
@@ -296,7 +356,7 @@ pub fn tidy_metadata(
                     e.message()
                 ),
             });
-        } else if locked {
+        } else if locked && finished.contains(&path) {
             let _ = wt.unlock();
             notes.push(format!(
                 "unlocked {} (its agent no longer runs)",

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::events::EventBus;
 use crate::git::lane::Lanes;
 use grove_proto::methods::GcReport;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
@@ -28,9 +29,15 @@ enum Msg {
 #[derive(Clone)]
 pub struct JanitorHandle {
     tx: mpsc::Sender<Msg>,
+    scanning: Arc<AtomicBool>,
 }
 
 impl JanitorHandle {
+    /// True until the start-up scan is done.
+    pub fn scanning(&self) -> bool {
+        self.scanning.load(Ordering::Relaxed)
+    }
+
     /// Runs the prune pass now (`grove gc`).
     pub async fn gc(&self, dry_run: bool) -> Result<GcReport, Error> {
         let (reply, answer) = oneshot::channel();
@@ -80,7 +87,13 @@ impl Janitor {
     /// Starts the janitor task: timers for disk checks and prunes, and requests.
     pub fn start(self, mut shutdown: watch::Receiver<bool>) -> JanitorHandle {
         let (tx, mut rx) = mpsc::channel(64);
+        let scanning = Arc::new(AtomicBool::new(true));
+        let scanned = scanning.clone();
         tokio::spawn(async move {
+            // After the socket opened: requests never wait for it, and the janitor's
+            // own passes come after it.
+            self.startup_scan().await;
+            scanned.store(false, Ordering::Relaxed);
             let mut disk_timer = interval_at(
                 Instant::now() + self.config.disk_check_interval,
                 self.config.disk_check_interval,
@@ -123,7 +136,7 @@ impl Janitor {
                 }
             }
         });
-        JanitorHandle { tx }
+        JanitorHandle { tx, scanning }
     }
 
     async fn log_removal(&self, removal: grove_proto::types::Removal) {

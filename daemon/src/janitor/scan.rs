@@ -1,9 +1,10 @@
-//! The start-up scan: before the daemon serves, make the disk and git's worktree
-//! metadata agree with the agent records (which the core has already reconciled with
-//! the live processes).
+//! The start-up scan: make the disk and git's worktree metadata agree with the agent
+//! records. It runs in the janitor's task while the daemon already serves (the first
+//! thing that task does, so a `grove gc` waits for it).
 
 use super::disk::worktree_dirs;
 use super::Janitor;
+use crate::core::WorktreeUse;
 use crate::git::pool::is_pool_dir;
 use crate::git::target::resolve_repo;
 use crate::git::worktree;
@@ -39,31 +40,31 @@ impl Janitor {
                 }
             }
         }
-        let live: HashSet<PathBuf> = uses
-            .iter()
-            .filter(|u| u.live)
-            .map(|u| u.worktree.clone())
-            .collect();
+        let (live, finished): (Vec<&WorktreeUse>, Vec<&WorktreeUse>) =
+            uses.iter().partition(|u| u.live);
+        let paths =
+            |uses: Vec<&WorktreeUse>| uses.into_iter().map(|u| u.worktree.clone()).collect();
+        let (live, finished) = (paths(live), paths(finished));
         let repos: BTreeSet<PathBuf> = uses.iter().map(|u| u.repo.clone()).collect();
         for repo in repos {
-            self.tidy_repo(repo, &live).await;
+            self.tidy_repo(repo, &live, &finished).await;
         }
     }
 
     /// Prunes metadata of grove worktrees whose directory is gone and unlocks worktrees
     /// whose agent no longer runs. Worktrees outside grove's root are never touched.
-    async fn tidy_repo(&self, repo: PathBuf, live: &HashSet<PathBuf>) {
+    async fn tidy_repo(&self, repo: PathBuf, live: &HashSet<PathBuf>, finished: &HashSet<PathBuf>) {
         let probe = repo.clone();
         let Ok(Ok(target)) = tokio::task::spawn_blocking(move || resolve_repo(&probe)).await else {
             tracing::info!(repo = %repo.display(), "start-up scan: repository is gone; skipped");
             return;
         };
         let root = self.config.dirs.worktree_root.clone();
-        let live = live.clone();
+        let (live, finished) = (live.clone(), finished.clone());
         let notes = self
             .lanes
             .run(&target, move |lane| {
-                Ok(worktree::tidy_metadata(&lane.repo, &root, &live))
+                Ok(worktree::tidy_metadata(&lane.repo, &root, &live, &finished))
             })
             .await
             .unwrap_or_default();

@@ -259,7 +259,7 @@ async fn gauges(ctx: &Ctx) -> Vec<Metric> {
     }
     let queued = ctx.core.queue().await.map(|q| q.len()).unwrap_or(0);
     let worktrees = ctx.core.worktrees().await.map(|w| w.len()).unwrap_or(0);
-    let (_, pool) = ctx.core.status().await;
+    let pool = ctx.core.status().await.pool;
     let mut listed = ctx.state.list().await.unwrap_or_default();
     let sessions: Vec<(u64, u64)> = listed
         .iter()

@@ -26,6 +26,8 @@ pub struct Conn {
     /// Handed over by the reader itself, not by a task per message, so keys stay in
     /// the order they were typed.
     attached: Arc<std::sync::Mutex<Option<mpsc::Sender<Inbound>>>>,
+    /// The request's idempotency key, scoped to the caller (see `idempotency.rs`).
+    key: Option<String>,
 }
 
 /// One line for the client, with a descriptor handed over with it (SCM_RIGHTS) when
@@ -97,6 +99,19 @@ impl Conn {
             _ => tracing::debug!(method = %call.method, "dropped an attach notification"),
         }
         true
+    }
+
+    /// This connection, for one request that carries `key`.
+    pub fn with_key(&self, key: String) -> Conn {
+        Conn {
+            key: Some(key),
+            ..self.clone()
+        }
+    }
+
+    /// The idempotency key of the request being handled: stored with its effect.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.key.as_deref()
     }
 
     /// The agent whose process tree the peer belongs to: that agent's authority is all
@@ -204,6 +219,7 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
         out,
         agent: None,
         attached: Arc::default(),
+        key: None,
     };
     // Handles of the requests in flight, to abort them when the client leaves.
     let mut requests: Vec<JoinHandle<()>> = Vec::new();
@@ -289,9 +305,19 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             let span = tracing::info_span!("request", method = %call.method, agent = conn.agent.as_ref().map(|a| a.id.as_str()));
             requests.push(tokio::spawn(
                 async move {
-                    let answer =
-                        handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, call.params)
-                            .await;
+                    let mut params = call.params;
+                    let answer = match super::idempotency::take_key(&call.method, &mut params) {
+                        Ok(Some(key)) => {
+                            let (ctx, conn, method) =
+                                (ctx.clone(), conn.clone(), call.method.clone());
+                            super::idempotency::run(ctx, conn, key, method, params).await
+                        }
+                        Ok(None) => {
+                            handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, params)
+                                .await
+                        }
+                        Err(e) => Some(Err(e)),
+                    };
                     if let Some(result) = answer {
                         tracing::debug!(ok = result.is_ok(), "answered");
                         conn.respond(call.id, result).await;

@@ -4,6 +4,7 @@
 mod agent_slots;
 mod connection;
 mod handlers;
+mod idempotency;
 mod peer;
 mod stream;
 
@@ -36,6 +37,7 @@ pub struct Ctx {
     pub stop: watch::Sender<bool>,
     pub connections: ConnectionSlots,
     pub agent_connections: agent_slots::AgentSlots,
+    pub idempotency: idempotency::KeyLocks,
 }
 
 /// Serves until `ctx.stop` is set, then lets open connections flush their last

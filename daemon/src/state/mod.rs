@@ -48,6 +48,7 @@ enum Req {
         session: String,
         writer: String,
         writes: Vec<Write>,
+        key: Option<String>,
         reply: Reply<u64>,
     },
     Ensure {
@@ -138,11 +139,13 @@ impl StateHandle {
         session: &str,
         writer: &str,
         writes: Vec<Write>,
+        key: Option<String>,
     ) -> Result<u64, Error> {
         self.ask(|reply| Req::Update {
             session: session.into(),
             writer: writer.into(),
             writes,
+            key,
             reply,
         })
         .await
@@ -480,13 +483,14 @@ impl StateService {
                 session,
                 writer,
                 writes,
+                key,
                 reply,
             } => {
                 if let Err(e) = self.use_session(&session).await {
                     let _ = reply.send(Err(e));
                     return;
                 }
-                self.stage(&session, &writer, &writes, reply);
+                self.stage(&session, &writer, &writes, key, reply);
                 self.keep_checkpoints(&session).await;
             }
             other => {
@@ -616,7 +620,14 @@ impl StateService {
     }
 
     /// Applies one batch in memory and puts it in the outbox for the next store job.
-    fn stage(&mut self, name: &str, writer: &str, writes: &[Write], reply: Reply<u64>) {
+    fn stage(
+        &mut self,
+        name: &str,
+        writer: &str,
+        writes: &[Write],
+        key: Option<String>,
+        reply: Reply<u64>,
+    ) {
         if let Err(e) = self.session(name) {
             let _ = reply.send(Err(e));
             return;
@@ -671,6 +682,7 @@ impl StateService {
         };
         let snapshot = (id % SNAPSHOT_EVERY == 0).then_some(&state);
         let rows = CheckpointRow::new(name, info, writes, snapshot).and_then(|row| {
+            let row = row.with_key(key);
             SessionHead::new(
                 name,
                 id,
@@ -1205,7 +1217,7 @@ mod tests {
         let tasks: Vec<_> = (0..updates)
             .map(|_| {
                 let state = state.clone();
-                tokio::spawn(async move { state.update("s", "user", add_one()).await })
+                tokio::spawn(async move { state.update("s", "user", add_one(), None).await })
             })
             .collect();
         let mut answers = Vec::new();
@@ -1250,7 +1262,10 @@ mod tests {
     async fn a_failed_commit_fails_every_update_applied_after_it_and_nothing_stays_applied() {
         let (_dir, db, state, _stop) = started().await;
         assert_eq!(
-            state.update("s", "user", add_one()).await.expect("first"),
+            state
+                .update("s", "user", add_one(), None)
+                .await
+                .expect("first"),
             1
         );
         // From here every write fails, while more updates keep coming.
@@ -1264,7 +1279,10 @@ mod tests {
             .expect("writable");
         assert_eq!(state.get("s", None).await.expect("get").1["n"], json!(1));
         assert_eq!(
-            state.update("s", "user", add_one()).await.expect("after"),
+            state
+                .update("s", "user", add_one(), None)
+                .await
+                .expect("after"),
             2
         );
         let (head, current) = state.get("s", None).await.expect("get");

@@ -47,6 +47,8 @@ pub struct CheckpointRow {
     writes: String,
     /// The state right after this checkpoint, when a snapshot is due.
     snapshot: Option<String>,
+    /// The update's idempotency key and its answer, stored with the checkpoint.
+    idempotency: Option<(String, String)>,
 }
 
 impl CheckpointRow {
@@ -62,7 +64,18 @@ impl CheckpointRow {
             writes: serde_json::to_string(writes)?,
             snapshot: snapshot.map(serde_json::to_string).transpose()?,
             info,
+            idempotency: None,
         })
+    }
+
+    /// Stores `key` with this checkpoint (in its transaction), answering what
+    /// `state.update` answered.
+    pub fn with_key(mut self, key: Option<String>) -> CheckpointRow {
+        self.idempotency = key.map(|key| {
+            let answer = serde_json::json!({ "session": self.session, "checkpoint": self.info.id });
+            (key, answer.to_string())
+        });
+        self
     }
 }
 
@@ -146,6 +159,9 @@ fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result
         row.writes,
         info.schema_version,
     ])?;
+    if let Some((key, answer)) = &row.idempotency {
+        crate::db::idempotency::record(conn, key, "state.update", answer, info.at_ms)?;
+    }
     if let Some(state) = &row.snapshot {
         conn.prepare_cached(
             "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",

@@ -102,6 +102,25 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     Some(pages * rustix::param::page_size() as u64)
 }
 
+/// Resident memory of `pid` in bytes, split into anonymous (its own heap and stacks:
+/// `RssAnon`) and file-backed (mapped files such as a repository's pack: `RssFile` plus
+/// `RssShmem`), from /proc/<pid>/status.
+pub fn rss_split(pid: u32) -> Option<(u64, u64)> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |field: &str| -> Option<u64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))?
+            .trim_start_matches(':')
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    let file = kib("RssFile")? + kib("RssShmem").unwrap_or(0);
+    Some((kib("RssAnon")? * 1024, file * 1024))
+}
+
 /// Clock ticks per second, the unit of [`Stat::cpu_ticks`].
 pub fn clock_ticks_per_second() -> u64 {
     rustix::param::clock_ticks_per_second()

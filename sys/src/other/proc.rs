@@ -45,6 +45,10 @@ pub fn rss_bytes(_pid: u32) -> Option<u64> {
     None
 }
 
+pub fn rss_split(_pid: u32) -> Option<(u64, u64)> {
+    None
+}
+
 pub fn clock_ticks_per_second() -> u64 {
     100
 }

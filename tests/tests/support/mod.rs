@@ -203,7 +203,11 @@ impl Grove {
     /// Runs `args` with the daemon set to crash at `point` (daemon/src/faults.rs); the
     /// command must fail, and this returns once that daemon is gone.
     pub fn crash_during(&self, point: &str, args: &[&str]) {
-        let out = self.run_env(args, &[("GROVE_TEST_CRASH_AT", point)]);
+        // No retry: a retry would start a daemon with the same crash point again.
+        let out = self.run_env(
+            args,
+            &[("GROVE_TEST_CRASH_AT", point), ("GROVE_RETRY_FOR", "0")],
+        );
         assert_ne!(
             out.code, 0,
             "{point}: {args:?} should have lost its daemon: {}",

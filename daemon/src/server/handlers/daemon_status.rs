@@ -4,7 +4,8 @@ use grove_proto::methods::DaemonStatusResult;
 
 pub async fn handle(ctx: &Ctx) -> Result<DaemonStatusResult, Error> {
     let dirs = &ctx.config.dirs;
-    let (agents_live, pool) = ctx.core.status().await;
+    let core = ctx.core.status().await;
+    let scanning = ctx.janitor.scanning();
     let metrics = crate::metrics::record::get();
     Ok(DaemonStatusResult {
         pid: std::process::id(),
@@ -14,8 +15,10 @@ pub async fn handle(ctx: &Ctx) -> Result<DaemonStatusResult, Error> {
         socket: dirs.socket.clone(),
         state_dir: dirs.state_dir.clone(),
         worktree_root: dirs.worktree_root.clone(),
-        agents_live,
-        pool,
+        agents_live: core.agents_live,
+        pool: core.pool,
+        recovering: core.recovering > 0 || scanning,
+        recovery_pending: core.recovering,
         last_prune_ms: metrics.last_prune.get(),
         next_prune_ms: metrics.next_prune.get(),
         last_session_gc_ms: metrics.last_session_gc.get(),

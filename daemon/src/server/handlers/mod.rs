@@ -62,6 +62,15 @@ impl Json {
     pub fn into_bytes(self) -> Vec<u8> {
         self.0
     }
+
+    /// A result stored as JSON text earlier (an idempotency key's answer).
+    pub fn raw(bytes: Vec<u8>) -> Json {
+        Json(bytes)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
+    }
 }
 
 pub type Answer = Result<Json, RpcError>;

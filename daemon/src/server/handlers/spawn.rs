@@ -137,6 +137,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
             base_commit: base_commit.to_string(),
             subdir,
             stdin,
+            idempotency_key: conn.idempotency_key().map(String::from),
         })
         .await
 }

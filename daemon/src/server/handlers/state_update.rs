@@ -29,7 +29,12 @@ pub async fn handle(
     let begun = std::time::Instant::now();
     let checkpoint = ctx
         .state
-        .update(&caller.session, &caller.writer, writes)
+        .update(
+            &caller.session,
+            &caller.writer,
+            writes,
+            conn.idempotency_key().map(String::from),
+        )
         .await?;
     crate::metrics::checkpoint_saved(begun);
     Ok(StateUpdateResult {

@@ -1,0 +1,158 @@
+//! Idempotency keys (docs/protocol.md, "Retries and idempotency"): a request that
+//! changes something and carries a key gets, when the key was seen before, the first
+//! answer instead of a second effect. Keys are the caller's own: one agent's key never
+//! finds another's answer.
+
+use super::connection::Conn;
+use super::handlers::{self, Answer, Json};
+use super::Ctx;
+use grove_agent_shim::now_ms;
+use grove_proto::methods::{self as m, Method, CHANGING_METHODS, IDEMPOTENCY_KEY};
+use grove_proto::{codes, RpcError};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const MAX_KEY_BYTES: usize = 128;
+
+/// One lock per key in use: a retry that arrives while the first request still runs
+/// (the client lost only its connection) waits for its answer.
+#[derive(Default)]
+pub struct KeyLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl KeyLocks {
+    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        locks.entry(key.to_string()).or_default().clone()
+    }
+}
+
+/// Takes the key out of `params` (the methods' own params do not know it).
+pub fn take_key(method: &str, params: &mut Option<Value>) -> Result<Option<String>, RpcError> {
+    let Some(Value::Object(map)) = params else {
+        return Ok(None);
+    };
+    let Some(key) = map.remove(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let bad = |why: &str| {
+        RpcError::new(
+            codes::INVALID_PARAMS,
+            format!("`{IDEMPOTENCY_KEY}` of {method} {why}; send a string of 1 to {MAX_KEY_BYTES} bytes that is new for each request (the same only when sending that request again)"),
+        )
+    };
+    match key {
+        Value::String(key) if !key.is_empty() && key.len() <= MAX_KEY_BYTES => {
+            Ok(CHANGING_METHODS.contains(&method).then_some(key))
+        }
+        Value::String(key) if key.is_empty() => Err(bad("is empty")),
+        Value::String(key) => Err(bad(&format!("is {} bytes long", key.len()))),
+        _ => Err(bad("is not a string")),
+    }
+}
+
+/// The key as stored: scoped to the caller.
+pub fn scoped(conn: &Conn, key: &str) -> String {
+    match conn.agent() {
+        Some(agent) => format!("agent {}:{key}", agent.id),
+        None => format!("user:{key}"),
+    }
+}
+
+/// Runs `method` once per key: a key seen before gets the stored answer. The work runs
+/// in a task of its own that holds the key until its answer is stored: a client that
+/// drops the connection and sends again at once waits for it instead of racing it
+/// (the connection's own tasks end with the connection).
+pub async fn run(
+    ctx: Arc<Ctx>,
+    conn: Conn,
+    key: String,
+    method: String,
+    params: Option<Value>,
+) -> Option<Answer> {
+    let key = scoped(&conn, &key);
+    let lock = ctx.idempotency.lock_for(&key);
+    let held = lock.lock_owned().await;
+    let work = tokio::spawn(async move {
+        let _held = held;
+        once(&ctx, &conn, key, &method, params).await
+    });
+    work.await.unwrap_or_else(|e| {
+        Some(Err(RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!("the request failed: {e}"),
+        )))
+    })
+}
+
+async fn once(
+    ctx: &Ctx,
+    conn: &Conn,
+    key: String,
+    method: &str,
+    params: Option<Value>,
+) -> Option<Answer> {
+    match stored(ctx, &key, method).await {
+        Ok(Some(answer)) => return Some(Ok(answer)),
+        Ok(None) => {}
+        Err(e) => return Some(Err(e)),
+    }
+    let conn = conn.with_key(key.clone());
+    let answer = handlers::dispatch(ctx, &conn, None, method, params).await?;
+    // Spawns and state updates store their key with their effect; the rest right after.
+    let with_effect = [m::Spawn::NAME, m::StateUpdate::NAME].contains(&method);
+    if let (Ok(json), false) = (&answer, with_effect) {
+        let (key, method, text) = (key, method.to_string(), json.text());
+        let saved = ctx
+            .db
+            .call(move |db| crate::db::idempotency::record(db, &key, &method, &text, now_ms()))
+            .await;
+        if let Err(e) = saved {
+            tracing::warn!(error = %e, "cannot store an idempotency key; a retry would repeat the request");
+        }
+    }
+    if answer.is_ok() {
+        crate::faults::point("before_answer");
+    }
+    Some(answer)
+}
+
+/// The answer stored for `key`, if any, and if it was for `method`.
+async fn stored(ctx: &Ctx, key: &str, method: &str) -> Result<Option<Json>, RpcError> {
+    let owned = key.to_string();
+    let found = ctx
+        .db
+        .call(move |db| crate::db::idempotency::find(db, &owned, now_ms()))
+        .await
+        .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, e.to_string()))?;
+    let Some((was, answer)) = found else {
+        return Ok(None);
+    };
+    if was != method {
+        return Err(RpcError::new(
+            codes::INVALID_PARAMS,
+            format!("this `{IDEMPOTENCY_KEY}` was sent with {was}, not {method}: choose a new key for each request"),
+        ));
+    }
+    if method != m::Spawn::NAME {
+        return Ok(Some(Json::raw(answer.into_bytes())));
+    }
+    // A spawn's key names its agent: the answer is that agent as it is now. A key
+    // whose agent never came to be (a crash in between) is no answer: spawn again.
+    let agent = serde_json::from_str::<Value>(&answer)
+        .ok()
+        .and_then(|v| v["agent"].as_str().map(String::from))
+        .unwrap_or_default();
+    match ctx.core.get(&agent).await {
+        Ok(record) if record.id == agent => Json::of(&record).map(Some),
+        _ => {
+            let owned = key.to_string();
+            let _ = ctx
+                .db
+                .call(move |db| crate::db::idempotency::forget(db, &owned))
+                .await;
+            Ok(None)
+        }
+    }
+}

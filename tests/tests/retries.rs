@@ -1,0 +1,244 @@
+//! Clients ride out a daemon restart (docs/protocol.md, "Retries and idempotency"): a
+//! spawn, a wait and a state update in flight while the daemon is killed each complete
+//! after the restart, and none takes effect twice (runs counted from inside agents).
+
+mod support;
+
+use serde_json::json;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::process::Stdio;
+use std::time::Duration;
+use support::*;
+
+/// Starts a daemon that kills itself once a request with an idempotency key has taken
+/// effect, before it answers; the clients (without that setting) start the next one.
+fn crash_before_answering(g: &Grove) {
+    g.ok(&["daemon", "stop"]);
+    let out = g.run_env(&["list"], &[("GROVE_TEST_CRASH_AT", "before_answer")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
+
+/// A raw connection that has said hello: one request line, one answer line.
+struct Raw {
+    stream: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Raw {
+    fn open(g: &Grove) -> Raw {
+        g.ok(&["list"]);
+        let stream = UnixStream::connect(g.home.join("grove.sock")).expect("connect");
+        let reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut raw = Raw { stream, reader };
+        raw.ask(json!({"jsonrpc": "2.0", "id": 1, "method": "hello",
+            "params": {"protocol": grove_proto::PROTOCOL_VERSION}}));
+        raw
+    }
+
+    fn ask(&mut self, line: serde_json::Value) -> serde_json::Value {
+        writeln!(self.stream, "{line}").expect("send");
+        let mut answer = String::new();
+        self.reader.read_line(&mut answer).expect("answer");
+        serde_json::from_str(&answer).expect("json")
+    }
+
+    fn create_session(&mut self, name: &str) {
+        let text = "[state]\nversion = 1\n[state.channels]\nx = { reducer = \"overwrite\" }\n";
+        let made = self.ask(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "session.create",
+            "params": {"name": name, "schema_text": {"origin": "t.toml", "text": text}}}),
+        );
+        assert!(made["error"].is_null(), "{made}");
+    }
+}
+
+fn open_connections(g: &Grove) -> f64 {
+    let metrics = g.json(&["metrics"]);
+    metrics["metrics"]
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["name"] == "grove_connections"))
+        .and_then(|m| m["series"][0]["value"].as_f64())
+        .unwrap_or(0.0)
+}
+
+fn runs(dir: &std::path::Path, id: &str) -> usize {
+    fs::read_to_string(dir.join(id))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn a_spawn_whose_answer_a_crash_cut_off_is_retried_without_a_second_agent() {
+    let g = Grove::new();
+    let runs_dir = g.dir.path().join("runs");
+    fs::create_dir(&runs_dir).expect("runs");
+    let old = g.daemon_pid();
+    crash_before_answering(&g);
+    let crashing = g.json(&["daemon", "status"])["pid"].as_i64();
+    assert_ne!(crashing, Some(old as i64));
+    let script = format!("echo run >> '{}'/$GROVE_AGENT_ID", runs_dir.display());
+    let id = g.spawn(&[], &script);
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{record}");
+    let agents = g.json(&["list", "--all"])["agents"].clone();
+    assert_eq!(
+        agents.as_array().map(Vec::len),
+        Some(1),
+        "one agent: {agents}"
+    );
+    assert_eq!(runs(&runs_dir, &id), 1, "the agent ran once");
+    assert!(
+        !g.daemon_log_lines("GROVE_TEST_CRASH_AT: crashing on purpose")
+            .is_empty(),
+        "the daemon did crash before answering"
+    );
+}
+
+#[test]
+fn a_state_update_whose_answer_a_crash_cut_off_counts_once() {
+    let g = Grove::new();
+    fs::write(
+        g.repo.join(".grove.toml"),
+        "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\n",
+    )
+    .expect("schema");
+    g.git(&["add", ".grove.toml"]);
+    g.git(&["commit", "-qm", "schema"]);
+    let gate = g.dir.path().join("gate");
+    let done = g.dir.path().join("updated");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; \"$GROVE_BIN\" state update n 1 && touch '{}'",
+        gate.display(),
+        done.display()
+    );
+    let g = g.with_env(&[("GROVE_BIN", BIN)]);
+    let id = g.spawn(&["--session", "s"], &script);
+    crash_before_answering(&g);
+    fs::write(&gate, "").expect("gate");
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{record}");
+    assert!(
+        done.exists(),
+        "the update was acknowledged after the restart"
+    );
+    let state = g.json(&["state", "get", "--session", "s"]);
+    assert_eq!(state["state"]["n"], json!(1), "counted once: {state}");
+    assert!(
+        !g.daemon_log_lines("GROVE_TEST_CRASH_AT: crashing on purpose")
+            .is_empty(),
+        "the daemon did crash before answering"
+    );
+}
+
+#[test]
+fn a_wait_in_flight_while_the_daemon_is_killed_completes_after_the_restart() {
+    let g = Grove::new();
+    let gate = g.dir.path().join("gate");
+    let id = g.spawn(
+        &[],
+        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display()),
+    );
+    let mut wait = g.command();
+    wait.args(["--json", "wait", &id]).stdout(Stdio::piped());
+    let waiting = wait.spawn().expect("grove wait");
+    // The wait is in the daemon's hands once it shows as a connection there (besides
+    // the one asking).
+    eventually("the wait is in flight", Duration::from_secs(10), || {
+        open_connections(&g) >= 2.0
+    });
+    g.crash_daemon();
+    fs::write(&gate, "").expect("gate");
+    let out = waiting.wait_with_output().expect("wait output");
+    assert!(out.status.success(), "grove wait rode out the restart");
+    let done: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(done["agents"][0]["outcome"], "succeeded", "{done}");
+}
+
+#[test]
+fn a_state_watch_resumes_after_the_daemon_is_killed() {
+    let g = Grove::new();
+    Raw::open(&g).create_session("w");
+    let mut watch = g.command();
+    watch
+        .args(["--json", "state", "watch", "--session", "w"])
+        .stdout(Stdio::piped());
+    let mut watching = watch.spawn().expect("grove state watch");
+    let mut lines = BufReader::new(watching.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("line").expect("read");
+    assert!(first.contains("\"checkpoint\""), "{first}");
+    g.crash_daemon();
+    // Any command brings a daemon up; the watcher reconnects to it.
+    g.ok(&["list"]);
+    let resumed = lines.next().expect("line").expect("read");
+    assert!(
+        resumed.contains("state.lagged") && resumed.contains("reconnected"),
+        "{resumed}"
+    );
+    g.ok(&["state", "update", "--session", "w", "x", "1"]);
+    let update = lines.next().expect("line").expect("read");
+    assert!(update.contains("state.updated"), "{update}");
+    let _ = watching.kill();
+    let _ = watching.wait();
+}
+
+#[test]
+fn a_key_sent_again_gets_the_first_answer_and_a_key_for_another_method_is_refused() {
+    let g = Grove::new();
+    let mut raw = Raw::open(&g);
+    raw.create_session("k");
+    let mut ask = |line| raw.ask(line);
+    let update = |id: u64, key: serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "state.update", "params": {
+            "session": "k", "writes": [{"channel": "x", "value": id}], "idempotency_key": key}})
+    };
+    let first = ask(update(2, json!("key-1")));
+    let again = ask(update(3, json!("key-1")));
+    assert_eq!(first["result"], again["result"], "{first} {again}");
+    let other = ask(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "agent.kill", "params": {
+        "id": "nobody", "idempotency_key": "key-1"}}),
+    );
+    let message = other["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("was sent with state.update"), "{other}");
+    let empty = ask(update(5, json!("")));
+    let message = empty["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("idempotency_key") && message.contains("empty"),
+        "{empty}"
+    );
+    let state = g.json(&["state", "get", "--session", "k"]);
+    assert_eq!(
+        state["state"]["x"],
+        json!(2),
+        "the second send changed nothing: {state}"
+    );
+}
+
+#[test]
+fn a_daemon_stopped_on_purpose_is_not_started_again_by_a_waiting_client() {
+    let g = Grove::new();
+    let id = g.spawn(&[], "sleep 30");
+    let mut wait = g.command();
+    wait.args(["wait", &id]).stderr(Stdio::piped());
+    let waiting = wait.spawn().expect("grove wait");
+    eventually("the wait is in flight", Duration::from_secs(10), || {
+        open_connections(&g) >= 2.0
+    });
+    g.ok(&["daemon", "stop"]);
+    // The waiting client gives up (after a short grace for a restart) instead of
+    // bringing the stopped daemon back.
+    let out = waiting.wait_with_output().expect("wait output");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = g.run(&["--json", "daemon", "status"]);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).expect("json");
+    assert_eq!(status["running"], false, "{status}");
+    g.ok(&["kill", &id]);
+}
