@@ -81,3 +81,46 @@ fn a_killed_shims_agent_is_killed_before_its_work_is_saved() {
         );
     }
 }
+
+/// Without a cgroup (GROVE_CGROUP=false) the killed shim's tree goes to init: the
+/// daemon finds it by the agent's token in its environment and kills it before salvage.
+#[test]
+fn a_killed_shims_agent_without_a_cgroup_is_killed_too() {
+    let g = Grove::new().with_env(&[("GROVE_CGROUP", "false")]);
+    let pidfile = g.dir.path().join("writer.pid");
+    // The writer runs in the background of its own session: it leaves the process
+    // group of the agent's command, as a daemonizing tool would.
+    let script = format!(
+        "setsid sh -c 'echo $$ > {}; while :; do echo tick >> out.txt; sleep 0.02; done' & sleep 600",
+        pidfile.display()
+    );
+    let id = g.spawn(&[], &script);
+    eventually("the agent writes", Duration::from_secs(20), || {
+        fs::read_to_string(&pidfile).is_ok_and(|p| !p.trim().is_empty())
+    });
+    let writer: i32 = fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
+    eventually("some ticks", Duration::from_secs(20), || {
+        fs::read_to_string(worktree.join("out.txt")).is_ok_and(|t| t.lines().count() >= 5)
+    });
+    let shim = g.record(&id)["pid"].as_i64().expect("shim pid") as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the shim");
+    let record = g.wait(&id);
+    assert_eq!(record["status"], "lost", "{record}");
+    eventually(
+        "the agent's writer is gone",
+        Duration::from_secs(10),
+        || !process_exists(writer),
+    );
+    let saved = g.git(&["show", &format!("grove/{id}:out.txt")]);
+    assert!(saved.lines().count() >= 5, "{saved}");
+    assert!(!worktree.exists(), "the worktree was kept");
+}

@@ -400,7 +400,22 @@ impl Core {
             Ok(Some(cgroup)) => {
                 tokio::task::spawn_blocking(move || grove_sys::cgroup::remove_when_empty(&cgroup));
             }
-            Ok(None) => {}
+            Ok(None) => {
+                // No cgroup: the tree went to init with its shim. What still carries
+                // the agent's token goes before anything is saved.
+                if let Some(token) = self.agents.get(id).map(|row| row.token.clone()) {
+                    let killed = tokio::task::spawn_blocking(move || kill_by_token(&token))
+                        .await
+                        .unwrap_or(0);
+                    if killed > 0 {
+                        tracing::warn!(
+                            agent = id,
+                            killed,
+                            "killed what the agent's dead shim left running"
+                        );
+                    }
+                }
+            }
             Err(e) => {
                 tracing::warn!(agent = id, error = %e, "cannot kill what is left in the agent's cgroup")
             }
@@ -847,6 +862,34 @@ pub(super) fn start_markers(
         agent_dir.join(format!("start-{attempt}.claim")),
         agent_dir.join(format!("start-{attempt}.abandon")),
     )
+}
+
+/// Kills every process whose environment carries the agent's token: the tree of a shim
+/// that died without a cgroup (its processes went to init). A process that dropped the
+/// token from its environment escapes this; the cgroup (which `--jail` requires) does
+/// not let it. Passes until none is left (bounded); returns how many were killed.
+fn kill_by_token(token: &str) -> usize {
+    let entry = format!("GROVE_TOKEN={token}");
+    let me = std::process::id();
+    let mut killed = 0;
+    for _ in 0..50 {
+        let found: Vec<u32> = grove_sys::proc::all_pids()
+            .into_iter()
+            .filter(|&pid| pid != me && grove_sys::proc::environ_has(pid, entry.as_bytes()))
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        for pid in found {
+            let target = nix::unistd::Pid::from_raw(pid as i32);
+            if nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+        // Killed processes leave /proc once reaped; forks of the moment show next pass.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    killed
 }
 
 #[cfg(test)]

@@ -493,3 +493,9 @@ mod syscalls {
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     pub const WAITS: &[i64] = &[];
 }
+
+/// True when `entry` (`NAME=value`) is in the environment `pid` started with.
+pub fn environ_has(pid: u32, entry: &[u8]) -> bool {
+    fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|environ| environ.split(|&b| b == 0).any(|e| e == entry))
+}

@@ -124,3 +124,7 @@ pub fn listening_unix_sockets(_pid: u32) -> Vec<PathBuf> {
 pub fn waiting_on_terminal(_pid: u32, _tty: u64) -> bool {
     false
 }
+
+pub fn environ_has(_pid: u32, _entry: &[u8]) -> bool {
+    false
+}
