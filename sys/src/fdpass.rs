@@ -25,11 +25,16 @@ pub fn send_with_fd(socket: impl AsFd, bytes: &[u8], fd: impl AsFd) -> io::Resul
 pub fn recv_with_fds(socket: impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
     let mut iov = [IoSliceMut::new(buf)];
+    // Linux marks them close-on-exec as they arrive; elsewhere that is done just after.
+    #[cfg(target_os = "linux")]
+    let flags = MsgFlags::MSG_CMSG_CLOEXEC;
+    #[cfg(not(target_os = "linux"))]
+    let flags = MsgFlags::empty();
     let message = recvmsg::<()>(
         socket.as_fd().as_raw_fd(),
         &mut iov,
         Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
+        flags,
     )
     .map_err(io::Error::from)?;
     let mut fds = Vec::new();
@@ -42,6 +47,9 @@ pub fn recv_with_fds(socket: impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Ve
                     .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
             );
         }
+    }
+    for fd in &fds {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
     }
     Ok((message.bytes, fds))
 }
