@@ -49,37 +49,8 @@ fn a_real_mcp_client_lists_tools_spawns_waits_and_reads_the_diff() {
         String::from_utf8_lossy(&out.stderr)
     );
     let result: Value = serde_json::from_str(stdout.trim()).expect("json");
-    let tools: Vec<&str> = result["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(
-        tools,
-        [
-            "agent_diff",
-            "agent_logs",
-            "agent_status",
-            "discard_agent",
-            "kill_agent",
-            "list_agents",
-            "merge_agent",
-            "overlaps",
-            "read_screen",
-            "report_agent",
-            "review_agents",
-            "send_input",
-            "session_list",
-            "session_show",
-            "spawn_agent",
-            "state_fork",
-            "state_get",
-            "state_history",
-            "state_update",
-            "wait_agents"
-        ]
-    );
+    let tools = tool_names(&result);
+    assert_eq!(tools, MCP_TOOLS);
     assert_eq!(result["outcome"], "succeeded");
     assert!(result["branch"]
         .as_str()

@@ -89,37 +89,8 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let r: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
     assert_eq!(r["failures"], serde_json::json!([]), "{r:#}");
-    let tools: Vec<&str> = r["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(
-        tools,
-        [
-            "agent_diff",
-            "agent_logs",
-            "agent_status",
-            "discard_agent",
-            "kill_agent",
-            "list_agents",
-            "merge_agent",
-            "overlaps",
-            "read_screen",
-            "report_agent",
-            "review_agents",
-            "send_input",
-            "session_list",
-            "session_show",
-            "spawn_agent",
-            "state_fork",
-            "state_get",
-            "state_history",
-            "state_update",
-            "wait_agents"
-        ]
-    );
+    let tools = tool_names(&r);
+    assert_eq!(tools, MCP_TOOLS);
     let mut called: Vec<&str> = r["called"]
         .as_array()
         .expect("called")

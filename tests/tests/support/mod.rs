@@ -437,3 +437,39 @@ pub fn have_python3() -> bool {
         .map(|e| format!("cannot run python3: {e}"));
     can_run("python3", missing)
 }
+
+/// Every tool `grove mcp` lists, sorted: the MCP tests check the server against it.
+#[allow(dead_code)]
+pub const MCP_TOOLS: &[&str] = &[
+    "agent_diff",
+    "agent_logs",
+    "agent_status",
+    "discard_agent",
+    "kill_agent",
+    "list_agents",
+    "merge_agent",
+    "overlaps",
+    "read_screen",
+    "report_agent",
+    "review_agents",
+    "send_input",
+    "session_list",
+    "session_show",
+    "spawn_agent",
+    "state_fork",
+    "state_get",
+    "state_history",
+    "state_update",
+    "wait_agents",
+];
+
+/// The `tools` names of an MCP client script's JSON report.
+#[allow(dead_code)]
+pub fn tool_names(report: &Value) -> Vec<&str> {
+    report["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
