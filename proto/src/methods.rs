@@ -44,6 +44,7 @@ method!(
 );
 method!(Queue, "agent.queue", Empty, AgentList);
 method!(Remove, "agent.remove", IdParams, AgentRecord);
+method!(Discard, "agent.discard", IdParams, DiscardResult);
 method!(Gc, "janitor.gc", GcParams, GcReport);
 method!(GcLog, "janitor.log", GcLogParams, GcLogResult);
 method!(Salvaged, "salvage.list", Empty, SalvagedResult);
@@ -120,6 +121,7 @@ pub const ALL_METHODS: &[&str] = &[
     EventsSubscribe::NAME,
     Queue::NAME,
     Remove::NAME,
+    Discard::NAME,
     Gc::NAME,
     GcLog::NAME,
     Salvaged::NAME,
@@ -268,6 +270,17 @@ pub struct IdParams {
     pub id: String,
 }
 
+/// A discarded agent branch: gone, its tip kept under a salvage ref until retention.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DiscardResult {
+    pub id: String,
+    pub branch: String,
+    /// The branch's tip when it was deleted.
+    pub commit: String,
+    /// `refs/grove/salvage/discarded-<id>`, which holds `commit`.
+    pub salvage_ref: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct WaitParams {
@@ -365,8 +378,8 @@ pub struct SubscribeParams {
 }
 
 /// After this answer, events arrive as notifications on the same connection:
-/// `agent.queued`, `agent.started`, `agent.exited`, `agent.collected` (params: the agent
-/// record), `state.updated`, `janitor.removed` (a removal), `disk.pressure`; and
+/// `agent.queued`, `agent.started`, `agent.exited`, `agent.collected`, `agent.discarded`
+/// (params: the agent record), `state.updated`, `janitor.removed` (a removal), `disk.pressure`; and
 /// `events.lagged` `{"missed", "resync"}` if the connection fell behind.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SubscribeResult {
@@ -780,6 +793,7 @@ pub const ALL_EVENTS: &[&str] = &[
     "agent.resumed",
     "agent.exited",
     "agent.collected",
+    "agent.discarded",
     "agent.waiting",
     "agent.working",
     "state.updated",

@@ -96,6 +96,16 @@ impl CoreHandle {
             .await
     }
 
+    /// Deletes a finished agent's branch in its repository's lane, its tip kept under
+    /// `refs/grove/salvage/discarded-<id>`.
+    pub async fn discard(
+        &self,
+        prefix: &str,
+    ) -> Result<grove_proto::methods::DiscardResult, Error> {
+        self.ask(|reply| Msg::Discard(prefix.to_string(), reply))
+            .await
+    }
+
     pub async fn forget(&self, ids: Vec<String>) -> Result<Vec<String>, Error> {
         self.ask(|reply| Msg::Forget(ids, reply)).await
     }

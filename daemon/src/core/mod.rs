@@ -3,6 +3,7 @@
 //! report back with messages, so the core never waits on git or on a process.
 
 mod agents;
+mod discard;
 mod handle;
 mod lifecycle;
 mod pause;
@@ -54,6 +55,13 @@ pub enum Msg {
     Pause(String, bool, Reply<AgentRecord>),
     /// Remove the kept worktree of a finished agent (salvaged first), for `reason`.
     Recollect(String, String, Reply<AgentRecord>),
+    /// Delete a finished agent's branch, its tip kept under a salvage ref.
+    Discard(String, Reply<grove_proto::methods::DiscardResult>),
+    Discarded(
+        String,
+        Result<crate::git::refs::Discard, Error>,
+        Reply<grove_proto::methods::DiscardResult>,
+    ),
     /// Forget finished agents (records and logs) past retention.
     Forget(Vec<String>, Reply<Vec<String>>),
     Snapshot(oneshot::Sender<Vec<AgentRecord>>),
@@ -234,6 +242,8 @@ impl Core {
                 let _ = reply.send(result);
             }
             Msg::Recollect(prefix, reason, reply) => self.recollect(&prefix, reason, reply),
+            Msg::Discard(prefix, reply) => self.discard_branch(&prefix, reply),
+            Msg::Discarded(id, result, reply) => self.branch_discarded(&id, result, reply).await,
             Msg::Forget(ids, reply) => {
                 let _ = reply.send(self.forget(ids).await);
             }

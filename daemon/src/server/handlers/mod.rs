@@ -10,6 +10,7 @@ pub mod daemon_metrics;
 pub mod daemon_status;
 pub mod daemon_stop;
 pub mod diff;
+pub mod discard;
 pub mod events_subscribe;
 pub mod gc;
 pub mod gc_log;
@@ -124,6 +125,7 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
             reply(queue::handle(ctx, conn).await)
         }
         m::Remove::NAME => reply(remove::handle(ctx, conn, parse::<m::Remove>(params)?).await),
+        m::Discard::NAME => reply(discard::handle(ctx, conn, parse::<m::Discard>(params)?).await),
         m::Gc::NAME => reply(gc::handle(ctx, conn, parse::<m::Gc>(params)?).await),
         m::GcLog::NAME => reply(gc_log::handle(ctx, conn, parse::<m::GcLog>(params)?).await),
         m::Salvaged::NAME => {
