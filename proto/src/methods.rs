@@ -45,6 +45,8 @@ method!(
 method!(Queue, "agent.queue", Empty, AgentList);
 method!(Remove, "agent.remove", IdParams, AgentRecord);
 method!(Discard, "agent.discard", IdParams, DiscardResult);
+method!(Merged, "agent.merged", MergedParams, AgentRecord);
+method!(Lease, "repo.lease", LeaseParams, LeaseResult);
 method!(Gc, "janitor.gc", GcParams, GcReport);
 method!(GcLog, "janitor.log", GcLogParams, GcLogResult);
 method!(Salvaged, "salvage.list", Empty, SalvagedResult);
@@ -122,6 +124,8 @@ pub const ALL_METHODS: &[&str] = &[
     Queue::NAME,
     Remove::NAME,
     Discard::NAME,
+    Merged::NAME,
+    Lease::NAME,
     Gc::NAME,
     GcLog::NAME,
     Salvaged::NAME,
@@ -279,6 +283,42 @@ pub struct DiscardResult {
     pub commit: String,
     /// `refs/grove/salvage/discarded-<id>`, which holds `commit`.
     pub salvage_ref: String,
+}
+
+/// What `grove merge` did with an agent's branch, for the daemon to record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MergedParams {
+    pub id: String,
+    /// The branch merged into.
+    pub target: String,
+    /// `merge`, `squash` or `rebase`.
+    pub mode: String,
+    /// The agent tip the target now holds.
+    pub tip: String,
+    /// The commit the merge made on the target, if it made one.
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// `--delete` deleted the agent's branch.
+    #[serde(default)]
+    pub deleted: bool,
+}
+
+/// `repo.lease`: the repository's lane, held for the caller until its connection closes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseParams {
+    /// A path inside the repository.
+    pub repo: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LeaseResult {
+    /// The repository's main worktree.
+    pub repo: PathBuf,
+    /// Where the holder puts temporary worktrees (`merge-<pid>-...`): under the
+    /// worktree root, where the janitor salvages and removes what a crash left.
+    pub temp_dir: PathBuf,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -794,6 +834,7 @@ pub const ALL_EVENTS: &[&str] = &[
     "agent.exited",
     "agent.collected",
     "agent.discarded",
+    "agent.merged",
     "agent.waiting",
     "agent.working",
     "state.updated",

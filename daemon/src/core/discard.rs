@@ -1,11 +1,13 @@
-//! `grove discard`: an agent's branch deleted in its repository's lane, its tip kept
-//! under a salvage ref, and the record told (`branch_exists: false`).
+//! What becomes of an agent's branch: `grove discard` deletes it in its repository's
+//! lane, its tip kept under a salvage ref; `grove merge` (git in the user's process)
+//! reports what it merged. Either way the record is told.
 
 use super::{Core, Msg, Reply};
 use crate::error::Error;
 use crate::git::refs::{self, Discard};
 use crate::git::target::resolve_repo;
-use grove_proto::methods::DiscardResult;
+use grove_proto::methods::{DiscardResult, MergedParams};
+use grove_proto::types::AgentRecord;
 
 impl Core {
     /// Checks what the table knows, then deletes the branch in the lane; `discarded`
@@ -90,6 +92,13 @@ impl Core {
 
     /// Records that the agent's branch no longer exists; its name.
     async fn branch_gone(&mut self, id: &str) -> Result<String, Error> {
+        let record = self.mark_branch_gone(id).await?;
+        tracing::info!(agent = id, branch = %record.branch, "branch discarded");
+        self.publish("agent.discarded", &record);
+        Ok(record.branch)
+    }
+
+    async fn mark_branch_gone(&mut self, id: &str) -> Result<AgentRecord, Error> {
         let row = self
             .agents
             .get_mut(id)
@@ -97,9 +106,39 @@ impl Core {
         row.record.branch_exists = false;
         let record = row.record.clone();
         self.persist(id).await;
-        tracing::info!(agent = id, branch = %record.branch, "branch discarded");
-        self.publish("agent.discarded", &record);
-        Ok(record.branch)
+        Ok(record)
+    }
+
+    /// `grove merge` merged the agent's branch (and with `--delete` deleted it): logged,
+    /// published as `agent.merged` (the record, and what went where under `merged`).
+    pub(super) async fn merged(&mut self, merged: MergedParams) -> Result<AgentRecord, Error> {
+        let id = self.resolve(&merged.id)?.record.id.clone();
+        let record = if merged.deleted {
+            self.mark_branch_gone(&id).await?
+        } else {
+            self.resolve(&id)?.record.clone()
+        };
+        tracing::info!(
+            agent = %id,
+            target = %merged.target,
+            mode = %merged.mode,
+            tip = %merged.tip,
+            commit = ?merged.commit,
+            deleted = merged.deleted,
+            "merged by grove merge"
+        );
+        let mut params = serde_json::to_value(&record)
+            .map_err(|e| Error::Internal(format!("cannot encode the record: {e}")))?;
+        params["merged"] = serde_json::json!({
+            "target": merged.target,
+            "mode": merged.mode,
+            "tip": merged.tip,
+            "commit": merged.commit,
+            "deleted": merged.deleted,
+        });
+        self.events
+            .publish("agent.merged", &params, Some(&record.session), Some(&id));
+        Ok(record)
     }
 }
 

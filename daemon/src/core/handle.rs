@@ -106,6 +106,14 @@ impl CoreHandle {
             .await
     }
 
+    /// Records what `grove merge` merged.
+    pub async fn merged(
+        &self,
+        merged: grove_proto::methods::MergedParams,
+    ) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::Merged(merged, reply)).await
+    }
+
     pub async fn forget(&self, ids: Vec<String>) -> Result<Vec<String>, Error> {
         self.ask(|reply| Msg::Forget(ids, reply)).await
     }

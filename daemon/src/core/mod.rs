@@ -62,6 +62,8 @@ pub enum Msg {
         Result<crate::git::refs::Discard, Error>,
         Reply<grove_proto::methods::DiscardResult>,
     ),
+    /// `grove merge` says what it merged.
+    Merged(grove_proto::methods::MergedParams, Reply<AgentRecord>),
     /// Forget finished agents (records and logs) past retention.
     Forget(Vec<String>, Reply<Vec<String>>),
     Snapshot(oneshot::Sender<Vec<AgentRecord>>),
@@ -244,6 +246,9 @@ impl Core {
             Msg::Recollect(prefix, reason, reply) => self.recollect(&prefix, reason, reply),
             Msg::Discard(prefix, reply) => self.discard_branch(&prefix, reply),
             Msg::Discarded(id, result, reply) => self.branch_discarded(&id, result, reply).await,
+            Msg::Merged(merged, reply) => {
+                let _ = reply.send(self.merged(merged).await);
+            }
             Msg::Forget(ids, reply) => {
                 let _ = reply.send(self.forget(ids).await);
             }
