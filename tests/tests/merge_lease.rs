@@ -214,6 +214,37 @@ fn a_merge_killed_midway_leaves_nothing_the_next_daemon_does_not_clean_up() {
     assert_eq!(g.git(&["show", "stable:a.txt"]), "a\n");
 }
 
+/// Without a daemon restart: the next merge's lease reaps the dead merge's worktree
+/// first, so it never merges in a worktree that a killed merge left half done.
+#[test]
+fn the_next_merge_reaps_a_killed_merges_worktree_first() {
+    let g = Grove::new();
+    let id = agent_and_stable(&g);
+    let pause = Pause::install(&g);
+    let merge = merge_in_background(&g, &id);
+    pause.wait_inside();
+    let temp = temp_worktrees(&g);
+    assert_eq!(temp.len(), 1);
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(merge.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the merge");
+    let _ = merge.wait_with_output();
+
+    fs::remove_file(g.repo.join(".git/hooks/post-checkout")).expect("rm hook");
+    let report = g.json(&["merge", &id, "--into", "stable"]);
+    assert_eq!(report["result"], "merged", "{report}");
+    assert_eq!(report["temporary"], true, "not merged in the dead worktree");
+    assert!(!temp[0].exists(), "the dead merge's worktree was removed");
+    assert!(temp_worktrees(&g).is_empty());
+    let listing = g.git(&["worktree", "list", "--porcelain"]);
+    assert!(!listing.contains("branch refs/heads/stable"), "{listing}");
+    assert!(g
+        .daemon_log()
+        .contains("a killed `grove merge` left it behind"));
+}
+
 #[test]
 fn an_agent_cannot_take_a_lease() {
     let g = Grove::new();

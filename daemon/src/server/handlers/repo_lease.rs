@@ -49,6 +49,15 @@ async fn take(
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
         .await
         .map_err(|e| Error::Internal(format!("resolving the repository: {e}")))??;
+    let temp_dir = ctx.config.dirs.worktree_root.join(&target.dir_name);
+    // Before the lane is held (the janitor removes them in it): what a killed merge
+    // left would otherwise hold its branch checked out for the next merge to pick.
+    let dead = dead_merges(&temp_dir);
+    if !dead.is_empty() {
+        ctx.janitor
+            .reap(dead, "a killed `grove merge` left it behind")
+            .await;
+    }
     let (held_tx, held) = oneshot::channel::<()>();
     // Queued at once; the lane thread blocks in it until `released` resolves. The
     // thread is a plain one (not the runtime's), where blocking is its job.
@@ -62,6 +71,30 @@ async fn take(
     tracing::info!(repo = %target.workdir.display(), "repository leased");
     Ok(LeaseResult {
         repo: target.workdir,
-        temp_dir: ctx.config.dirs.worktree_root.join(&target.dir_name),
+        temp_dir,
     })
+}
+
+/// Temporary worktrees (`merge-<pid>-...`) whose merge process is gone. A pid that was
+/// reused keeps its worktree until the next daemon's start-up scan.
+fn dead_merges(temp_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(temp_dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("merge-"))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<i32>().ok());
+            pid.is_some_and(|pid| {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                    == Err(nix::errno::Errno::ESRCH)
+            })
+        })
+        .map(|entry| entry.path())
+        .collect()
 }
