@@ -40,6 +40,8 @@ pub struct Env {
     /// GROVE_POOL_SIZE of the daemon: 0 (no warm pool) except in case 2, so that the
     /// other cases measure what they say.
     pool_size: Cell<u32>,
+    /// GROVE_MAX_WORKTREES of the daemon, when a case sets one (case 10's queue).
+    max_worktrees: Cell<Option<u32>>,
 }
 
 impl Env {
@@ -54,6 +56,7 @@ impl Env {
             keep,
             records: Cell::new(0),
             pool_size: Cell::new(0),
+            max_worktrees: Cell::new(None),
         })
     }
 
@@ -83,6 +86,11 @@ impl Env {
             .env("XDG_RUNTIME_DIR", xdg.join("run"))
             .env("NO_COLOR", "1")
             .env("GROVE_POOL_SIZE", self.pool_size.get().to_string())
+            .envs(
+                self.max_worktrees
+                    .get()
+                    .map(|n| ("GROVE_MAX_WORKTREES", n.to_string())),
+            )
             .envs(GIT_IDENTITY.iter().copied());
     }
 
@@ -150,6 +158,15 @@ impl Env {
         self.kill_live_agents()?;
         self.stop_daemon()?;
         self.pool_size.set(size);
+        Ok(())
+    }
+
+    /// Restarts the daemon (on the next command) with at most `cap` worktrees, or the
+    /// default.
+    pub fn set_max_worktrees(&self, cap: Option<u32>) -> Result<()> {
+        self.kill_live_agents()?;
+        self.stop_daemon()?;
+        self.max_worktrees.set(cap);
         Ok(())
     }
 

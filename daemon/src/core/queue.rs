@@ -6,14 +6,12 @@ use super::{Core, Msg};
 use crate::janitor::disk::worktree_dirs;
 use grove_proto::types::{AgentRecord, AgentStatus};
 use std::collections::HashSet;
+use std::path::PathBuf;
 
 impl Core {
     /// Worktree slots in use: directories on disk (warm pool included) plus
     /// preparations and pool fills that have not created theirs yet.
-    fn slots_used(&self) -> usize {
-        let on_disk: HashSet<_> = worktree_dirs(&self.config.dirs.worktree_root)
-            .into_iter()
-            .collect();
+    fn slots_used(&self, on_disk: &HashSet<PathBuf>) -> usize {
         let preparing = self
             .agents
             .values()
@@ -22,12 +20,25 @@ impl Core {
             // Its warm-pool worktree is on disk until it moves to the agent's path.
             .filter(|row| !self.adopting.contains_key(&row.record.id))
             .count();
-        on_disk.len() + preparing + self.pool_slots_not_on_disk(&on_disk)
+        on_disk.len() + preparing + self.pool_slots_not_on_disk(on_disk)
+    }
+
+    fn worktrees_on_disk(&self) -> HashSet<PathBuf> {
+        worktree_dirs(&self.config.dirs.worktree_root)
+            .into_iter()
+            .collect()
     }
 
     /// Whether `id` can start now: a free slot, or a warm-pool worktree of its own.
     pub(super) fn can_start(&self, id: &str) -> bool {
-        self.has_free_slot()
+        self.can_start_with(id, &self.worktrees_on_disk())
+    }
+
+    /// [`Self::can_start`] with the worktree root read once by the caller. A listing
+    /// older than this turn only over-counts (a directory removed since), never
+    /// under-counts: an agent whose directory appeared since is counted as preparing.
+    fn can_start_with(&self, id: &str, on_disk: &HashSet<PathBuf>) -> bool {
+        self.has_free_slot_with(on_disk)
             || self
                 .agents
                 .get(id)
@@ -35,7 +46,11 @@ impl Core {
     }
 
     pub(super) fn has_free_slot(&self) -> bool {
-        self.disk_hold.is_none() && self.slots_used() < self.config.max_worktrees
+        self.has_free_slot_with(&self.worktrees_on_disk())
+    }
+
+    fn has_free_slot_with(&self, on_disk: &HashSet<PathBuf>) -> bool {
+        self.disk_hold.is_none() && self.slots_used(on_disk) < self.config.max_worktrees
     }
 
     /// Queues `id`: the user's spawns go ahead of every agent's, in the order of
@@ -99,8 +114,13 @@ impl Core {
     /// Starts queued agents while slots are free; makes room by evicting the warm pool
     /// when agents still wait; refills the pool when nobody does.
     pub(super) async fn admit_queued(&mut self) {
+        let on_disk = if self.queue.is_empty() {
+            HashSet::new()
+        } else {
+            self.worktrees_on_disk()
+        };
         while let Some(front) = self.queue.front() {
-            if !self.can_start(front) {
+            if !self.can_start_with(front, &on_disk) {
                 break;
             }
             let Some(id) = self.queue.pop_front() else {
@@ -111,10 +131,9 @@ impl Core {
             };
             tracing::info!(agent = %id, "slot free: starting queued agent");
             self.begin_prepare(&id, env).await;
+            // In memory only: the order on disk is each row's arrival (`restore_queue`
+            // rebuilds positions from it), so a start re-saves no other queued row.
             self.renumber_queue();
-            for id in self.queue.clone() {
-                self.persist(&id).await;
-            }
         }
         if self.queue.is_empty() {
             self.pool_refill();
