@@ -53,7 +53,7 @@ impl Core {
         if !record.branch_exists || record.branch.is_empty() {
             return Err(no_branch(id));
         }
-        if record.worktree.exists() || self.pending_recollects.contains_key(id) {
+        if record.worktree.exists() || self.pending_removals.contains_key(id) {
             return Err(Error::InvalidState(format!(
                 "{} is checked out in {}; remove that worktree first (`grove rm {id}` for a \
                  kept one)",

@@ -91,8 +91,9 @@ impl CoreHandle {
             .await
     }
 
-    pub async fn recollect(&self, prefix: &str, reason: &str) -> Result<AgentRecord, Error> {
-        self.ask(|reply| Msg::Recollect(prefix.to_string(), reason.to_string(), reply))
+    /// Salvages and removes the kept worktree of a finished agent (`grove rm`, prune).
+    pub async fn remove_kept(&self, prefix: &str, reason: &str) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::RemoveKept(prefix.to_string(), reason.to_string(), reply))
             .await
     }
 

@@ -571,7 +571,7 @@ impl Core {
                 .await;
         }
         self.notify_finished(id);
-        if let Some(reply) = self.pending_recollects.remove(id) {
+        if let Some(reply) = self.pending_removals.remove(id) {
             // `grove rm` and the janitor say "removed" only for what was removed.
             let answer = if record.worktree.exists() {
                 Err(Error::InvalidState(format!(
@@ -592,7 +592,7 @@ impl Core {
     }
 
     /// Removes the kept worktree of a finished agent, salvaged first (`grove rm`, prune).
-    pub(super) fn recollect(&mut self, prefix: &str, reason: String, reply: Reply<AgentRecord>) {
+    pub(super) fn remove_kept(&mut self, prefix: &str, reason: String, reply: Reply<AgentRecord>) {
         let record = match self.resolve(prefix) {
             Ok(row) => row.record.clone(),
             Err(e) => {
@@ -607,14 +607,14 @@ impl Core {
             ))));
             return;
         }
-        if !record.worktree.exists() || self.pending_recollects.contains_key(&record.id) {
+        if !record.worktree.exists() || self.pending_removals.contains_key(&record.id) {
             let _ = reply.send(Err(Error::InvalidState(format!(
                 "agent {} has no worktree left to remove",
                 record.id
             ))));
             return;
         }
-        self.pending_recollects.insert(record.id.clone(), reply);
+        self.pending_removals.insert(record.id.clone(), reply);
         self.start_collect(&record.id, Some(reason));
     }
 

@@ -84,7 +84,7 @@ impl Janitor {
         }
         match owner {
             Some(record) => {
-                let done = self.core.recollect(&record.id, &reason).await?;
+                let done = self.core.remove_kept(&record.id, &reason).await?;
                 Ok(Removal {
                     at_ms: now_ms(),
                     path: dir,
