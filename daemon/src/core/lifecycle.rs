@@ -377,13 +377,16 @@ impl Core {
                 tracing::warn!(agent = id, error = %e, "cannot kill what is left in the agent's cgroup")
             }
         }
-        let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id).join("tmp"));
+        // Its TMPDIR goes in the collect task (`start_collect`), off this turn.
         // Its shim unlinks the input once opened; this covers a shim that died first.
         let _ = std::fs::remove_file(self.config.dirs.agent_dir(id).join(STDIN_FILE));
         let Some(row) = self.agents.get_mut(id) else {
             return;
         };
         if !row.record.status.is_running() {
+            // Not collected from here: its TMPDIR goes in a task of its own.
+            let tmp = self.config.dirs.agent_dir(id).join("tmp");
+            tokio::task::spawn_blocking(move || std::fs::remove_dir_all(tmp));
             return;
         }
         let record = &mut row.record;
@@ -455,7 +458,15 @@ impl Core {
         let lanes = self.lanes.clone();
         let tx = self.tx.clone();
         let span = tracing::info_span!("agent", id = %record.id, repo = %record.repo.display());
+        let tmp = self.config.dirs.agent_dir(&record.id).join("tmp");
         let collect = async move {
+            // Before the collect is reported: the agent's TMPDIR is gone once it is.
+            let removing = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(tmp));
+            if let Ok(Err(e)) = removing.await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(error = %e, "cannot remove the agent's TMPDIR");
+                }
+            }
             let result = async {
                 let repo = record.repo.clone();
                 let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
@@ -644,8 +655,8 @@ impl Core {
                     own_sessions.push(record.session);
                 }
             }
-            let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id));
         }
+        // Their directories go in the janitor, off this turn (janitor/prune.rs).
         self.forget_own_sessions(own_sessions).await;
         Ok(ids)
     }
