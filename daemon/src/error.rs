@@ -16,6 +16,13 @@ pub enum Error {
     Git(String),
     #[error("{0}")]
     Internal(String),
+    /// A blocking task died (it panicked, or the runtime is going away): a bug, kept
+    /// with its cause.
+    #[error("a worker task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// An owner thread (a repository's lane, the database) is gone.
+    #[error(transparent)]
+    OwnerGone(#[from] crate::owner::OwnerGone),
     /// A stale write: another writer changed the channel after the writer's base.
     #[error("{0}")]
     Conflict(String),
@@ -34,7 +41,7 @@ impl Error {
             Error::Ambiguous(_) => codes::AMBIGUOUS_ID,
             Error::InvalidState(_) => codes::INVALID_STATE,
             Error::Git(_) => codes::GIT_FAILED,
-            Error::Internal(_) => codes::INTERNAL_ERROR,
+            Error::Internal(_) | Error::Task(_) | Error::OwnerGone(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ShuttingDown => codes::SHUTTING_DOWN,
@@ -50,12 +57,6 @@ impl From<Error> for RpcError {
 
 impl From<crate::db::DbError> for Error {
     fn from(e: crate::db::DbError) -> Error {
-        Error::Internal(e.to_string())
-    }
-}
-
-impl From<crate::owner::OwnerGone> for Error {
-    fn from(e: crate::owner::OwnerGone) -> Error {
         Error::Internal(e.to_string())
     }
 }

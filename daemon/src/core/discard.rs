@@ -36,7 +36,7 @@ impl Core {
                         .await
                 }
                 Ok(Err(e)) => Err(e),
-                Err(e) => Err(Error::Internal(format!("resolving the repository: {e}"))),
+                Err(e) => Err(e.into()),
             };
             let _ = tx.send(Msg::Discarded(record.id, result, reply)).await;
         });

@@ -469,17 +469,14 @@ impl Core {
             }
             let result = async {
                 let repo = record.repo.clone();
-                let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))??;
+                let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
                 // Hashing the worktree happens here, outside the repository's lane.
                 let common = target.common_dir.clone();
                 let (job, staged) = tokio::task::spawn_blocking(move || {
                     let staged = salvage(&common, &job);
                     (job, staged)
                 })
-                .await
-                .map_err(|e| Error::Internal(e.to_string()))?;
+                .await?;
                 let staged = staged?;
                 lanes
                     .run(&target, move |lane| finish(lane, &job, staged))

@@ -183,9 +183,7 @@ impl Core {
                     .run(&target, move |lane| pool::register(lane, &at, oid))
                     .await?;
                 let at = path.clone();
-                tokio::task::spawn_blocking(move || pool::fill(&at, workers))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))?
+                tokio::task::spawn_blocking(move || pool::fill(&at, workers)).await?
             }
             .await;
             let _ = tx
@@ -220,7 +218,7 @@ impl Core {
                 let to = commit.clone();
                 let result = tokio::task::spawn_blocking(move || pool::refresh(&at, &to, workers))
                     .await
-                    .map_err(|e| Error::Internal(e.to_string()))
+                    .map_err(Error::from)
                     .and_then(|r| r);
                 let _ = tx
                     .send(Msg::PoolFilled(path, result.map(|()| commit)))
@@ -288,9 +286,7 @@ impl Core {
                     Some(target) => target,
                     None => {
                         let probe = path.clone();
-                        tokio::task::spawn_blocking(move || resolve_repo(&probe))
-                            .await
-                            .map_err(|e| Error::Internal(e.to_string()))??
+                        tokio::task::spawn_blocking(move || resolve_repo(&probe)).await??
                     }
                 };
                 let at = path.clone();

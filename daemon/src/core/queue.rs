@@ -126,8 +126,16 @@ impl Core {
             let Some(id) = self.queue.pop_front() else {
                 break;
             };
-            let Some(env) = self.queued_env(&id).await else {
-                continue;
+            let env = match self.queued_env(&id).await {
+                Ok(Some(env)) => env,
+                Ok(None) => continue,
+                // Not a reason to cancel it: it stays first, and the next pass (a slot
+                // freed, a spawn) tries again.
+                Err(e) => {
+                    tracing::error!(agent = %id, error = %e, "cannot read a queued agent's environment; it stays queued");
+                    self.queue.push_front(id);
+                    break;
+                }
             };
             tracing::info!(agent = %id, "slot free: starting queued agent");
             self.begin_prepare(&id, env).await;
@@ -186,25 +194,27 @@ impl Core {
     /// The environment a queued agent was spawned with. An agent whose variables were
     /// not kept (a crash interrupted its first preparation) is cancelled rather than
     /// started without them.
-    async fn queued_env(&mut self, id: &str) -> Option<Vec<(String, String)>> {
+    /// A database that cannot be read is an error, never "not kept".
+    async fn queued_env(
+        &mut self,
+        id: &str,
+    ) -> Result<Option<Vec<(String, String)>>, crate::error::Error> {
         if let Some(env) = self.pending_env.remove(id) {
-            return Some(env);
+            return Ok(Some(env));
         }
         let owned = id.to_string();
         let saved = self
             .db
             .call(move |conn| crate::db::agents::load_queued_env(conn, &owned))
-            .await
-            .ok()
-            .flatten();
+            .await?;
         let needs_env = self
             .agents
             .get(id)
             .is_some_and(|row| !row.record.env_names.is_empty());
         match saved {
-            Some(env) => Some(env),
+            Some(env) => Ok(Some(env)),
             // An agent queued by an older grove, which saved nothing without --env.
-            None if !needs_env => Some(crate::supervisor::environment::minimal_environment()),
+            None if !needs_env => Ok(Some(crate::supervisor::environment::minimal_environment())),
             None => {
                 if let Some(row) = self.agents.get_mut(id) {
                     row.record.status = AgentStatus::Cancelled;
@@ -216,7 +226,7 @@ impl Core {
                 }
                 self.persist(id).await;
                 self.notify_finished(id);
-                None
+                Ok(None)
             }
         }
     }

@@ -13,9 +13,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: LogsParams) -> Result<LogsRe
     let max = params.max_bytes.unwrap_or(MAX_CHUNK).clamp(1, MAX_CHUNK);
     let path = record.log_path.clone();
     let offset = params.offset;
-    let bytes = tokio::task::spawn_blocking(move || read_chunk(&path, offset, max))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+    let bytes = tokio::task::spawn_blocking(move || read_chunk(&path, offset, max)).await??;
     let next_offset = offset + bytes.len() as u64;
     let at_end = (bytes.len() as u64) < max;
     Ok(LogsResult {

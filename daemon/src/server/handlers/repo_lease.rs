@@ -46,9 +46,7 @@ async fn take(
         )));
     }
     let repo = params.repo;
-    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
-        .await
-        .map_err(|e| Error::Internal(format!("resolving the repository: {e}")))??;
+    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
     let temp_dir = ctx.config.dirs.worktree_root.join(&target.dir_name);
     // Before the lane is held (the janitor removes them in it): what a killed merge
     // left would otherwise hold its branch checked out for the next merge to pick.
