@@ -139,11 +139,14 @@ impl Core {
             return;
         }
         let keys: Vec<PathBuf> = self.pool.repos.keys().cloned().collect();
+        // Read once for the pass: a fill started here counts as a pool slot not on
+        // disk yet, so the count stays right without reading the root again.
+        let on_disk = self.worktrees_on_disk();
         for key in keys {
             self.pool_refresh_moved(&key);
             while let Some(repo) = self.pool.repos.get(&key) {
                 let wanted = repo.last_spawn.is_some() && !repo.stalled;
-                if !wanted || repo.entries.len() >= size || !self.has_free_slot() {
+                if !wanted || repo.entries.len() >= size || !self.has_free_slot_with(&on_disk) {
                     break;
                 }
                 if self.pool_start_fill(&key).is_err() {

@@ -23,7 +23,7 @@ impl Core {
         on_disk.len() + preparing + self.pool_slots_not_on_disk(on_disk)
     }
 
-    fn worktrees_on_disk(&self) -> HashSet<PathBuf> {
+    pub(super) fn worktrees_on_disk(&self) -> HashSet<PathBuf> {
         worktree_dirs(&self.config.dirs.worktree_root)
             .into_iter()
             .collect()
@@ -49,7 +49,7 @@ impl Core {
         self.has_free_slot_with(&self.worktrees_on_disk())
     }
 
-    fn has_free_slot_with(&self, on_disk: &HashSet<PathBuf>) -> bool {
+    pub(super) fn has_free_slot_with(&self, on_disk: &HashSet<PathBuf>) -> bool {
         self.disk_hold.is_none() && self.slots_used(on_disk) < self.config.max_worktrees
     }
 
