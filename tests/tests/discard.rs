@@ -87,6 +87,20 @@ fn discard_refuses_a_branch_checked_out_elsewhere_and_changes_nothing() {
     assert_eq!(record(&g, &id)["branch_exists"], false);
 }
 
+/// A branch deleted with git behind grove's back: discard says there is nothing to
+/// discard, and the record learns the branch is gone.
+#[test]
+fn discarding_a_branch_git_deleted_tells_the_record() {
+    let g = Grove::new();
+    let (id, branch, _) = finished(&g, "echo f > f.txt && git add f.txt && git commit -qm f");
+    g.git(&["branch", "-D", &branch]);
+    assert_eq!(record(&g, &id)["branch_exists"], true);
+    let out = g.run(&["discard", &id, "--yes"]);
+    assert_eq!(out.code, 2, "{} {}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("no branch"), "{}", out.stderr);
+    assert_eq!(record(&g, &id)["branch_exists"], false);
+}
+
 #[test]
 fn discard_merged_goes_through_the_daemon_too() {
     let g = Grove::new();

@@ -22,6 +22,9 @@ pub fn run(id: &str, yes: bool, json: bool) -> Result<ExitCode> {
         .into());
     }
     let Some(work) = Work::load(record)? else {
+        // The daemon answers "no branch" too, and its record learns that it is gone
+        // (deleted with git since).
+        connect(&dirs()?)?.call::<Discard>(&IdParams { id: id.clone() })?;
         return Err(UsageError(format!(
             "agent {id} has no branch to discard (it left no commits, or the branch is gone)"
         ))
