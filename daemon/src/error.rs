@@ -20,6 +20,17 @@ pub enum Error {
     /// with its cause.
     #[error("a worker task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// A file operation failed: what was being done, on which path, and why.
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kernel gave no randomness for an id or a token.
+    #[error("no randomness for an id or a token: {0}")]
+    Randomness(#[source] std::io::Error),
     /// An owner thread (a repository's lane, the database) is gone.
     #[error(transparent)]
     OwnerGone(#[from] crate::owner::OwnerGone),
@@ -41,11 +52,23 @@ impl Error {
             Error::Ambiguous(_) => codes::AMBIGUOUS_ID,
             Error::InvalidState(_) => codes::INVALID_STATE,
             Error::Git(_) => codes::GIT_FAILED,
-            Error::Internal(_) | Error::Task(_) | Error::OwnerGone(_) => codes::INTERNAL_ERROR,
+            Error::Internal(_)
+            | Error::Task(_)
+            | Error::OwnerGone(_)
+            | Error::Io { .. }
+            | Error::Randomness(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ShuttingDown => codes::SHUTTING_DOWN,
         }
+    }
+}
+
+impl Error {
+    /// `map_err(Error::io("read", path))`: an I/O error with what was done and where.
+    pub fn io(what: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.to_path_buf();
+        move |source| Error::Io { what, path, source }
     }
 }
 

@@ -162,7 +162,7 @@ impl Core {
     }
 
     fn pool_start_fill(&mut self, key: &Path) -> Result<(), Error> {
-        let hex = random_hex(4).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        let hex = random_hex(4).map_err(Error::Randomness)?;
         let name = format!("{POOL_PREFIX}{hex}");
         let root = self.config.dirs.worktree_root.clone();
         let Some(repo) = self.pool.repos.get_mut(key) else {

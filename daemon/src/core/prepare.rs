@@ -107,8 +107,7 @@ async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
     let setup_tmp = job.config.dirs.agent_dir(&record.id).join("setup-tmp");
     let runner = setup_runner(job, &setup_tmp)?;
     tokio::task::spawn_blocking(move || {
-        std::fs::create_dir_all(&setup_tmp)
-            .map_err(|e| Error::Internal(format!("cannot create {}: {e}", setup_tmp.display())))?;
+        std::fs::create_dir_all(&setup_tmp).map_err(Error::io("create", &setup_tmp))?;
         let placed = crate::worktree_setup::apply(&setup, &main, &worktree, &log, &runner);
         let _ = std::fs::remove_dir_all(&setup_tmp);
         placed

@@ -49,16 +49,15 @@ impl Core {
         reference: &str,
     ) -> Result<AgentRecord, Error> {
         let id = loop {
-            let id = random_hex(4).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+            let id = random_hex(4).map_err(Error::Randomness)?;
             if !self.agents.contains_key(&id) {
                 break id;
             }
         };
-        let token = random_hex(16).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        let token = random_hex(16).map_err(Error::Randomness)?;
         let dirs = &self.config.dirs;
         let agent_dir = dirs.agent_dir(&id);
-        std::fs::create_dir_all(&agent_dir)
-            .map_err(|e| Error::Internal(format!("cannot create {}: {e}", agent_dir.display())))?;
+        std::fs::create_dir_all(&agent_dir).map_err(Error::io("create", &agent_dir))?;
         let now = now_ms();
         let record = AgentRecord {
             id: id.clone(),

@@ -29,13 +29,13 @@ fn read_chunk(path: &std::path::Path, offset: u64, max: u64) -> Result<Vec<u8>, 
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::Internal(format!("reading {}: {e}", path.display()))),
+        Err(e) => return Err(Error::io("read", path)(e)),
     };
     file.seek(SeekFrom::Start(offset))
-        .map_err(|e| Error::Internal(format!("reading {}: {e}", path.display())))?;
+        .map_err(Error::io("read", path))?;
     let mut bytes = Vec::new();
     file.take(max)
         .read_to_end(&mut bytes)
-        .map_err(|e| Error::Internal(format!("reading {}: {e}", path.display())))?;
+        .map_err(Error::io("read", path))?;
     Ok(bytes)
 }
