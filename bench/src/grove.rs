@@ -42,6 +42,8 @@ pub struct Env {
     pool_size: Cell<u32>,
     /// GROVE_METRICS of the daemon: on, except where case 5 measures what they cost.
     metrics: Cell<bool>,
+    /// GROVE_MAX_WORKTREES of the daemon, when a case sets one (case 10's queue).
+    max_worktrees: Cell<Option<u32>>,
 }
 
 impl Env {
@@ -57,6 +59,7 @@ impl Env {
             records: Cell::new(0),
             pool_size: Cell::new(0),
             metrics: Cell::new(true),
+            max_worktrees: Cell::new(None),
         })
     }
 
@@ -87,6 +90,11 @@ impl Env {
             .env("NO_COLOR", "1")
             .env("GROVE_POOL_SIZE", self.pool_size.get().to_string())
             .env("GROVE_METRICS", self.metrics.get().to_string())
+            .envs(
+                self.max_worktrees
+                    .get()
+                    .map(|n| ("GROVE_MAX_WORKTREES", n.to_string())),
+            )
             .envs(GIT_IDENTITY.iter().copied());
     }
 
@@ -161,6 +169,15 @@ impl Env {
     pub fn set_metrics(&self, on: bool) -> Result<()> {
         self.stop_daemon()?;
         self.metrics.set(on);
+        Ok(())
+    }
+
+    /// Restarts the daemon (on the next command) with at most `cap` worktrees, or the
+    /// default.
+    pub fn set_max_worktrees(&self, cap: Option<u32>) -> Result<()> {
+        self.kill_live_agents()?;
+        self.stop_daemon()?;
+        self.max_worktrees.set(cap);
         Ok(())
     }
 

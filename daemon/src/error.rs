@@ -16,6 +16,24 @@ pub enum Error {
     Git(String),
     #[error("{0}")]
     Internal(String),
+    /// A blocking task died (it panicked, or the runtime is going away): a bug, kept
+    /// with its cause.
+    #[error("a worker task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// A file operation failed: what was being done, on which path, and why.
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kernel gave no randomness for an id or a token.
+    #[error("no randomness for an id or a token: {0}")]
+    Randomness(#[source] std::io::Error),
+    /// An owner thread (a repository's lane, the database) is gone.
+    #[error(transparent)]
+    OwnerGone(#[from] crate::owner::OwnerGone),
     /// A stale write: another writer changed the channel after the writer's base.
     #[error("{0}")]
     Conflict(String),
@@ -34,11 +52,23 @@ impl Error {
             Error::Ambiguous(_) => codes::AMBIGUOUS_ID,
             Error::InvalidState(_) => codes::INVALID_STATE,
             Error::Git(_) => codes::GIT_FAILED,
-            Error::Internal(_) => codes::INTERNAL_ERROR,
+            Error::Internal(_)
+            | Error::Task(_)
+            | Error::OwnerGone(_)
+            | Error::Io { .. }
+            | Error::Randomness(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ShuttingDown => codes::SHUTTING_DOWN,
         }
+    }
+}
+
+impl Error {
+    /// `map_err(Error::io("read", path))`: an I/O error with what was done and where.
+    pub fn io(what: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.to_path_buf();
+        move |source| Error::Io { what, path, source }
     }
 }
 
@@ -50,12 +80,6 @@ impl From<Error> for RpcError {
 
 impl From<crate::db::DbError> for Error {
     fn from(e: crate::db::DbError) -> Error {
-        Error::Internal(e.to_string())
-    }
-}
-
-impl From<crate::owner::OwnerGone> for Error {
-    fn from(e: crate::owner::OwnerGone) -> Error {
         Error::Internal(e.to_string())
     }
 }

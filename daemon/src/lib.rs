@@ -17,6 +17,7 @@ pub mod notify;
 mod owner;
 pub mod presets;
 mod server;
+mod spawn_defaults;
 mod state;
 mod supervisor;
 mod worktree_setup;

@@ -6,6 +6,11 @@ use std::process::{Command, Stdio};
 /// Where grove keeps the work of worktrees no agent owns, and tips of discarded branches.
 pub const SALVAGE_PREFIX: &str = "refs/grove/salvage/";
 
+/// Where `grove discard` keeps the tip of agent `id`'s branch (the prune pass expires it).
+pub fn discarded_ref(id: &str) -> String {
+    format!("{SALVAGE_PREFIX}discarded-{id}")
+}
+
 /// A `git` command that ignores the caller's git location variables (`GIT_DIR`,
 /// `GIT_INDEX_FILE`, ...): a `grove` run from inside a git hook, or a daemon started
 /// there, must act on the repository it names, never on the hook's repository or index.

@@ -44,6 +44,9 @@ method!(
 );
 method!(Queue, "agent.queue", Empty, AgentList);
 method!(Remove, "agent.remove", IdParams, AgentRecord);
+method!(Discard, "agent.discard", IdParams, DiscardResult);
+method!(Merged, "agent.merged", MergedParams, AgentRecord);
+method!(Lease, "repo.lease", LeaseParams, LeaseResult);
 method!(Gc, "janitor.gc", GcParams, GcReport);
 method!(GcLog, "janitor.log", GcLogParams, GcLogResult);
 method!(Salvaged, "salvage.list", Empty, SalvagedResult);
@@ -120,6 +123,9 @@ pub const ALL_METHODS: &[&str] = &[
     EventsSubscribe::NAME,
     Queue::NAME,
     Remove::NAME,
+    Discard::NAME,
+    Merged::NAME,
+    Lease::NAME,
     Gc::NAME,
     GcLog::NAME,
     Salvaged::NAME,
@@ -172,6 +178,8 @@ pub const CHANGING_METHODS: &[&str] = &[
     SetActivity::NAME,
     Pause::NAME,
     Resume::NAME,
+    Discard::NAME,
+    Merged::NAME,
 ];
 
 /// Methods a client never sends again on a new connection: a `daemon.stop` sent
@@ -304,6 +312,53 @@ pub struct IdParams {
     pub id: String,
 }
 
+/// A discarded agent branch: gone, its tip kept under a salvage ref until retention.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DiscardResult {
+    pub id: String,
+    pub branch: String,
+    /// The branch's tip when it was deleted.
+    pub commit: String,
+    /// `refs/grove/salvage/discarded-<id>`, which holds `commit`.
+    pub salvage_ref: String,
+}
+
+/// What `grove merge` did with an agent's branch, for the daemon to record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MergedParams {
+    pub id: String,
+    /// The branch merged into.
+    pub target: String,
+    /// `merge`, `squash` or `rebase`.
+    pub mode: String,
+    /// The agent tip the target now holds.
+    pub tip: String,
+    /// The commit the merge made on the target, if it made one.
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// `--delete` deleted the agent's branch.
+    #[serde(default)]
+    pub deleted: bool,
+}
+
+/// `repo.lease`: the repository's lane, held for the caller until its connection closes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseParams {
+    /// A path inside the repository.
+    pub repo: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LeaseResult {
+    /// The repository's main worktree.
+    pub repo: PathBuf,
+    /// Where the holder puts temporary worktrees (`merge-<pid>-...`): under the
+    /// worktree root, where the janitor salvages and removes what a crash left.
+    pub temp_dir: PathBuf,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct WaitParams {
@@ -401,8 +456,8 @@ pub struct SubscribeParams {
 }
 
 /// After this answer, events arrive as notifications on the same connection:
-/// `agent.queued`, `agent.started`, `agent.exited`, `agent.collected` (params: the agent
-/// record), `state.updated`, `janitor.removed` (a removal), `disk.pressure`; and
+/// `agent.queued`, `agent.started`, `agent.exited`, `agent.collected`, `agent.discarded`
+/// (params: the agent record), `state.updated`, `janitor.removed` (a removal), `disk.pressure`; and
 /// `events.lagged` `{"missed", "resync"}` if the connection fell behind.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SubscribeResult {
@@ -824,6 +879,8 @@ pub const ALL_EVENTS: &[&str] = &[
     "agent.resumed",
     "agent.exited",
     "agent.collected",
+    "agent.discarded",
+    "agent.merged",
     "agent.waiting",
     "agent.working",
     "state.updated",

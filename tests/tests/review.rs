@@ -490,7 +490,7 @@ fn discard_needs_confirmation_and_keeps_the_tip_reachable() {
     assert_eq!(g.run(&["merge", id]).code, 2);
     // `grove show` asks git, not only the record.
     assert_eq!(g.json(&["show", id])["branch_exists"], false);
-    assert!(g.ok(&["show", id]).contains("deleted since"));
+    assert!(g.ok(&["show", id]).contains("discarded"));
 }
 
 /// `grove merge` run from inside a git hook of another repository (GIT_DIR and

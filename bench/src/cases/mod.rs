@@ -6,6 +6,7 @@ mod list;
 mod memory;
 mod overlaps;
 mod pool;
+mod queue;
 mod spawn;
 mod startup;
 mod state;
@@ -19,7 +20,7 @@ use serde_json::json;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9];
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
 
 pub struct Ctx<'a> {
     pub env: &'a Env,
@@ -42,6 +43,7 @@ pub fn title(case: u32) -> &'static str {
         7 => "daemon start-up",
         8 => "an agent's terminal against tmux",
         9 => "grove overlaps with 20 running agents",
+        10 => "20 queued agents released one by one",
         _ => "unknown case",
     }
 }
@@ -58,10 +60,11 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         7 => startup::run(ctx),
         8 => terminal::run(ctx),
         9 => overlaps::run(ctx),
+        10 => queue::run(ctx),
         _ => Ok(vec![Row::not_available(
             &case.to_string(),
             "unknown case",
-            format!("no case {case}; cases are 1-9"),
+            format!("no case {case}; cases are 1-10"),
         )]),
     };
     result.unwrap_or_else(|e| {

@@ -1,22 +1,15 @@
-//! `grove discard`: drop an agent's branch, keeping its tip reachable for a while.
+//! `grove discard`: drop an agent's branch, keeping its tip reachable for a while. The
+//! daemon does it (`agent.discard`, in the repository's lane) and its record says so;
+//! git here only reads, for the question and for `--merged`.
 
 use crate::connect::{connect, dirs};
 use crate::exit::UsageError;
 use crate::gitcli::{short, Work};
 use crate::output::{print_json, safe};
 use anyhow::{Context, Result};
-use grove_proto::methods::{Get, IdParams};
-use serde::Serialize;
+use grove_proto::methods::{Discard, DiscardResult, Get, IdParams};
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
-
-#[derive(Serialize)]
-struct Discarded {
-    id: String,
-    branch: String,
-    commit: String,
-    salvage_ref: String,
-}
 
 pub fn run(id: &str, yes: bool, json: bool) -> Result<ExitCode> {
     let record = connect(&dirs()?)?.call::<Get>(&IdParams { id: id.into() })?;
@@ -29,26 +22,16 @@ pub fn run(id: &str, yes: bool, json: bool) -> Result<ExitCode> {
         .into());
     }
     let Some(work) = Work::load(record)? else {
+        // The daemon answers "no branch" too, and its record learns that it is gone
+        // (deleted with git since).
+        connect(&dirs()?)?.call::<Discard>(&IdParams { id: id.clone() })?;
         return Err(UsageError(format!(
             "agent {id} has no branch to discard (it left no commits, or the branch is gone)"
         ))
         .into());
     };
-    let branch = &work.record.branch;
-    if let Some(wt) = work
-        .git
-        .worktrees()?
-        .into_iter()
-        .find(|w| w.branch.as_deref() == Some(branch))
-    {
-        return Err(UsageError(format!(
-            "{branch} is checked out in {}; remove that worktree first (`grove rm {id}` for a kept one)",
-            wt.path.display()
-        ))
-        .into());
-    }
     if !yes && !confirm(&work)? {
-        eprintln!("grove: kept {}", safe(branch));
+        eprintln!("grove: kept {}", safe(&work.record.branch));
         return Ok(ExitCode::from(1));
     }
     let discarded = discard(&work)?;
@@ -109,7 +92,7 @@ pub fn run_merged(yes: bool, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn said(discarded: &Discarded) {
+fn said(discarded: &DiscardResult) {
     println!(
         "discarded {} (was {}); its commits stay reachable at {} until grove's prune pass expires it",
         safe(&discarded.branch),
@@ -118,29 +101,11 @@ fn said(discarded: &Discarded) {
     );
 }
 
-/// The tip goes under the salvage refs first, then the branch goes: if deleting the
-/// branch fails, nothing is lost either way.
-fn discard(work: &Work) -> Result<Discarded> {
-    let (id, branch) = (&work.record.id, &work.record.branch);
-    let salvage_ref = format!("{}discarded-{id}", grove_proto::git::SALVAGE_PREFIX);
-    work.git
-        .run(&[
-            "update-ref",
-            "-m",
-            &format!("grove: discard agent {id} ({branch})"),
-            &salvage_ref,
-            &work.tip,
-        ])
-        .with_context(|| format!("keeping {branch} at {salvage_ref}"))?;
-    work.git
-        .run(&["branch", "-D", branch])
-        .with_context(|| format!("deleting {branch}"))?;
-    Ok(Discarded {
-        id: id.clone(),
-        branch: branch.clone(),
-        commit: work.tip.clone(),
-        salvage_ref,
-    })
+/// The daemon deletes the branch in the repository's lane and records it; the tip goes
+/// under the salvage refs first, so nothing is lost if the delete fails.
+fn discard(work: &Work) -> Result<DiscardResult> {
+    let id = &work.record.id;
+    Ok(connect(&dirs()?)?.call::<Discard>(&IdParams { id: id.clone() })?)
 }
 
 fn confirm_all(works: &[Work]) -> Result<bool> {

@@ -6,6 +6,12 @@
 //! deletes it, so grove refuses first when any path the merge would write is untracked,
 //! ignored or has uncommitted changes, and it says "nothing was changed" only after
 //! comparing the checkout with a snapshot taken before.
+//!
+//! git runs here, in the user's process (their hooks, signing and credentials apply),
+//! under a lease on the repository from the daemon (`repo.lease`): grove makes no change
+//! of its own to it meanwhile. Temporary worktrees go where the daemon says, under the
+//! worktree root, where its janitor salvages and removes what a crash left; the daemon
+//! is told what was merged (`agent.merged`).
 
 use crate::commands::overlaps::{candidates, ChangeCache, Radar};
 use crate::connect::{connect, dirs};
@@ -13,7 +19,7 @@ use crate::exit::UsageError;
 use crate::gitcli::{said, same_path, short, works, Git, StatusEntry, StatusKind, Work, Worktree};
 use crate::output::{print_json, safe, safe_path};
 use anyhow::{bail, Context, Result};
-use grove_proto::methods::{Get, IdParams};
+use grove_proto::methods::{Get, IdParams, Lease, LeaseParams, Merged, MergedParams};
 use grove_proto::types::AgentRecord;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -111,6 +117,7 @@ pub fn run(
             "agent {id} has no branch to merge: it left no commits beyond its base, or its branch was deleted"
         ))
     })?;
+    let lease = RepoLease::take(&work.record.repo)?;
     let git = work.git.clone();
     let branch = work.record.branch.clone();
     let worktrees = git.worktrees()?;
@@ -161,7 +168,7 @@ pub fn run(
     // A target checked out nowhere gets a temporary worktree rather than a refusal: git
     // needs a working tree to merge in, and borrowing one of the user's checkouts would
     // switch its branch and rewrite its files under them.
-    let target_place = Place::new(&git, &target, target_wt, &id, "target")?;
+    let target_place = Place::new(&git, &target, target_wt, &id, "target", &lease)?;
     if !json {
         match target_wt {
             Some(wt) if Some(&wt.path) != main.as_ref() => eprintln!(
@@ -183,7 +190,7 @@ pub fn run(
         Mode::Merge => merge(t, &work, &target, &was)?,
         Mode::Squash => squash(t, &work, &was)?,
         Mode::Rebase => {
-            let agent_place = Place::new(&git, &branch, agent_wt, &id, "agent")?;
+            let agent_place = Place::new(&git, &branch, agent_wt, &id, "agent", &lease)?;
             if let (Some(wt), false) = (agent_wt, json) {
                 eprintln!(
                     "note: {} is checked out in {}; rebasing it there",
@@ -235,6 +242,15 @@ pub fn run(
     if delete {
         report.deleted = Some(delete_branch(&git, &branch, &worktrees)?);
     }
+    client.call::<Merged>(&MergedParams {
+        id: id.clone(),
+        target: target.clone(),
+        mode: mode.as_str().into(),
+        tip: merged_tip,
+        commit: report.commit.clone(),
+        deleted: report.deleted.as_deref() == Some("deleted"),
+    })?;
+    drop(lease);
     let mut cache = ChangeCache::open()?;
     let radar = Radar::new(candidates(others)?, &mut cache)?;
     cache.save(false);
@@ -558,6 +574,28 @@ fn file_id(path: &Path) -> Option<FileId> {
     })
 }
 
+/// The daemon's lease on the repository: held while its connection is open.
+struct RepoLease {
+    _connection: grove_proto::Client,
+    /// Where temporary worktrees go (under the worktree root).
+    temp_dir: PathBuf,
+}
+
+impl RepoLease {
+    fn take(repo: &Path) -> Result<RepoLease> {
+        let mut connection = connect(&dirs()?)?;
+        let lease = connection
+            .call::<Lease>(&LeaseParams {
+                repo: repo.to_path_buf(),
+            })
+            .with_context(|| format!("taking a lease on {} from the daemon", repo.display()))?;
+        Ok(RepoLease {
+            _connection: connection,
+            temp_dir: lease.temp_dir,
+        })
+    }
+}
+
 /// The worktree where a branch is checked out, or a temporary one holding it.
 struct Place {
     git: Git,
@@ -571,6 +609,7 @@ impl Place {
         existing: Option<&Worktree>,
         id: &str,
         role: &str,
+        lease: &RepoLease,
     ) -> Result<Place> {
         if let Some(wt) = existing {
             return Ok(Place {
@@ -581,6 +620,7 @@ impl Place {
         let temp = TempWorktree::add(
             repo,
             branch,
+            &lease.temp_dir,
             &format!("merge-{}-{id}-{role}", std::process::id()),
         )?;
         Ok(Place {
@@ -596,9 +636,8 @@ struct TempWorktree {
 }
 
 impl TempWorktree {
-    fn add(repo: &Git, branch: &str, name: &str) -> Result<TempWorktree> {
-        let parent = dirs()?.state_dir.join("tmp");
-        fs::create_dir_all(&parent).with_context(|| format!("creating {}", parent.display()))?;
+    fn add(repo: &Git, branch: &str, parent: &Path, name: &str) -> Result<TempWorktree> {
+        fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
         let path = parent.join(name);
         repo.run(&[
             OsStr::new("worktree"),

@@ -18,15 +18,26 @@ pub fn run(id: &str, json: bool) -> Result<ExitCode> {
             .branch_tip(&record.branch)
             .is_ok_and(|tip| tip.is_none());
     record.branch_exists &= !deleted_since;
+    let discarded = discarded_at(&record);
     if json {
         print_json(&record)?;
     } else {
-        print!("{}", describe(&record, deleted_since));
+        print!("{}", describe(&record, deleted_since, discarded.as_deref()));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(r: &AgentRecord, deleted_since: bool) -> String {
+/// The salvage ref `grove discard` kept the gone branch's tip at, while it is there.
+fn discarded_at(record: &AgentRecord) -> Option<String> {
+    if record.branch_exists || !record.status.is_final() {
+        return None;
+    }
+    let salvage_ref = grove_proto::git::discarded_ref(&record.id);
+    let kept = Git::new(&record.repo).commit(&salvage_ref).ok().flatten();
+    kept.map(|tip| format!("{salvage_ref} ({})", short(&tip)))
+}
+
+fn describe(r: &AgentRecord, deleted_since: bool, discarded: Option<&str>) -> String {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let mut lines = vec![
         ("id", r.id.clone()),
@@ -42,6 +53,8 @@ fn describe(r: &AgentRecord, deleted_since: bool) -> String {
             "branch",
             if r.branch_exists {
                 r.branch.clone()
+            } else if let Some(kept) = discarded {
+                format!("{} (discarded: its tip is kept at {kept})", r.branch)
             } else if deleted_since {
                 format!("{} (deleted since: `grove discard` or git)", r.branch)
             } else {

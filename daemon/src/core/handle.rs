@@ -91,9 +91,28 @@ impl CoreHandle {
             .await
     }
 
-    pub async fn recollect(&self, prefix: &str, reason: &str) -> Result<AgentRecord, Error> {
-        self.ask(|reply| Msg::Recollect(prefix.to_string(), reason.to_string(), reply))
+    /// Salvages and removes the kept worktree of a finished agent (`grove rm`, prune).
+    pub async fn remove_kept(&self, prefix: &str, reason: &str) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::RemoveKept(prefix.to_string(), reason.to_string(), reply))
             .await
+    }
+
+    /// Deletes a finished agent's branch in its repository's lane, its tip kept under
+    /// `refs/grove/salvage/discarded-<id>`.
+    pub async fn discard(
+        &self,
+        prefix: &str,
+    ) -> Result<grove_proto::methods::DiscardResult, Error> {
+        self.ask(|reply| Msg::Discard(prefix.to_string(), reply))
+            .await
+    }
+
+    /// Records what `grove merge` merged.
+    pub async fn merged(
+        &self,
+        merged: grove_proto::methods::MergedParams,
+    ) -> Result<AgentRecord, Error> {
+        self.ask(|reply| Msg::Merged(merged, reply)).await
     }
 
     pub async fn forget(&self, ids: Vec<String>) -> Result<Vec<String>, Error> {

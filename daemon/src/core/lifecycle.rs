@@ -159,15 +159,14 @@ impl Core {
     /// A new agent id no agent has, its token, and its state directory made.
     pub(super) fn fresh_agent(&self) -> Result<(String, String, std::path::PathBuf), Error> {
         let id = loop {
-            let id = random_hex(4).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+            let id = random_hex(4).map_err(Error::Randomness)?;
             if !self.agents.contains_key(&id) {
                 break id;
             }
         };
-        let token = random_hex(16).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        let token = random_hex(16).map_err(Error::Randomness)?;
         let agent_dir = self.config.dirs.agent_dir(&id);
-        std::fs::create_dir_all(&agent_dir)
-            .map_err(|e| Error::Internal(format!("cannot create {}: {e}", agent_dir.display())))?;
+        std::fs::create_dir_all(&agent_dir).map_err(Error::io("create", &agent_dir))?;
         Ok((id, token, agent_dir))
     }
 
@@ -420,13 +419,16 @@ impl Core {
                 tracing::warn!(agent = id, error = %e, "cannot kill what is left in the agent's cgroup")
             }
         }
-        let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id).join("tmp"));
+        // Its TMPDIR goes in the collect task (`start_collect`), off this turn.
         // Its shim unlinks the input once opened; this covers a shim that died first.
         let _ = std::fs::remove_file(self.config.dirs.agent_dir(id).join(STDIN_FILE));
         let Some(row) = self.agents.get_mut(id) else {
             return;
         };
         if !row.record.status.is_running() {
+            // Not collected from here: its TMPDIR goes in a task of its own.
+            let tmp = self.config.dirs.agent_dir(id).join("tmp");
+            tokio::task::spawn_blocking(move || std::fs::remove_dir_all(tmp));
             return;
         }
         let record = &mut row.record;
@@ -498,20 +500,25 @@ impl Core {
         let lanes = self.lanes.clone();
         let tx = self.tx.clone();
         let span = tracing::info_span!("agent", id = %record.id, repo = %record.repo.display());
+        let tmp = self.config.dirs.agent_dir(&record.id).join("tmp");
         let collect = async move {
+            // Before the collect is reported: the agent's TMPDIR is gone once it is.
+            let removing = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(tmp));
+            if let Ok(Err(e)) = removing.await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(error = %e, "cannot remove the agent's TMPDIR");
+                }
+            }
             let result = async {
                 let repo = record.repo.clone();
-                let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))??;
+                let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
                 // Hashing the worktree happens here, outside the repository's lane.
                 let common = target.common_dir.clone();
                 let (job, staged) = tokio::task::spawn_blocking(move || {
                     let staged = salvage(&common, &job);
                     (job, staged)
                 })
-                .await
-                .map_err(|e| Error::Internal(e.to_string()))?;
+                .await?;
                 let staged = staged?;
                 lanes
                     .run(&target, move |lane| finish(lane, &job, staged))
@@ -615,7 +622,7 @@ impl Core {
                 .await;
         }
         self.notify_finished(id);
-        if let Some(reply) = self.pending_recollects.remove(id) {
+        if let Some(reply) = self.pending_removals.remove(id) {
             // `grove rm` and the janitor say "removed" only for what was removed.
             let answer = if record.worktree.exists() {
                 Err(Error::InvalidState(format!(
@@ -636,7 +643,7 @@ impl Core {
     }
 
     /// Removes the kept worktree of a finished agent, salvaged first (`grove rm`, prune).
-    pub(super) fn recollect(&mut self, prefix: &str, reason: String, reply: Reply<AgentRecord>) {
+    pub(super) fn remove_kept(&mut self, prefix: &str, reason: String, reply: Reply<AgentRecord>) {
         let record = match self.resolve(prefix) {
             Ok(row) => row.record.clone(),
             Err(e) => {
@@ -651,14 +658,14 @@ impl Core {
             ))));
             return;
         }
-        if !record.worktree.exists() || self.pending_recollects.contains_key(&record.id) {
+        if !record.worktree.exists() || self.pending_removals.contains_key(&record.id) {
             let _ = reply.send(Err(Error::InvalidState(format!(
                 "agent {} has no worktree left to remove",
                 record.id
             ))));
             return;
         }
-        self.pending_recollects.insert(record.id.clone(), reply);
+        self.pending_removals.insert(record.id.clone(), reply);
         self.start_collect(&record.id, Some(reason));
     }
 
@@ -688,8 +695,8 @@ impl Core {
                     own_sessions.push(record.session);
                 }
             }
-            let _ = std::fs::remove_dir_all(self.config.dirs.agent_dir(id));
         }
+        // Their directories go in the janitor, off this turn (janitor/prune.rs).
         self.forget_own_sessions(own_sessions).await;
         Ok(ids)
     }

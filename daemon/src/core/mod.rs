@@ -3,6 +3,7 @@
 //! report back with messages, so the core never waits on git or on a process.
 
 mod agents;
+mod discard;
 mod handle;
 mod lifecycle;
 mod pause;
@@ -55,7 +56,16 @@ pub enum Msg {
     /// Freeze (`true`) or thaw an agent's tree.
     Pause(String, bool, Reply<AgentRecord>),
     /// Remove the kept worktree of a finished agent (salvaged first), for `reason`.
-    Recollect(String, String, Reply<AgentRecord>),
+    RemoveKept(String, String, Reply<AgentRecord>),
+    /// Delete a finished agent's branch, its tip kept under a salvage ref.
+    Discard(String, Reply<grove_proto::methods::DiscardResult>),
+    Discarded(
+        String,
+        Result<crate::git::refs::Discard, Error>,
+        Reply<grove_proto::methods::DiscardResult>,
+    ),
+    /// `grove merge` says what it merged.
+    Merged(grove_proto::methods::MergedParams, Reply<AgentRecord>),
     /// Forget finished agents (records and logs) past retention.
     Forget(Vec<String>, Reply<Vec<String>>),
     Snapshot(oneshot::Sender<Vec<AgentRecord>>),
@@ -128,7 +138,7 @@ pub struct Core {
     /// Spawn requests waiting to hear that their agent started.
     pending_starts: HashMap<String, Reply<AgentRecord>>,
     /// `rm`/prune requests waiting for their agent's worktree to be removed.
-    pending_recollects: HashMap<String, Reply<AgentRecord>>,
+    pending_removals: HashMap<String, Reply<AgentRecord>>,
     /// Why the next collect of an agent removes its worktree (for the removal log).
     removal_reasons: HashMap<String, String>,
     disk_hold: Option<String>,
@@ -176,7 +186,7 @@ impl Core {
             queue: VecDeque::new(),
             pending_env: HashMap::new(),
             pending_starts: HashMap::new(),
-            pending_recollects: HashMap::new(),
+            pending_removals: HashMap::new(),
             removal_reasons: HashMap::new(),
             disk_hold: None,
             pool: pool::Pool::default(),
@@ -262,7 +272,12 @@ impl Core {
                 let result = self.pause(&prefix, frozen).await;
                 let _ = reply.send(result);
             }
-            Msg::Recollect(prefix, reason, reply) => self.recollect(&prefix, reason, reply),
+            Msg::RemoveKept(prefix, reason, reply) => self.remove_kept(&prefix, reason, reply),
+            Msg::Discard(prefix, reply) => self.discard_branch(&prefix, reply),
+            Msg::Discarded(id, result, reply) => self.branch_discarded(&id, result, reply).await,
+            Msg::Merged(merged, reply) => {
+                let _ = reply.send(self.merged(merged).await);
+            }
             Msg::Forget(ids, reply) => {
                 let _ = reply.send(self.forget(ids).await);
             }

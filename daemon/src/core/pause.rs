@@ -39,9 +39,7 @@ impl Core {
             )));
         }
         let owned = id.clone();
-        tokio::task::spawn_blocking(move || freeze_tree(&owned, pid, frozen))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
+        tokio::task::spawn_blocking(move || freeze_tree(&owned, pid, frozen)).await??;
         let record = self.set_paused(&id, frozen).await?;
         self.publish(
             if frozen {
@@ -62,9 +60,7 @@ impl Core {
             return Ok(());
         };
         let owned = id.to_string();
-        tokio::task::spawn_blocking(move || freeze_tree(&owned, pid, false))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
+        tokio::task::spawn_blocking(move || freeze_tree(&owned, pid, false)).await??;
         let record = self.set_paused(id, false).await?;
         self.publish("agent.resumed", &record);
         Ok(())

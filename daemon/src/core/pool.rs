@@ -139,11 +139,14 @@ impl Core {
             return;
         }
         let keys: Vec<PathBuf> = self.pool.repos.keys().cloned().collect();
+        // Read once for the pass: a fill started here counts as a pool slot not on
+        // disk yet, so the count stays right without reading the root again.
+        let on_disk = self.worktrees_on_disk();
         for key in keys {
             self.pool_refresh_moved(&key);
             while let Some(repo) = self.pool.repos.get(&key) {
                 let wanted = repo.last_spawn.is_some() && !repo.stalled;
-                if !wanted || repo.entries.len() >= size || !self.has_free_slot() {
+                if !wanted || repo.entries.len() >= size || !self.has_free_slot_with(&on_disk) {
                     break;
                 }
                 if self.pool_start_fill(&key).is_err() {
@@ -159,7 +162,7 @@ impl Core {
     }
 
     fn pool_start_fill(&mut self, key: &Path) -> Result<(), Error> {
-        let hex = random_hex(4).map_err(|e| Error::Internal(format!("no randomness: {e}")))?;
+        let hex = random_hex(4).map_err(Error::Randomness)?;
         let name = format!("{POOL_PREFIX}{hex}");
         let root = self.config.dirs.worktree_root.clone();
         let Some(repo) = self.pool.repos.get_mut(key) else {
@@ -183,9 +186,7 @@ impl Core {
                     .run(&target, move |lane| pool::register(lane, &at, oid))
                     .await?;
                 let at = path.clone();
-                tokio::task::spawn_blocking(move || pool::fill(&at, workers))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))?
+                tokio::task::spawn_blocking(move || pool::fill(&at, workers)).await?
             }
             .await;
             let _ = tx
@@ -220,7 +221,7 @@ impl Core {
                 let to = commit.clone();
                 let result = tokio::task::spawn_blocking(move || pool::refresh(&at, &to, workers))
                     .await
-                    .map_err(|e| Error::Internal(e.to_string()))
+                    .map_err(Error::from)
                     .and_then(|r| r);
                 let _ = tx
                     .send(Msg::PoolFilled(path, result.map(|()| commit)))
@@ -288,9 +289,7 @@ impl Core {
                     Some(target) => target,
                     None => {
                         let probe = path.clone();
-                        tokio::task::spawn_blocking(move || resolve_repo(&probe))
-                            .await
-                            .map_err(|e| Error::Internal(e.to_string()))??
+                        tokio::task::spawn_blocking(move || resolve_repo(&probe)).await??
                     }
                 };
                 let at = path.clone();

@@ -35,9 +35,7 @@ pub struct Prepared {
 /// Creates the worktree, sets it up and starts the shim.
 pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<Prepared, Error> {
     let repo = job.record.repo.clone();
-    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
     create_worktree(&lanes, &target, &job).await?;
     crate::faults::hold("prepared_worktree").await;
     let started = async {
@@ -110,14 +108,12 @@ async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
     let setup_tmp = job.config.dirs.agent_dir(&record.id).join("setup-tmp");
     let runner = setup_runner(job, &setup_tmp)?;
     tokio::task::spawn_blocking(move || {
-        std::fs::create_dir_all(&setup_tmp)
-            .map_err(|e| Error::Internal(format!("cannot create {}: {e}", setup_tmp.display())))?;
+        std::fs::create_dir_all(&setup_tmp).map_err(Error::io("create", &setup_tmp))?;
         let placed = crate::worktree_setup::apply(&setup, &main, &worktree, &log, &runner);
         let _ = std::fs::remove_dir_all(&setup_tmp);
         placed
     })
-    .await
-    .map_err(|e| Error::Internal(e.to_string()))?
+    .await?
 }
 
 /// How the agent's processes run: the same for its setup commands and for the agent.
@@ -227,7 +223,6 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     let cwd = start_dir(record);
     let log = record.log_path.clone();
     tokio::task::spawn_blocking(move || launch(&exe, &spec, &cwd, &log))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))?
+        .await?
         .map_err(|e| Error::Internal(format!("cannot start the agent's shim: {e}")))
 }

@@ -6,14 +6,12 @@ use super::{Core, Msg};
 use crate::janitor::disk::worktree_dirs;
 use grove_proto::types::{AgentRecord, AgentStatus};
 use std::collections::HashSet;
+use std::path::PathBuf;
 
 impl Core {
     /// Worktree slots in use: directories on disk (warm pool included) plus
     /// preparations and pool fills that have not created theirs yet.
-    fn slots_used(&self) -> usize {
-        let on_disk: HashSet<_> = worktree_dirs(&self.config.dirs.worktree_root)
-            .into_iter()
-            .collect();
+    fn slots_used(&self, on_disk: &HashSet<PathBuf>) -> usize {
         let preparing = self
             .agents
             .values()
@@ -22,12 +20,25 @@ impl Core {
             // Its warm-pool worktree is on disk until it moves to the agent's path.
             .filter(|row| !self.adopting.contains_key(&row.record.id))
             .count();
-        on_disk.len() + preparing + self.pool_slots_not_on_disk(&on_disk)
+        on_disk.len() + preparing + self.pool_slots_not_on_disk(on_disk)
+    }
+
+    pub(super) fn worktrees_on_disk(&self) -> HashSet<PathBuf> {
+        worktree_dirs(&self.config.dirs.worktree_root)
+            .into_iter()
+            .collect()
     }
 
     /// Whether `id` can start now: a free slot, or a warm-pool worktree of its own.
     pub(super) fn can_start(&self, id: &str) -> bool {
-        self.has_free_slot()
+        self.can_start_with(id, &self.worktrees_on_disk())
+    }
+
+    /// [`Self::can_start`] with the worktree root read once by the caller. A listing
+    /// older than this turn only over-counts (a directory removed since), never
+    /// under-counts: an agent whose directory appeared since is counted as preparing.
+    fn can_start_with(&self, id: &str, on_disk: &HashSet<PathBuf>) -> bool {
+        self.has_free_slot_with(on_disk)
             || self
                 .agents
                 .get(id)
@@ -35,7 +46,11 @@ impl Core {
     }
 
     pub(super) fn has_free_slot(&self) -> bool {
-        self.disk_hold.is_none() && self.slots_used() < self.config.max_worktrees
+        self.has_free_slot_with(&self.worktrees_on_disk())
+    }
+
+    pub(super) fn has_free_slot_with(&self, on_disk: &HashSet<PathBuf>) -> bool {
+        self.disk_hold.is_none() && self.slots_used(on_disk) < self.config.max_worktrees
     }
 
     /// Queues `id`: the user's spawns go ahead of every agent's, in the order of
@@ -99,22 +114,34 @@ impl Core {
     /// Starts queued agents while slots are free; makes room by evicting the warm pool
     /// when agents still wait; refills the pool when nobody does.
     pub(super) async fn admit_queued(&mut self) {
+        let on_disk = if self.queue.is_empty() {
+            HashSet::new()
+        } else {
+            self.worktrees_on_disk()
+        };
         while let Some(front) = self.queue.front() {
-            if !self.can_start(front) {
+            if !self.can_start_with(front, &on_disk) {
                 break;
             }
             let Some(id) = self.queue.pop_front() else {
                 break;
             };
-            let Some(env) = self.queued_env(&id).await else {
-                continue;
+            let env = match self.queued_env(&id).await {
+                Ok(Some(env)) => env,
+                Ok(None) => continue,
+                // Not a reason to cancel it: it stays first, and the next pass (a slot
+                // freed, a spawn) tries again.
+                Err(e) => {
+                    tracing::error!(agent = %id, error = %e, "cannot read a queued agent's environment; it stays queued");
+                    self.queue.push_front(id);
+                    break;
+                }
             };
             tracing::info!(agent = %id, "slot free: starting queued agent");
             self.begin_prepare(&id, env).await;
+            // In memory only: the order on disk is each row's arrival (`restore_queue`
+            // rebuilds positions from it), so a start re-saves no other queued row.
             self.renumber_queue();
-            for id in self.queue.clone() {
-                self.persist(&id).await;
-            }
         }
         if self.queue.is_empty() {
             self.pool_refill();
@@ -167,25 +194,27 @@ impl Core {
     /// The environment a queued agent was spawned with. An agent whose variables were
     /// not kept (a crash interrupted its first preparation) is cancelled rather than
     /// started without them.
-    async fn queued_env(&mut self, id: &str) -> Option<Vec<(String, String)>> {
+    /// A database that cannot be read is an error, never "not kept".
+    async fn queued_env(
+        &mut self,
+        id: &str,
+    ) -> Result<Option<Vec<(String, String)>>, crate::error::Error> {
         if let Some(env) = self.pending_env.remove(id) {
-            return Some(env);
+            return Ok(Some(env));
         }
         let owned = id.to_string();
         let saved = self
             .db
             .call(move |conn| crate::db::agents::load_queued_env(conn, &owned))
-            .await
-            .ok()
-            .flatten();
+            .await?;
         let needs_env = self
             .agents
             .get(id)
             .is_some_and(|row| !row.record.env_names.is_empty());
         match saved {
-            Some(env) => Some(env),
+            Some(env) => Ok(Some(env)),
             // An agent queued by an older grove, which saved nothing without --env.
-            None if !needs_env => Some(crate::supervisor::environment::minimal_environment()),
+            None if !needs_env => Ok(Some(crate::supervisor::environment::minimal_environment())),
             None => {
                 if let Some(row) = self.agents.get_mut(id) {
                     row.record.status = AgentStatus::Cancelled;
@@ -197,7 +226,7 @@ impl Core {
                 }
                 self.persist(id).await;
                 self.notify_finished(id);
-                None
+                Ok(None)
             }
         }
     }

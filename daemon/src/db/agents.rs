@@ -99,14 +99,22 @@ pub fn load_queued_env(
     conn: &Connection,
     id: &str,
 ) -> rusqlite::Result<Option<Vec<(String, String)>>> {
+    use rusqlite::OptionalExtension;
     let json: Option<String> = conn
         .query_row(
             "SELECT env FROM queued_env WHERE agent_id = ?1",
             [id],
             |r| r.get(0),
         )
-        .ok();
-    Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+        .optional()?;
+    // Only a missing row means "not kept"; a failed read or a row this grove cannot
+    // parse is an error, so that the agent is not cancelled for it.
+    json.map(|j| {
+        serde_json::from_str(&j).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into())
+        })
+    })
+    .transpose()
 }
 
 /// Deletes a queued agent's environment so that no copy stays on disk: the row is

@@ -62,8 +62,6 @@ impl Lanes {
         f: impl FnOnce(&mut RepoLane) -> Result<R, Error> + Send + 'static,
     ) -> Result<R, Error> {
         let lane = self.get(target)?;
-        lane.call(f)
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))?
+        lane.call(f).await?
     }
 }

@@ -165,3 +165,73 @@ pub fn expire_discarded(
     }
     Ok(expired)
 }
+
+/// What `discard` found: the branch deleted with its tip kept, or no branch to delete.
+pub enum Discard {
+    Done { commit: String, salvage_ref: String },
+    Gone,
+}
+
+/// Keeps the tip of agent `id`'s `branch` under its `discarded-<id>` salvage ref, then
+/// deletes the branch: if the delete fails, nothing is lost either way. Refused while
+/// any worktree (the main one included) has the branch checked out.
+pub fn discard(lane: &RepoLane, id: &str, branch: &str) -> Result<Discard, Error> {
+    let repo = &lane.repo;
+    let Ok(mut local) = repo.find_branch(branch, git2::BranchType::Local) else {
+        return Ok(Discard::Gone);
+    };
+    let Some(tip) = local.get().target() else {
+        return Ok(Discard::Gone);
+    };
+    let full = format!("refs/heads/{branch}");
+    if let Some(at) = checked_out_at(lane, &full) {
+        return Err(Error::InvalidState(format!(
+            "{branch} is checked out in {}; remove that worktree first (`grove rm {id}` for \
+             a kept one)",
+            at.display()
+        )));
+    }
+    let salvage_ref = grove_proto::git::discarded_ref(id);
+    repo.reference(
+        &salvage_ref,
+        tip,
+        true,
+        &format!("grove: discard agent {id} ({branch})"),
+    )
+    .map_err(|e| {
+        Error::Git(format!(
+            "keeping {branch} at {salvage_ref}: {}",
+            e.message()
+        ))
+    })?;
+    local
+        .delete()
+        .map_err(|e| Error::Git(format!("deleting {branch}: {}", e.message())))?;
+    Ok(Discard::Done {
+        commit: tip.to_string(),
+        salvage_ref,
+    })
+}
+
+/// The worktree whose HEAD is `full_ref`. A linked worktree's HEAD is read from its
+/// administrative directory, so that one whose directory is gone (not yet pruned, which
+/// git still counts as checked out) is found too.
+fn checked_out_at(lane: &RepoLane, full_ref: &str) -> Option<std::path::PathBuf> {
+    let points_here = |head: &Path| {
+        std::fs::read_to_string(head)
+            .is_ok_and(|text| text.trim().strip_prefix("ref: ") == Some(full_ref))
+    };
+    let common = lane.repo.commondir();
+    if points_here(&common.join("HEAD")) {
+        return Some(lane.target.workdir.clone());
+    }
+    let names = lane.repo.worktrees().ok()?;
+    names.iter().flatten().find_map(|name| {
+        points_here(&common.join("worktrees").join(name).join("HEAD")).then(|| {
+            lane.repo
+                .find_worktree(name)
+                .map(|wt| wt.path().to_path_buf())
+                .unwrap_or_else(|_| common.join("worktrees").join(name))
+        })
+    })
+}

@@ -23,6 +23,8 @@ use tokio::time::{interval_at, Instant, MissedTickBehavior};
 
 enum Msg {
     Gc(bool, oneshot::Sender<Result<GcReport, Error>>),
+    /// Salvage and remove these unknown worktrees (a killed `grove merge`'s), for a reason.
+    Reap(Vec<std::path::PathBuf>, String, oneshot::Sender<()>),
     CheckDisk(oneshot::Sender<Result<(), Error>>),
 }
 
@@ -46,6 +48,20 @@ impl JanitorHandle {
             .await
             .map_err(|_| Error::ShuttingDown)?;
         answer.await.map_err(|_| Error::ShuttingDown)?
+    }
+
+    /// Salvages and removes worktrees no record owns (`reason` goes in the removal
+    /// log); returns once done. A worktree that cannot be removed stays, logged.
+    pub async fn reap(&self, dirs: Vec<std::path::PathBuf>, reason: &str) {
+        let (reply, answer) = oneshot::channel();
+        if self
+            .tx
+            .send(Msg::Reap(dirs, reason.to_string(), reply))
+            .await
+            .is_ok()
+        {
+            let _ = answer.await;
+        }
     }
 
     /// Checks disk usage (cleaning up if it is high); refuses when it stays high.
@@ -116,6 +132,14 @@ impl Janitor {
                     msg = rx.recv() => match msg {
                         Some(Msg::Gc(dry_run, reply)) => {
                             let _ = reply.send(self.prune(dry_run).await);
+                        }
+                        Some(Msg::Reap(dirs, reason, reply)) => {
+                            for dir in dirs {
+                                if let Err(e) = self.remove_orphan(dir.clone(), reason.clone()).await {
+                                    tracing::warn!(path = %dir.display(), error = %e, "left a dead merge's worktree");
+                                }
+                            }
+                            let _ = reply.send(());
                         }
                         Some(Msg::CheckDisk(reply)) => {
                             let _ = reply.send(self.relieve_disk_pressure().await);

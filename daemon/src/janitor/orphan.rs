@@ -39,9 +39,7 @@ impl Janitor {
             )));
         }
         let probe = dir.clone();
-        let target = tokio::task::spawn_blocking(move || resolve_repo(&probe))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??;
+        let target = tokio::task::spawn_blocking(move || resolve_repo(&probe)).await??;
         let repo = target.workdir.clone();
         let name = dir
             .file_name()

@@ -13,9 +13,7 @@ use std::path::PathBuf;
 impl Janitor {
     pub(super) async fn relieve_disk_pressure(&self) -> Result<(), Error> {
         let root = self.config.dirs.worktree_root.clone();
-        let measure = || {
-            usage(&root).map_err(|e| Error::Internal(format!("statvfs {}: {e}", root.display())))
-        };
+        let measure = || usage(&root).map_err(Error::io("measure the disk of", &root));
         let mut used = measure()?;
         if used <= self.config.disk_high {
             self.core.disk_hold(None).await;

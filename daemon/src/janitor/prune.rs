@@ -13,6 +13,27 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 impl Janitor {
+    /// The logs and state directories of agents whose records the core forgot: here,
+    /// off the core's turn, since a log can be large.
+    async fn remove_agent_dirs(&self, ids: &[String]) {
+        let dirs: Vec<PathBuf> = ids
+            .iter()
+            .map(|id| self.config.dirs.agent_dir(id))
+            .collect();
+        let removing = tokio::task::spawn_blocking(move || {
+            for dir in dirs {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        tracing::warn!(path = %dir.display(), error = %e, "cannot remove a forgotten agent's directory");
+                    }
+                }
+            }
+        });
+        if let Err(e) = removing.await {
+            tracing::error!(error = %e, "removing forgotten agents' directories failed");
+        }
+    }
+
     pub(super) async fn prune(&self, dry_run: bool) -> Result<GcReport, Error> {
         let dirs = worktree_dirs(&self.config.dirs.worktree_root);
         let records = self.core.snapshot().await?;
@@ -54,6 +75,7 @@ impl Janitor {
             self.core.forget(expired).await?
         };
         if !dry_run && !report.records_deleted.is_empty() {
+            self.remove_agent_dirs(&report.records_deleted).await;
             tracing::info!(
                 count = report.records_deleted.len(),
                 "prune: deleted records past retention"
@@ -84,7 +106,7 @@ impl Janitor {
         }
         match owner {
             Some(record) => {
-                let done = self.core.recollect(&record.id, &reason).await?;
+                let done = self.core.remove_kept(&record.id, &reason).await?;
                 Ok(Removal {
                     at_ms: now_ms(),
                     path: dir,

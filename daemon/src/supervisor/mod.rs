@@ -4,5 +4,4 @@ pub mod environment;
 pub mod jail_paths;
 pub mod launch;
 pub mod procfs;
-pub mod spawn_defaults;
 pub mod watch;

@@ -103,7 +103,7 @@ pub fn apply(
         .create(true)
         .append(true)
         .open(log)
-        .map_err(|e| Error::Internal(format!("cannot open {}: {e}", log.display())))?;
+        .map_err(Error::io("open", log))?;
     let roots = place::Roots::open(main, worktree)?;
     let mut placed = Vec::new();
     let mut copies = setup.copy.clone();

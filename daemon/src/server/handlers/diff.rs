@@ -38,8 +38,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: DiffParams) -> Result<DiffRe
             let mut cached = entry.lock().unwrap_or_else(|e| e.into_inner());
             worktree_diff(&worktree, &base, stat, &paths, &scratch, &mut cached)
         })
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+        .await??;
         cap(&mut diff);
     } else if record.branch_exists {
         forget_live(&record.id, &ctx.config.dirs.agent_dir(&record.id));
@@ -60,8 +59,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: DiffParams) -> Result<DiffRe
             git.arg(&range).arg("--").args(&paths);
             git.output()
         })
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))?
+        .await?
         .map_err(|e| Error::Git(format!("cannot run git diff: {e}")))?;
         if !output.status.success() {
             return Err(Error::Git(format!(

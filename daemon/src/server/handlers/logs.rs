@@ -13,9 +13,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: LogsParams) -> Result<LogsRe
     let max = params.max_bytes.unwrap_or(MAX_CHUNK).clamp(1, MAX_CHUNK);
     let path = record.log_path.clone();
     let offset = params.offset;
-    let bytes = tokio::task::spawn_blocking(move || read_chunk(&path, offset, max))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+    let bytes = tokio::task::spawn_blocking(move || read_chunk(&path, offset, max)).await??;
     let next_offset = offset + bytes.len() as u64;
     let at_end = (bytes.len() as u64) < max;
     Ok(LogsResult {
@@ -31,13 +29,13 @@ fn read_chunk(path: &std::path::Path, offset: u64, max: u64) -> Result<Vec<u8>, 
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::Internal(format!("reading {}: {e}", path.display()))),
+        Err(e) => return Err(Error::io("read", path)(e)),
     };
     file.seek(SeekFrom::Start(offset))
-        .map_err(|e| Error::Internal(format!("reading {}: {e}", path.display())))?;
+        .map_err(Error::io("read", path))?;
     let mut bytes = Vec::new();
     file.take(max)
         .read_to_end(&mut bytes)
-        .map_err(|e| Error::Internal(format!("reading {}: {e}", path.display())))?;
+        .map_err(Error::io("read", path))?;
     Ok(bytes)
 }

@@ -10,6 +10,7 @@ pub mod daemon_metrics;
 pub mod daemon_status;
 pub mod daemon_stop;
 pub mod diff;
+pub mod discard;
 pub mod events_subscribe;
 pub mod gc;
 pub mod gc_log;
@@ -18,9 +19,11 @@ pub mod hello;
 pub mod kill;
 pub mod list;
 pub mod logs;
+pub mod merged;
 pub mod pause;
 pub mod queue;
 pub mod remove;
+pub mod repo_lease;
 pub mod report;
 pub mod restore;
 pub mod salvaged;
@@ -97,6 +100,10 @@ pub async fn dispatch(
             Ok(params) => agent_attach::handle(ctx, conn, id, params).await,
             Err(e) => Some(Err(e)),
         },
+        m::Lease::NAME => match parse::<m::Lease>(params) {
+            Ok(params) => repo_lease::handle(ctx, conn, id, params).await,
+            Err(e) => Some(Err(e)),
+        },
         m::List::NAME => match parse::<m::List>(params) {
             Ok(params) => {
                 list::handle(ctx, conn, id, params).await;
@@ -133,6 +140,8 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
             reply(queue::handle(ctx, conn).await)
         }
         m::Remove::NAME => reply(remove::handle(ctx, conn, parse::<m::Remove>(params)?).await),
+        m::Discard::NAME => reply(discard::handle(ctx, conn, parse::<m::Discard>(params)?).await),
+        m::Merged::NAME => reply(merged::handle(ctx, conn, parse::<m::Merged>(params)?).await),
         m::Gc::NAME => reply(gc::handle(ctx, conn, parse::<m::Gc>(params)?).await),
         m::GcLog::NAME => reply(gc_log::handle(ctx, conn, parse::<m::GcLog>(params)?).await),
         m::Salvaged::NAME => {

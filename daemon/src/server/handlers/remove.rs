@@ -7,5 +7,5 @@ use grove_proto::types::AgentRecord;
 /// `agent.remove`: salvage and remove the kept worktree of a finished agent.
 pub async fn handle(ctx: &Ctx, conn: &Conn, params: IdParams) -> Result<AgentRecord, Error> {
     super::authority::user_only(conn, "remove worktrees")?;
-    ctx.core.recollect(&params.id, "rm").await
+    ctx.core.remove_kept(&params.id, "rm").await
 }

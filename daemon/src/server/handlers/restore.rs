@@ -14,9 +14,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: RestoreParams) -> Result<Res
         )));
     }
     let repo = params.repo.clone();
-    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
     let record = ctx.core.restore(target, params.reference).await?;
     Ok(RestoreResult {
         id: record.id,

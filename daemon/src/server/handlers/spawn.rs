@@ -19,7 +19,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
         .take()
         .map(|text| decode_stdin(&text))
         .transpose()?;
-    crate::supervisor::spawn_defaults::resolve(&mut params, &ctx.config)?;
+    crate::spawn_defaults::resolve(&mut params, &ctx.config)?;
     // An agent's spawns are its children: recorded as such, one level deeper.
     let parent = conn.agent().cloned();
     let depth = parent.as_ref().map_or(0, |p| p.depth + 1);

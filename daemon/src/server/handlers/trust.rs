@@ -20,9 +20,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: TrustParams) -> Result<Trust
         )));
     }
     let repo = params.repo.clone();
-    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
     let file = target.workdir.join(".grove.toml");
     let key = repo_key(&target);
     if params.revoke {

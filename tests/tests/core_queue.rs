@@ -1,0 +1,87 @@
+//! The core's queue: a start re-saves no other queued row, and what cannot be read is
+//! an error, never a reason to cancel.
+
+mod support;
+
+use std::fs;
+use std::time::Duration;
+use support::*;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// A queued agent's saved `--env` values that this grove cannot read: before, the
+/// agent was cancelled as if its start had been interrupted; now it stays queued and
+/// the daemon says why.
+#[test]
+fn a_queued_agent_whose_environment_cannot_be_read_stays_queued() {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    let hold = g.dir.path().join("hold");
+    let first = g.spawn(
+        &[],
+        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
+    );
+    let queued = g.spawn(&["--env", "SECRET=x"], "true");
+    assert_eq!(g.status(&queued), "queued");
+    g.ok(&["daemon", "stop"]);
+    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("open grove.db");
+    let changed = db
+        .execute(
+            "UPDATE queued_env SET env = 'not json' WHERE agent_id = ?1",
+            [&queued],
+        )
+        .expect("update");
+    assert_eq!(changed, 1, "the queued agent's environment was saved");
+    drop(db);
+
+    g.ok(&["list"]);
+    fs::write(&hold, "").expect("release");
+    assert_eq!(g.wait(&first)["exit_code"], 0);
+    eventually("the daemon says it cannot read it", LONG, || {
+        g.daemon_log()
+            .contains("cannot read a queued agent's environment")
+    });
+    assert_eq!(g.status(&queued), "queued", "not cancelled");
+    let record = g.record(&queued);
+    assert!(record["error"].is_null(), "{record}");
+    g.ok(&["kill", &queued]);
+}
+
+/// Twenty queued agents released one by one, all in order, none lost; the queue
+/// positions `grove list` shows stay 1..n as agents leave it.
+#[test]
+fn twenty_queued_agents_start_in_order_and_positions_follow() {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    let hold = g.dir.path().join("hold");
+    let first = g.spawn(
+        &[],
+        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
+    );
+    let order = g.dir.path().join("order");
+    let ids: Vec<String> = (0..20)
+        .map(|i| g.spawn(&[], &format!("echo {i} >> {}", order.display())))
+        .collect();
+    let queue = g.json(&["queue"]);
+    let positions: Vec<u64> = queue["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["queue_position"].as_u64())
+        .collect();
+    assert_eq!(positions, (1..=20).collect::<Vec<u64>>(), "{queue}");
+    // Positions survive a restart: rebuilt from arrival, not from what each row said.
+    g.crash_daemon();
+    g.ok(&["list"]);
+    assert_eq!(g.record(&ids[19])["queue_position"], 20);
+    fs::write(&hold, "").expect("release");
+    g.wait(&first);
+    for id in &ids {
+        assert_eq!(g.wait(id)["exit_code"], 0);
+    }
+    let started: Vec<String> = fs::read_to_string(&order)
+        .expect("order")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let expected: Vec<String> = (0..20).map(|i| i.to_string()).collect();
+    assert_eq!(started, expected);
+}
