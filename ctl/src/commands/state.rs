@@ -311,17 +311,27 @@ fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> 
                     _ => c.source.clone(),
                 }),
                 safe(&c.channels.join(", ")),
+                c.code.as_ref().map_or_else(|| "-".into(), code_cell),
             ]
         })
         .collect();
     println!(
         "{}",
         table(
-            &["CHECKPOINT", "WHEN", "WRITER", "SOURCE", "CHANNELS"],
+            &["CHECKPOINT", "WHEN", "WRITER", "SOURCE", "CHANNELS", "CODE"],
             rows
         )
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The code of a checkpoint, short: the branch tip, and the worktree's tree.
+fn code_cell(code: &grove_proto::state::CodeRef) -> String {
+    let short = |oid: &str| oid.chars().take(10).collect::<String>();
+    match &code.commit {
+        Some(commit) => format!("{} tree {}", short(commit), short(&code.tree)),
+        None => format!("tree {}", short(&code.tree)),
+    }
 }
 
 fn watch(client: &mut Client, session: SessionArg, json: bool) -> Result<ExitCode> {

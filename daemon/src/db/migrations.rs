@@ -104,6 +104,9 @@ const MIGRATIONS: &[&str] = &[
         previous        TEXT NOT NULL,
         stopped_at_ms   INTEGER
     );",
+    // 10: the code an agent had when it wrote a checkpoint (JSON `{commit, tree}`),
+    // null for the user's writes and for checkpoints stored before it.
+    "ALTER TABLE checkpoints ADD COLUMN code TEXT;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

@@ -5,6 +5,7 @@
 //! The task never waits for the disk while updates arrive: it applies the next group
 //! while the database thread stores (and fsyncs) the one before.
 
+pub mod code;
 pub mod gc;
 mod migrate;
 mod session;
@@ -15,7 +16,7 @@ use crate::db::Db;
 use crate::error::Error;
 use crate::events::EventBus;
 use grove_agent_shim::now_ms;
-use grove_proto::state::{CheckpointInfo, SessionInfo, SessionRemoval};
+use grove_proto::state::{CheckpointInfo, CodeRef, SessionInfo, SessionRemoval};
 use grove_state::{apply_batch, channels_written, BatchError, Schema, State, Write};
 use serde::Serialize;
 pub use session::json_bytes;
@@ -48,6 +49,7 @@ enum Req {
         session: String,
         writer: String,
         writes: Vec<Write>,
+        code: Option<CodeRef>,
         reply: Reply<u64>,
     },
     Ensure {
@@ -132,17 +134,20 @@ impl StateHandle {
         answer.await.map_err(|_| Error::ShuttingDown)?
     }
 
-    /// Applies one batch; returns its checkpoint once it is durable.
+    /// Applies one batch; returns its checkpoint once it is durable. `code` is what
+    /// an agent writer had (see `code::record`).
     pub async fn update(
         &self,
         session: &str,
         writer: &str,
         writes: Vec<Write>,
+        code: Option<CodeRef>,
     ) -> Result<u64, Error> {
         self.ask(|reply| Req::Update {
             session: session.into(),
             writer: writer.into(),
             writes,
+            code,
             reply,
         })
         .await
@@ -480,13 +485,14 @@ impl StateService {
                 session,
                 writer,
                 writes,
+                code,
                 reply,
             } => {
                 if let Err(e) = self.use_session(&session).await {
                     let _ = reply.send(Err(e));
                     return;
                 }
-                self.stage(&session, &writer, &writes, reply);
+                self.stage(&session, &writer, &writes, code, reply);
                 self.keep_checkpoints(&session).await;
             }
             other => {
@@ -616,7 +622,14 @@ impl StateService {
     }
 
     /// Applies one batch in memory and puts it in the outbox for the next store job.
-    fn stage(&mut self, name: &str, writer: &str, writes: &[Write], reply: Reply<u64>) {
+    fn stage(
+        &mut self,
+        name: &str,
+        writer: &str,
+        writes: &[Write],
+        code: Option<CodeRef>,
+        reply: Reply<u64>,
+    ) {
         if let Err(e) = self.session(name) {
             let _ = reply.send(Err(e));
             return;
@@ -668,6 +681,7 @@ impl StateService {
             source: "update".into(),
             channels: channels.clone(),
             schema_version: session.schema_version,
+            code,
         };
         let snapshot = (id % SNAPSHOT_EVERY == 0).then_some(&state);
         let rows = CheckpointRow::new(name, info, writes, snapshot).and_then(|row| {
@@ -939,6 +953,12 @@ impl StateService {
                 .call(move |conn| store::state_at(conn, &n, &s, at))
                 .await?
         };
+        let n = name.to_string();
+        // The fork starts on the code its checkpoint recorded.
+        let code = self
+            .db
+            .call(move |conn| store::checkpoint_code(conn, &n, at))
+            .await?;
         let at_ms = now_ms();
         let mut fork = Session::new(new_name, schema, at_ms);
         fork.current = state.clone();
@@ -957,6 +977,7 @@ impl StateService {
             source: "fork".into(),
             channels: Vec::new(),
             schema_version: fork.schema_version,
+            code,
         };
         let first = CheckpointRow::new(new_name, info, &[], Some(&state))
             .map_err(|e| Error::Internal(format!("cannot encode the state: {e}")))?;
@@ -1205,7 +1226,7 @@ mod tests {
         let tasks: Vec<_> = (0..updates)
             .map(|_| {
                 let state = state.clone();
-                tokio::spawn(async move { state.update("s", "user", add_one()).await })
+                tokio::spawn(async move { state.update("s", "user", add_one(), None).await })
             })
             .collect();
         let mut answers = Vec::new();
@@ -1250,7 +1271,10 @@ mod tests {
     async fn a_failed_commit_fails_every_update_applied_after_it_and_nothing_stays_applied() {
         let (_dir, db, state, _stop) = started().await;
         assert_eq!(
-            state.update("s", "user", add_one()).await.expect("first"),
+            state
+                .update("s", "user", add_one(), None)
+                .await
+                .expect("first"),
             1
         );
         // From here every write fails, while more updates keep coming.
@@ -1264,7 +1288,10 @@ mod tests {
             .expect("writable");
         assert_eq!(state.get("s", None).await.expect("get").1["n"], json!(1));
         assert_eq!(
-            state.update("s", "user", add_one()).await.expect("after"),
+            state
+                .update("s", "user", add_one(), None)
+                .await
+                .expect("after"),
             2
         );
         let (head, current) = state.get("s", None).await.expect("get");

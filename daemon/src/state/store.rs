@@ -45,6 +45,7 @@ pub struct CheckpointRow {
     pub info: CheckpointInfo,
     channels: String,
     writes: String,
+    code: Option<String>,
     /// The state right after this checkpoint, when a snapshot is due.
     snapshot: Option<String>,
 }
@@ -60,6 +61,7 @@ impl CheckpointRow {
             session: session.to_string(),
             channels: serde_json::to_string(&info.channels)?,
             writes: serde_json::to_string(writes)?,
+            code: info.code.as_ref().map(serde_json::to_string).transpose()?,
             snapshot: snapshot.map(serde_json::to_string).transpose()?,
             info,
         })
@@ -131,8 +133,8 @@ fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result
     let info = &row.info;
     conn.prepare_cached(
         "INSERT INTO checkpoints (session, id, parent, parent_session, at_ms, writer, source,
-                                  channels, writes, schema_version)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                  channels, writes, schema_version, code)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         row.session,
@@ -145,6 +147,7 @@ fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result
         row.channels,
         row.writes,
         info.schema_version,
+        row.code,
     ])?;
     if let Some(state) = &row.snapshot {
         conn.prepare_cached(
@@ -305,7 +308,8 @@ pub fn history(
 ) -> rusqlite::Result<Vec<CheckpointInfo>> {
     let before = before.map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
     let mut stmt = conn.prepare(
-        "SELECT id, parent, parent_session, at_ms, writer, source, channels, schema_version
+        "SELECT id, parent, parent_session, at_ms, writer, source, channels, schema_version,
+                code
          FROM checkpoints WHERE session = ?1 AND id < ?3 ORDER BY id DESC LIMIT ?2",
     )?;
     let rows = stmt.query_map(params![session, limit, before], |r| {
@@ -318,9 +322,26 @@ pub fn history(
             source: r.get(5)?,
             channels: from_json(&r.get::<_, String>(6)?, 6)?,
             schema_version: r.get(7)?,
+            code: r
+                .get::<_, Option<String>>(8)?
+                .map(|code| from_json(&code, 8))
+                .transpose()?,
         })
     })?;
     rows.collect()
+}
+
+/// The code recorded with one checkpoint, if any.
+pub fn checkpoint_code(
+    conn: &Connection,
+    session: &str,
+    id: u64,
+) -> rusqlite::Result<Option<grove_proto::state::CodeRef>> {
+    let code: Option<Option<String>> = conn
+        .prepare_cached("SELECT code FROM checkpoints WHERE session = ?1 AND id = ?2")?
+        .query_row(params![session, id as i64], |r| r.get(0))
+        .optional()?;
+    code.flatten().map(|code| from_json(&code, 0)).transpose()
 }
 
 /// Drops every checkpoint before `oldest` but the pinned ones, after storing the state

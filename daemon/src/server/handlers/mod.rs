@@ -200,6 +200,8 @@ pub fn parse<M: Method>(params: Option<Value>) -> Result<M::Params, RpcError> {
 pub struct Caller {
     pub session: String,
     pub writer: String,
+    /// The caller is an agent (`writer` is its id), not the user.
+    pub agent: bool,
 }
 
 pub async fn caller(
@@ -219,6 +221,7 @@ pub async fn caller(
             Ok(Caller {
                 session: agent.session,
                 writer: agent.id,
+                agent: true,
             })
         }
         None => Ok(Caller {
@@ -232,6 +235,7 @@ pub async fn caller(
                 })?
                 .to_string(),
             writer: "user".into(),
+            agent: false,
         }),
     }
 }
