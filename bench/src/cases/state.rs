@@ -112,6 +112,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     }
     rows.push(read_row(&mut client, checkpoints)?);
     drop(client);
+    rows.push(checkpoint_with_code(ctx)?);
     rows.push(startup_with_sessions(ctx)?);
     if ctx.quick {
         rows.push(Row::not_available(
@@ -203,6 +204,98 @@ fn read_row(client: &mut Client, checkpoints: u64) -> Result<Row> {
     )
     .grove(Summary::of(&reads))
     .goal(Goal::at_most(Metric::P99, 2.0)))
+}
+
+/// Checkpoints an agent writes in a 5,000-file worktree, one file edited before each:
+/// each records the agent's branch tip and a tree of its worktree. Measured from the
+/// bench's own connection acting with the agent's token (so that no CLI start is
+/// counted), against the same updates by the user, which record no code.
+fn checkpoint_with_code(ctx: &Ctx<'_>) -> Result<Row> {
+    const CODE_SESSION: &str = "bench-code";
+    let env = ctx.env;
+    let repo = ctx.repos.medium()?;
+    let updates = if ctx.quick { 20 } else { 100 };
+    let mut client = env.client()?;
+    let schema = json!({ "version": 1, "channels": { "n": { "reducer": "add" } } });
+    call(
+        &mut client,
+        "session.create",
+        json!({ "name": CODE_SESSION, "schema": schema }),
+    )?;
+    let token_file = env.root.join("bench-code-token");
+    let gate = env.root.join("bench-code-go");
+    let script = format!(
+        "printf %s \"$GROVE_TOKEN\" > '{t}.part' && mv '{t}.part' '{t}' && \
+         while [ ! -e '{g}' ]; do sleep 0.05; done",
+        t = token_file.display(),
+        g = gate.display()
+    );
+    let record = env.grove_json(
+        &repo.path,
+        &[
+            "spawn",
+            "--session",
+            CODE_SESSION,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )?;
+    let worktree = std::path::PathBuf::from(crate::grove::field(&record, "worktree")?);
+    crate::grove::poll_until(
+        "the agent's token",
+        Duration::from_secs(300),
+        Duration::from_millis(10),
+        || Ok(token_file.exists()),
+    )?;
+    let token = std::fs::read_to_string(&token_file)?;
+    let update = |client: &mut Client, token: Option<&str>| -> Result<f64> {
+        let mut params =
+            json!({ "session": CODE_SESSION, "writes": [{ "channel": "n", "value": 1 }] });
+        if let Some(token) = token {
+            params = json!({ "token": token, "writes": [{ "channel": "n", "value": 1 }] });
+        }
+        let start = Instant::now();
+        let response = client.call_raw("state.update", params)?;
+        let took = ms(start.elapsed());
+        if let Some(e) = response.error {
+            bail!("state.update: {} (code {})", e.message, e.code);
+        }
+        Ok(took)
+    };
+    let measured = (|| {
+        let mut agent = Vec::new();
+        let mut first = 0.0;
+        for n in 0..=updates {
+            std::fs::write(worktree.join(&repo.sample_file), format!("edit {n}\n"))?;
+            let took = update(&mut client, Some(&token))?;
+            if n == 0 {
+                first = took;
+            } else {
+                agent.push(took);
+            }
+        }
+        let user = (0..updates)
+            .map(|_| update(&mut client, None))
+            .collect::<Result<Vec<f64>>>()?;
+        Ok::<_, anyhow::Error>((first, agent, user))
+    })();
+    std::fs::write(&gate, b"")?;
+    env.kill_live_agents()?;
+    let (first, agent, user) = measured?;
+    Ok(Row::new(
+        "5",
+        format!("state update by an agent, code recorded, {}", repo.label()),
+        "ms",
+    )
+    .grove(Summary::of(&agent))
+    .baseline("the user's update (no code)", Summary::of(&user))
+    .goal(Goal::at_most(Metric::Median, 20.0))
+    .note(format!(
+        "one file edited before each; first checkpoint (scratch index made) {first:.1} ms; \
+         the baseline is the same update by the user"
+    )))
 }
 
 /// Sessions made for the start-up measurement, and taken away after it.

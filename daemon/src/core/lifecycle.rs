@@ -69,7 +69,7 @@ impl Core {
         let record = self.register(new)?;
         let id = record.id.clone();
         if own_session {
-            if let Err(e) = self.state.ensure(&record.session, schema, false).await {
+            if let Err(e) = self.state.reserve(&record.session, schema).await {
                 self.discard(&id).await;
                 return Err(e);
             }

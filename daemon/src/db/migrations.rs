@@ -105,8 +105,11 @@ const MIGRATIONS: &[&str] = &[
         stopped_at_ms   INTEGER
     );",
     // 10: the code an agent had when it wrote a checkpoint (JSON `{commit, tree}`),
-    // null for the user's writes and for checkpoints stored before it.
-    "ALTER TABLE checkpoints ADD COLUMN code TEXT;",
+    // null for the user's writes and for checkpoints stored before it; an agent's
+    // automatic session is `reserved` (stored with its schema, shown nowhere) until the
+    // agent first writes it.
+    "ALTER TABLE checkpoints ADD COLUMN code TEXT;
+    ALTER TABLE sessions ADD COLUMN reserved INTEGER NOT NULL DEFAULT 0;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

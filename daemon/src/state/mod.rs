@@ -56,6 +56,7 @@ enum Req {
         name: String,
         schema: Option<Schema>,
         explicit: bool,
+        reserve: bool,
         reply: Reply<()>,
     },
     Get {
@@ -165,6 +166,20 @@ impl StateHandle {
             name: name.into(),
             schema,
             explicit,
+            reserve: false,
+            reply,
+        })
+        .await
+    }
+
+    /// Reserves an agent's automatic session: stored with its schema, listed nowhere
+    /// and left alone by the GC pass until the agent first writes it.
+    pub async fn reserve(&self, name: &str, schema: Option<Schema>) -> Result<(), Error> {
+        self.ask(|reply| Req::Ensure {
+            name: name.into(),
+            schema,
+            explicit: false,
+            reserve: true,
             reply,
         })
         .await
@@ -712,6 +727,7 @@ impl StateService {
             }
         };
         session.last_changes = last_changes;
+        session.reserved = false;
         session.current = state;
         session.last_used_ms = at_ms;
         session.channel_bytes.extend(channel_bytes);
@@ -748,9 +764,10 @@ impl StateService {
                 name,
                 schema,
                 explicit,
+                reserve,
                 reply,
             } => {
-                let _ = reply.send(self.ensure(&name, schema, explicit).await);
+                let _ = reply.send(self.ensure(&name, schema, explicit, reserve).await);
             }
             Req::Get { session, at, reply } => match self.use_session(&session).await {
                 Ok(()) => self.get(&session, at, reply),
@@ -839,7 +856,12 @@ impl StateService {
                 }
             }
             Req::List { reply } => {
-                let mut all: Vec<SessionInfo> = self.sessions.values().map(Session::info).collect();
+                let mut all: Vec<SessionInfo> = self
+                    .sessions
+                    .values()
+                    .filter(|s| !s.reserved)
+                    .map(Session::info)
+                    .collect();
                 all.sort_by(|a, b| a.name.cmp(&b.name));
                 let _ = reply.send(Ok(all));
             }
@@ -851,8 +873,9 @@ impl StateService {
         name: &str,
         schema: Option<Schema>,
         explicit: bool,
+        reserve: bool,
     ) -> Result<(), Error> {
-        if let Some(existing) = self.sessions.get(name) {
+        if let Some(existing) = self.sessions.get_mut(name) {
             let differs = schema
                 .as_ref()
                 .is_some_and(|s| s.to_json() != existing.schema.to_json());
@@ -862,6 +885,14 @@ impl StateService {
                      name, or spawn without --schema to join it"
                 )));
             }
+            if existing.reserved && !reserve {
+                // Named on purpose (a spawn or session.create): a session from now on.
+                existing.reserved = false;
+                let row = existing.row();
+                self.db
+                    .call(move |conn| store::upsert_session(conn, &row))
+                    .await?;
+            }
             return Ok(());
         }
         validate_session_name(name)?;
@@ -869,7 +900,8 @@ impl StateService {
             version: grove_state::SCHEMA_VERSION,
             channels: Default::default(),
         });
-        let session = Session::new(name, schema, now_ms());
+        let mut session = Session::new(name, schema, now_ms());
+        session.reserved = reserve;
         let row = session.row();
         self.db
             .call(move |conn| store::upsert_session(conn, &row))
@@ -1098,6 +1130,9 @@ impl StateService {
                 "no session `{name}` (`grove session list` shows them)"
             )));
         };
+        if session.reserved {
+            return self.remove_reserved(name, by, reason).await;
+        }
         let pinned_older = session.pins.iter().filter(|&&p| p < session.oldest).count();
         let checkpoints = session.info().checkpoints + pinned_older as u64;
         let owned = name.to_string();
@@ -1119,6 +1154,29 @@ impl StateService {
             .await?;
         self.sessions.remove(name);
         Ok(removal)
+    }
+
+    /// A session never written held nothing: it goes without an audit row.
+    async fn remove_reserved(
+        &mut self,
+        name: &str,
+        by: String,
+        reason: String,
+    ) -> Result<SessionRemoval, Error> {
+        let owned = name.to_string();
+        self.db
+            .call(move |conn| store::delete_session(conn, &owned))
+            .await?;
+        self.sessions.remove(name);
+        Ok(SessionRemoval {
+            at_ms: now_ms(),
+            bytes: 0,
+            session: name.to_string(),
+            by,
+            reason,
+            checkpoints: 0,
+            live_agents: Vec::new(),
+        })
     }
 
     async fn pin(&mut self, name: &str, at: u64, pinned: bool) -> Result<Vec<u64>, Error> {

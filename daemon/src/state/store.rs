@@ -34,6 +34,8 @@ pub struct SessionRow {
     pub last_used_ms: Option<u64>,
     pub lifecycle: String,
     pub state_bytes: u64,
+    /// An agent's automatic session its agent has not written yet.
+    pub reserved: bool,
 }
 
 /// One checkpoint to store, its JSON already written: the state task writes it while
@@ -104,11 +106,12 @@ pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
     conn.execute(
         "INSERT INTO sessions (name, schema, schema_version, created_at_ms, forked_from,
                                forked_at, head, oldest, last_at_ms, last_changes,
-                               last_used_ms, lifecycle, state_bytes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                               last_used_ms, lifecycle, state_bytes, reserved)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
          ON CONFLICT(name) DO UPDATE SET head = ?7, oldest = ?8, last_at_ms = ?9,
                                           last_changes = ?10, last_used_ms = ?11,
-                                          lifecycle = ?12, state_bytes = ?13",
+                                          lifecycle = ?12, state_bytes = ?13,
+                                          reserved = ?14",
         params![
             row.name,
             row.schema.to_string(),
@@ -123,6 +126,7 @@ pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
             row.last_used_ms.map(|v| v as i64),
             row.lifecycle,
             row.state_bytes as i64,
+            row.reserved,
         ],
     )?;
     Ok(())
@@ -162,7 +166,8 @@ fn advance_session(conn: &Connection, head: &SessionHead) -> rusqlite::Result<()
     let changed = conn
         .prepare_cached(
             "UPDATE sessions SET head = ?2, oldest = ?3, last_at_ms = ?4, last_changes = ?5,
-                                 last_used_ms = ?4, lifecycle = 'active', state_bytes = ?6
+                                 last_used_ms = ?4, lifecycle = 'active', state_bytes = ?6,
+                                 reserved = 0
              WHERE name = ?1",
         )?
         .execute(params![
@@ -212,7 +217,8 @@ pub fn commit_fork(
 }
 
 const SESSION_COLUMNS: &str = "name, schema, schema_version, created_at_ms, forked_from,
-    forked_at, head, oldest, last_at_ms, last_changes, last_used_ms, lifecycle, state_bytes";
+    forked_at, head, oldest, last_at_ms, last_changes, last_used_ms, lifecycle, state_bytes,
+    reserved";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -229,6 +235,7 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         last_used_ms: r.get::<_, Option<i64>>(10)?.map(|v| v as u64),
         lifecycle: r.get(11)?,
         state_bytes: r.get::<_, i64>(12)?.max(0) as u64,
+        reserved: r.get(13)?,
     })
 }
 
