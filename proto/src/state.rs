@@ -52,6 +52,9 @@ pub struct CodeRef {
     /// The agent's branch tip; none when the branch names no commit.
     pub commit: Option<String>,
     pub tree: String,
+    /// The repository holding the tree (the user's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

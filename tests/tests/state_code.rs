@@ -173,3 +173,99 @@ fn a_jailed_agent_cannot_make_the_recording_run_its_git_config() {
         fs::read_to_string(&marker)
     );
 }
+
+#[test]
+fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
+    let g = Grove::new();
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    // The agent leaves a file uncommitted, writes a checkpoint, then changes the file
+    // and writes again: the second checkpoint's code is not the first's.
+    let first = g.spawn(
+        &["--session", "orig", "--env", &bin],
+        r#"set -e
+        echo one > work.txt
+        "$GROVE_BIN" state update count 1
+        echo two > work.txt
+        "$GROVE_BIN" state update count 1"#,
+    );
+    assert_eq!(
+        g.wait(&first)["outcome"],
+        "succeeded",
+        "{}",
+        g.ok(&["logs", &first])
+    );
+
+    let out = g.ok(&[
+        "--json",
+        "state",
+        "fork",
+        "--from",
+        "orig",
+        "--at",
+        "1",
+        "--session",
+        "retry",
+        "--spawn",
+        "--",
+        "sh",
+        "-c",
+        "cat work.txt",
+    ]);
+    let record: Value = serde_json::from_str(&out).expect("the new agent's record");
+    let id = record["id"].as_str().expect("id").to_string();
+    assert_eq!(record["session"], "retry");
+    assert_eq!(record["base_ref"], "refs/grove/checkpoints/orig/1");
+    let done = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(done["outcome"], "succeeded", "{log}");
+    assert_eq!(log, "one\n", "the agent sees the code of checkpoint 1");
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "retry", "count"])
+            .trim(),
+        "1"
+    );
+    let tree = checkpoints(&g, "orig")
+        .iter()
+        .find(|c| c["id"] == 1)
+        .map(|c| c["code"]["tree"].clone())
+        .expect("checkpoint 1");
+    assert_eq!(
+        git_in(
+            &g.repo,
+            &["rev-parse", "refs/grove/checkpoints/orig/1^{tree}"]
+        )
+        .trim(),
+        tree.as_str().expect("tree")
+    );
+}
+
+#[test]
+fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
+    let g = Grove::new();
+    with_schema(&g);
+    call(
+        &mut client(&g),
+        "session.create",
+        serde_json::json!({"name": "plain", "schema_text": {"origin": "t.toml", "text": SCHEMA}}),
+    )
+    .expect("session.create");
+    g.ok(&["state", "update", "--session", "plain", "count", "1"]);
+    let out = g.run(&[
+        "state",
+        "fork",
+        "--from",
+        "plain",
+        "--at",
+        "1",
+        "--session",
+        "nope",
+        "--spawn",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("records no code"), "{}", out.stderr);
+    let names = g.ok(&["session", "list"]);
+    assert!(!names.contains("nope"), "{names}");
+}

@@ -42,7 +42,11 @@ pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<CodeRef, Error> 
     let tree = String::from_utf8_lossy(&run(&["write-tree"])?)
         .trim()
         .to_string();
-    Ok(CodeRef { commit, tree })
+    Ok(CodeRef {
+        commit,
+        tree,
+        repo: Some(record.repo.clone()),
+    })
 }
 
 /// The scratch index and its lock go with the agent's work (at collect).

@@ -238,6 +238,23 @@ impl StateHandle {
         .await
     }
 
+    /// The code recorded with checkpoint `at` of `session`.
+    pub async fn code_at(&self, session: &str, at: u64) -> Result<CodeRef, Error> {
+        let found = self.history(session, 1, Some(at.saturating_add(1))).await?;
+        match found.into_iter().next() {
+            Some(checkpoint) if checkpoint.id == at => checkpoint.code.ok_or_else(|| {
+                Error::BadInput(format!(
+                    "checkpoint {at} of session `{session}` records no code: it was written \
+                     by {} (only an agent's checkpoints record the code it had)",
+                    checkpoint.writer
+                ))
+            }),
+            _ => Err(Error::NotFound(format!(
+                "session `{session}` has no checkpoint {at} (`grove state history` lists them)"
+            ))),
+        }
+    }
+
     pub async fn compact(&self, session: &str, keep: u64) -> Result<(u64, u64), Error> {
         self.ask(|reply| Req::Compact {
             session: session.into(),

@@ -30,6 +30,7 @@ pub mod session_migrate;
 pub mod session_rm;
 pub mod session_show;
 pub mod spawn;
+pub mod state_code;
 pub mod state_compact;
 pub mod state_fork;
 pub mod state_get;
@@ -152,6 +153,9 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         }
         m::StateFork::NAME => {
             reply(state_fork::handle(ctx, conn, parse::<m::StateFork>(params)?).await)
+        }
+        m::StateCode::NAME => {
+            reply(state_code::handle(ctx, conn, parse::<m::StateCode>(params)?).await)
         }
         m::StateCompact::NAME => {
             reply(state_compact::handle(ctx, conn, parse::<m::StateCompact>(params)?).await)
