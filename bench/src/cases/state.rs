@@ -114,6 +114,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     drop(client);
     rows.push(checkpoint_with_code(ctx)?);
     rows.push(startup_with_sessions(ctx)?);
+    rows.extend(session_gc_pass(ctx)?);
     if ctx.quick {
         rows.push(Row::not_available(
             "5",
@@ -308,31 +309,7 @@ fn startup_with_sessions(ctx: &Ctx<'_>) -> Result<Row> {
     let count = if ctx.quick { 10_000 } else { 100_000 };
     env.stop_daemon()?;
     let db_path = env.home.join("grove.db");
-    let mut db = rusqlite::Connection::open(&db_path).context("opening grove.db")?;
-    let schema = json!({"version": 1, "channels": {"n": {"reducer": "add"}}}).to_string();
-    {
-        let tx = db.transaction()?;
-        let mut session = tx.prepare(
-            "INSERT INTO sessions (name, schema, schema_version, created_at_ms, head, oldest,
-                                   last_at_ms, last_changes, last_used_ms, lifecycle,
-                                   state_bytes)
-             VALUES (?1, ?2, 1, 1, 1, 1, 1, '{}', 1, 'suspended', 8)",
-        )?;
-        let mut checkpoint = tx.prepare(
-            "INSERT INTO checkpoints (session, id, at_ms, writer, source, channels, writes,
-                                      schema_version)
-             VALUES (?1, 1, 1, 'user', 'update', '[\"n\"]',
-                     '[{\"channel\":\"n\",\"value\":1}]', 1)",
-        )?;
-        for n in 0..count {
-            let name = format!("{SESSION_PREFIX}{n}");
-            session.execute(rusqlite::params![name, schema])?;
-            checkpoint.execute([&name])?;
-        }
-        drop((session, checkpoint));
-        tx.commit()?;
-    }
-    drop(db);
+    insert_sessions(&db_path, count, "suspended", 1)?;
     let mut times = Vec::new();
     let measured = (0..=ctx.runs).try_for_each(|run| {
         let took = start_until_ready(ctx)?;
@@ -343,11 +320,7 @@ fn startup_with_sessions(ctx: &Ctx<'_>) -> Result<Row> {
     });
     // The other cases run without them, whatever happened.
     env.stop_daemon()?;
-    let db = rusqlite::Connection::open(&db_path)?;
-    let like = format!("{SESSION_PREFIX}%");
-    db.execute("DELETE FROM checkpoints WHERE session LIKE ?1", [&like])?;
-    db.execute("DELETE FROM sessions WHERE name LIKE ?1", [&like])?;
-    drop(db);
+    remove_sessions(&db_path)?;
     measured?;
     Ok(Row::new(
         "5",
@@ -356,6 +329,133 @@ fn startup_with_sessions(ctx: &Ctx<'_>) -> Result<Row> {
     )
     .grove(Summary::of(&times))
     .goal(Goal::at_most(Metric::Median, 200.0)))
+}
+
+/// Stores `count` sessions of one checkpoint each straight into a stopped daemon's
+/// database, in `lifecycle`, last written and used at `used_ms`.
+fn insert_sessions(db_path: &Path, count: usize, lifecycle: &str, used_ms: u64) -> Result<()> {
+    let mut db = rusqlite::Connection::open(db_path).context("opening grove.db")?;
+    let schema = json!({"version": 1, "channels": {"n": {"reducer": "add"}}}).to_string();
+    let tx = db.transaction()?;
+    let mut session = tx.prepare(
+        "INSERT INTO sessions (name, schema, schema_version, created_at_ms, head, oldest,
+                               last_at_ms, last_changes, last_used_ms, lifecycle,
+                               state_bytes)
+         VALUES (?1, ?2, 1, 1, 1, 1, ?3, '{}', ?3, ?4, 8)",
+    )?;
+    let mut checkpoint = tx.prepare(
+        "INSERT INTO checkpoints (session, id, at_ms, writer, source, channels, writes,
+                                  schema_version)
+         VALUES (?1, 1, 1, 'user', 'update', '[\"n\"]',
+                 '[{\"channel\":\"n\",\"value\":1}]', 1)",
+    )?;
+    for n in 0..count {
+        let name = format!("{SESSION_PREFIX}{n}");
+        session.execute(rusqlite::params![name, schema, used_ms as i64, lifecycle])?;
+        checkpoint.execute([&name])?;
+    }
+    drop((session, checkpoint));
+    tx.commit()?;
+    Ok(())
+}
+
+fn remove_sessions(db_path: &Path) -> Result<()> {
+    let db = rusqlite::Connection::open(db_path)?;
+    let like = format!("{SESSION_PREFIX}%");
+    db.execute("DELETE FROM checkpoints WHERE session LIKE ?1", [&like])?;
+    db.execute("DELETE FROM sessions WHERE name LIKE ?1", [&like])?;
+    db.execute(
+        "DELETE FROM session_removals WHERE record LIKE ?1",
+        [format!("%{SESSION_PREFIX}%")],
+    )?;
+    Ok(())
+}
+
+/// The session lifecycle pass over 100,000 sessions (10,000 with --quick): one pass
+/// that moves every one of them (idle → suspended: each leaves memory, an event each,
+/// one stored change each) and the pass after it, which moves none. A pass's time is
+/// when it ended (`last_session_gc_ms` of `daemon.status`) less when it was due (the
+/// `next_session_gc_ms` the pass before announced).
+fn session_gc_pass(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
+    let env = ctx.env;
+    let count = if ctx.quick { 10_000 } else { 100_000 };
+    env.stop_daemon()?;
+    let db_path = env.home.join("grove.db");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as u64;
+    // Idle from the first pass on (nothing to move), suspended from 8 s on: the second
+    // pass moves them all, the third none.
+    insert_sessions(&db_path, count, "idle", now)?;
+    let mut command = env.grove_command(&env.root);
+    command
+        .args(["daemon", "run"])
+        .env("GROVE_SESSION_GC_INTERVAL", "3s")
+        .env("GROVE_SESSION_IDLE", "1s")
+        .env("GROVE_SESSION_SUSPEND", "8s")
+        .env("GROVE_SESSION_CACHE", count.to_string())
+        .env("GROVE_NOTIFY_READY", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().context("starting grove daemon run")?;
+    let stdout = child.stdout.take().context("daemon stdout")?;
+    let measured = (|| {
+        // Asked before it is ready, a command would start a daemon of its own. The
+        // daemon's stdout is read to its end, so that it never writes into a closed pipe.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.trim() == "grove-daemon-ready" {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(120)).is_err() {
+            bail!("grove daemon run was not ready within 120s");
+        }
+        let status = || -> Result<(u64, u64)> {
+            let s = env.grove_json(&env.root, &["daemon", "status"])?;
+            Ok((
+                s["last_session_gc_ms"].as_u64().unwrap_or(0),
+                s["next_session_gc_ms"].as_u64().unwrap_or(0),
+            ))
+        };
+        let mut passes: Vec<(u64, u64)> = Vec::new();
+        crate::grove::poll_until(
+            "three session lifecycle passes",
+            Duration::from_secs(120),
+            Duration::from_millis(5),
+            || {
+                let now = status()?;
+                if now.0 > 0 && passes.last().is_none_or(|last| last.0 != now.0) {
+                    passes.push(now);
+                }
+                Ok(passes.len() >= 3)
+            },
+        )?;
+        let took = |k: usize| passes[k].0.saturating_sub(passes[k - 1].1) as f64;
+        Ok::<_, anyhow::Error>((took(1), took(2)))
+    })();
+    let stopped = env.stop_daemon();
+    let _ = child.wait();
+    remove_sessions(&db_path)?;
+    stopped?;
+    let (moving, steady) = measured?;
+    Ok(vec![
+        Row::new(
+            "5",
+            format!("session lifecycle pass, {count} sessions, all moving"),
+            "ms",
+        )
+        .grove(Summary::of(&[moving]))
+        .note("idle → suspended: each head leaves memory, one event and one stored change each"),
+        Row::new(
+            "5",
+            format!("session lifecycle pass, {count} sessions, none moving"),
+            "ms",
+        )
+        .grove(Summary::of(&[steady])),
+    ])
 }
 
 /// Starts `grove daemon run` and times it until its ready line; stops it again.
