@@ -399,7 +399,24 @@ enum Next {
     Stop,
 }
 
-/// Loads every session and starts the state task.
+/// Every session's row (not its head) and pins.
+async fn load_sessions(db: &Db) -> Result<HashMap<String, Session>, Error> {
+    let rows = db.call(|conn| store::load_sessions(conn)).await?;
+    let mut pins = db.call(|conn| store::load_pins(conn)).await?;
+    // Sized once: growing it would move every session again at each doubling.
+    let mut sessions = HashMap::with_capacity(rows.len());
+    // Heads are read on first use, not here.
+    for row in rows {
+        let mut session = Session::from_row(row);
+        session.pins = pins.remove(&session.name).unwrap_or_default();
+        sessions.insert(session.name.clone(), session);
+    }
+    Ok(sessions)
+}
+
+/// Starts the state task. It reads the sessions' rows before it takes its first
+/// request, not before the daemon is ready: start-up does not wait for them (requests
+/// sent meanwhile wait in its queue, in order).
 pub async fn start(
     db: Db,
     events: EventBus,
@@ -407,19 +424,10 @@ pub async fn start(
     lifecycle: crate::config::SessionLifecycle,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<StateHandle, Error> {
-    let rows = db.call(|conn| store::load_sessions(conn)).await?;
-    let mut pins = db.call(|conn| store::load_pins(conn)).await?;
-    let mut sessions = HashMap::new();
-    // Heads are read on first use, not here: start-up does not grow with the sessions.
-    for row in rows {
-        let mut session = Session::from_row(row);
-        session.pins = pins.remove(&session.name).unwrap_or_default();
-        sessions.insert(session.name.clone(), session);
-    }
     let (tx, mut rx) = mpsc::channel::<Req>(4096);
     let db_for_handle = db.clone();
     let mut service = StateService {
-        sessions,
+        sessions: HashMap::new(),
         cache: lifecycle.cache,
         limits,
         db,
@@ -429,6 +437,20 @@ pub async fn start(
         jobs: VecDeque::new(),
     };
     tokio::spawn(async move {
+        match load_sessions(&service.db).await {
+            Ok(sessions) => service.sessions = sessions,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the sessions; shared state is unavailable");
+                let why = format!(
+                    "the daemon could not read its sessions at start ({e}); nothing was \
+                     changed; see the daemon log, then `grove daemon restart`"
+                );
+                while let Some(req) = rx.recv().await {
+                    refuse(req, &why);
+                }
+                return;
+            }
+        }
         let stopped = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
@@ -458,6 +480,26 @@ pub async fn start(
         tx,
         db: db_for_handle,
     })
+}
+
+/// Answers a request with `why` (the sessions could not be read).
+fn refuse(req: Req, why: &str) {
+    let e = || Error::Internal(why.to_string());
+    match req {
+        Req::Update { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Ensure { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Get { reply, .. } => drop(reply.send(Err(e()))),
+        Req::History { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Pin { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Fork { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Compact { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Info { reply, .. } => drop(reply.send(Err(e()))),
+        Req::List { reply } => drop(reply.send(Err(e()))),
+        Req::Remove { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Migrate { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Gc { reply, .. } => drop(reply.send(Err(e()))),
+        Req::DropUnused { .. } => {}
+    }
 }
 
 /// A session as stored, with its head state.

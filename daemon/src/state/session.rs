@@ -130,7 +130,12 @@ impl Session {
         });
         Session {
             name: row.name,
-            current: schema.initial_state(),
+            // A written head is read on first use; an unwritten one is the initial state.
+            current: if row.head == 0 {
+                schema.initial_state()
+            } else {
+                State::new()
+            },
             schema,
             schema_version: row.schema_version,
             created_at_ms: row.created_at_ms,
