@@ -30,6 +30,9 @@ pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<CodeRef, Error> 
     let scratch = agent_dir.join(CHECKPOINT_INDEX);
     let commit = branch_tip(record);
     let layout = layout(record)?;
+    // Only this daemon writes the scratch index, one checkpoint at a time: a lock file
+    // there now is a git's that a crashed daemon took down with it.
+    let _ = std::fs::remove_file(agent_dir.join(format!("{CHECKPOINT_INDEX}.lock")));
     let run = |args: &[&str]| run_git(&layout, Some(&scratch), &record.worktree, args);
     if !scratch.exists() {
         seed(record, &layout, &scratch)?;
