@@ -36,6 +36,13 @@ pub const BIG_QUICK: Spec = Spec {
     dirs: 200,
     bytes: 30_000_000,
 };
+/// 5,000 files: the worktree a checkpoint's code is recorded from (case 5).
+pub const MEDIUM: Spec = Spec {
+    name: "medium",
+    files: 5_000,
+    dirs: 200,
+    bytes: 30_000_000,
+};
 /// One file: for making many agent records quickly.
 pub const TINY: Spec = Spec {
     name: "tiny",
@@ -70,6 +77,7 @@ pub struct Repos<'a> {
     quick: bool,
     small: OnceCell<Repo>,
     big: OnceCell<Repo>,
+    medium: OnceCell<Repo>,
     tiny: OnceCell<Repo>,
 }
 
@@ -80,6 +88,7 @@ impl<'a> Repos<'a> {
             quick,
             small: OnceCell::new(),
             big: OnceCell::new(),
+            medium: OnceCell::new(),
             tiny: OnceCell::new(),
         }
     }
@@ -90,6 +99,10 @@ impl<'a> Repos<'a> {
 
     pub fn big(&self) -> Result<&Repo> {
         self.get(&self.big, if self.quick { BIG_QUICK } else { BIG })
+    }
+
+    pub fn medium(&self) -> Result<&Repo> {
+        self.get(&self.medium, MEDIUM)
     }
 
     pub fn tiny(&self) -> Result<&Repo> {

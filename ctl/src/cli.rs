@@ -372,6 +372,13 @@ pub enum StateCommand {
         /// Name of the new session.
         #[arg(long = "session")]
         new_session: String,
+        /// Also start an agent in the new session on the code an agent had at the
+        /// checkpoint (its branch and uncommitted work): the command after `--`.
+        #[arg(long, requires = "command")]
+        spawn: bool,
+        /// With --spawn: the agent's command.
+        #[arg(last = true, value_name = "COMMAND", requires = "spawn")]
+        command: Vec<String>,
     },
     /// Drop old checkpoints, keeping the newest N readable (the state does not change).
     Compact {

@@ -87,6 +87,7 @@ method!(
 );
 method!(StateFork, "state.fork", StateForkParams, SessionInfo);
 method!(StatePin, "state.pin", StatePinParams, StatePinResult);
+method!(StateCode, "state.code", StateCodeParams, StateCodeResult);
 method!(
     StateCompact,
     "state.compact",
@@ -140,6 +141,7 @@ pub const ALL_METHODS: &[&str] = &[
     StateGet::NAME,
     StateHistory::NAME,
     StateFork::NAME,
+    StateCode::NAME,
     StateCompact::NAME,
     StatePin::NAME,
     StateWatch::NAME,
@@ -834,6 +836,30 @@ pub struct StateForkParams {
     pub token: Option<String>,
     pub at: u64,
     pub new_session: String,
+}
+
+/// `state.code`: the code recorded at a checkpoint as a commit a spawn can start from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateCodeParams {
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+    pub at: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StateCodeResult {
+    pub session: String,
+    pub at: u64,
+    /// The repository the code is in.
+    pub repo: std::path::PathBuf,
+    /// `refs/grove/checkpoints/<session>/<at>`, a commit of the recorded tree.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub commit: String,
+    pub tree: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -39,6 +39,22 @@ pub struct CheckpointInfo {
     pub source: String,
     pub channels: Vec<String>,
     pub schema_version: u32,
+    /// The code its writer had, for a checkpoint an agent wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<CodeRef>,
+}
+
+/// The code an agent had when it wrote a checkpoint: its branch tip, and a tree of its
+/// worktree as it was (commits, staged, unstaged and untracked files, as `git add -A`
+/// sees them), written without touching the agent's index or branch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CodeRef {
+    /// The agent's branch tip; none when the branch names no commit.
+    pub commit: Option<String>,
+    pub tree: String,
+    /// The repository holding the tree (the user's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

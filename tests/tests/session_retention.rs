@@ -1,11 +1,25 @@
-//! An agent's automatic session goes with its record at retention (with an audit row
-//! beside the other removals), unless an agent still on record uses it; sessions the
-//! user named stay.
+//! An agent's automatic session exists only once the agent writes state, and goes with
+//! its record at retention (with an audit row beside the other removals), unless an
+//! agent still on record uses it; sessions the user named stay.
 
 mod support;
 
 use serde_json::Value;
+use std::time::Duration;
 use support::*;
+
+const SCHEMA: &str = r#"
+[state]
+version = 1
+[state.channels]
+count = { reducer = "add", default = 0 }
+"#;
+
+fn with_schema(g: &Grove) {
+    std::fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "schema"]);
+}
 
 fn session_names(g: &Grove) -> Vec<String> {
     g.json(&["session", "list", "--all"])["sessions"]
@@ -26,7 +40,9 @@ fn removed_sessions(g: &Grove) -> Vec<Value> {
 #[test]
 fn an_agents_own_session_goes_with_its_record_and_a_named_one_stays() {
     let g = Grove::new().with_env(&[("GROVE_RETENTION", "1ms")]);
-    let own = g.spawn(&[], "true");
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    let own = g.spawn(&["--env", &bin], "\"$GROVE_BIN\" state update count 1");
     let named = g.spawn(&["--session", "kept"], "true");
     g.wait(&own);
     g.wait(&named);
@@ -83,4 +99,59 @@ fn an_own_session_stays_while_a_child_on_record_still_uses_it() {
     g.wait(&child);
     g.ok(&["gc"]);
     assert!(!session_names(&g).contains(&parent));
+}
+
+#[test]
+fn an_agents_own_session_exists_only_once_the_agent_writes_state() {
+    let g = Grove::new().with_env(&[("GROVE_RETENTION", "1ms")]);
+    with_schema(&g);
+    let gate = g.dir.path().join("gate");
+    let bin = format!("GROVE_BIN={BIN}");
+    let silent = g.spawn(&[], "true");
+    let writer = g.spawn(
+        &["--env", &bin],
+        &format!(
+            "while [ ! -e '{}' ]; do sleep 0.02; done; \"$GROVE_BIN\" state update count 2",
+            gate.display()
+        ),
+    );
+    g.wait(&silent);
+    assert_eq!(g.record(&writer)["status"], "running");
+    let before = session_names(&g);
+    assert!(
+        !before.contains(&silent) && !before.contains(&writer),
+        "no agent wrote yet: {before:?}"
+    );
+
+    // The session is made at the agent's first write, with the schema of its spawn,
+    // also after a restart of the daemon in between.
+    g.ok(&["daemon", "restart"]);
+    std::fs::write(&gate, "").expect("gate");
+    assert_eq!(
+        g.wait(&writer)["outcome"],
+        "succeeded",
+        "{}",
+        g.ok(&["logs", &writer])
+    );
+    let after = session_names(&g);
+    assert!(after.contains(&writer), "{after:?}");
+    assert!(!after.contains(&silent), "{after:?}");
+    assert_eq!(
+        g.ok(&["state", "get", "--session", &writer, "count"])
+            .trim(),
+        "2"
+    );
+
+    // At retention both go; only the written one leaves an audit row.
+    g.ok(&["gc"]);
+    eventually("both records gone", Duration::from_secs(10), || {
+        g.json(&["list", "--all"])["agents"] == serde_json::json!([])
+    });
+    assert!(!session_names(&g).contains(&writer));
+    let rows = removed_sessions(&g);
+    let audited: Vec<&str> = rows.iter().filter_map(|r| r["session"].as_str()).collect();
+    assert!(audited.contains(&writer.as_str()), "{rows:?}");
+    assert!(!audited.contains(&silent.as_str()), "{rows:?}");
+    let out = g.run(&["state", "get", "--session", &silent]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
 }

@@ -113,7 +113,9 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     rows.push(read_row(&mut client, checkpoints)?);
     drop(client);
     rows.push(metrics_cost(ctx, per_writer)?);
-    rows.push(startup_with_sessions(ctx)?);
+    rows.push(checkpoint_with_code(ctx)?);
+    rows.extend(startup_with_sessions(ctx)?);
+    rows.extend(session_gc_pass(ctx)?);
     if ctx.quick {
         rows.push(Row::not_available(
             "5",
@@ -229,68 +231,277 @@ fn read_row(client: &mut Client, checkpoints: u64) -> Result<Row> {
     .goal(Goal::at_most(Metric::P99, 2.0)))
 }
 
+/// Checkpoints an agent writes in a 5,000-file worktree, one file edited before each:
+/// each records the agent's branch tip and a tree of its worktree. Measured from the
+/// bench's own connection acting with the agent's token (so that no CLI start is
+/// counted), against the same updates by the user, which record no code.
+fn checkpoint_with_code(ctx: &Ctx<'_>) -> Result<Row> {
+    const CODE_SESSION: &str = "bench-code";
+    let env = ctx.env;
+    let repo = ctx.repos.medium()?;
+    let updates = if ctx.quick { 20 } else { 100 };
+    let mut client = env.client()?;
+    let schema = json!({ "version": 1, "channels": { "n": { "reducer": "add" } } });
+    call(
+        &mut client,
+        "session.create",
+        json!({ "name": CODE_SESSION, "schema": schema }),
+    )?;
+    let token_file = env.root.join("bench-code-token");
+    let gate = env.root.join("bench-code-go");
+    let script = format!(
+        "printf %s \"$GROVE_TOKEN\" > '{t}.part' && mv '{t}.part' '{t}' && \
+         while [ ! -e '{g}' ]; do sleep 0.05; done",
+        t = token_file.display(),
+        g = gate.display()
+    );
+    let record = env.grove_json(
+        &repo.path,
+        &[
+            "spawn",
+            "--session",
+            CODE_SESSION,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )?;
+    let worktree = std::path::PathBuf::from(crate::grove::field(&record, "worktree")?);
+    crate::grove::poll_until(
+        "the agent's token",
+        Duration::from_secs(300),
+        Duration::from_millis(10),
+        || Ok(token_file.exists()),
+    )?;
+    let token = std::fs::read_to_string(&token_file)?;
+    let update = |client: &mut Client, token: Option<&str>| -> Result<f64> {
+        let mut params =
+            json!({ "session": CODE_SESSION, "writes": [{ "channel": "n", "value": 1 }] });
+        if let Some(token) = token {
+            params = json!({ "token": token, "writes": [{ "channel": "n", "value": 1 }] });
+        }
+        let start = Instant::now();
+        let response = client.call_raw("state.update", params)?;
+        let took = ms(start.elapsed());
+        if let Some(e) = response.error {
+            bail!("state.update: {} (code {})", e.message, e.code);
+        }
+        Ok(took)
+    };
+    let measured = (|| {
+        let mut agent = Vec::new();
+        let mut first = 0.0;
+        for n in 0..=updates {
+            std::fs::write(worktree.join(&repo.sample_file), format!("edit {n}\n"))?;
+            let took = update(&mut client, Some(&token))?;
+            if n == 0 {
+                first = took;
+            } else {
+                agent.push(took);
+            }
+        }
+        let user = (0..updates)
+            .map(|_| update(&mut client, None))
+            .collect::<Result<Vec<f64>>>()?;
+        Ok::<_, anyhow::Error>((first, agent, user))
+    })();
+    std::fs::write(&gate, b"")?;
+    env.kill_live_agents()?;
+    let (first, agent, user) = measured?;
+    Ok(Row::new(
+        "5",
+        format!("state update by an agent, code recorded, {}", repo.label()),
+        "ms",
+    )
+    .grove(Summary::of(&agent))
+    .baseline("the user's update (no code)", Summary::of(&user))
+    .goal(Goal::at_most(Metric::Median, 20.0))
+    .note(format!(
+        "one file edited before each; first checkpoint (scratch index made) {first:.1} ms; \
+         the baseline is the same update by the user"
+    )))
+}
+
 /// Sessions made for the start-up measurement, and taken away after it.
 const SESSION_PREFIX: &str = "bench-startup-";
 
 /// Daemon start → socket ready with 100,000 sessions (10,000 with --quick): heads are
 /// read on first use, so start-up must not grow with the sessions.
-fn startup_with_sessions(ctx: &Ctx<'_>) -> Result<Row> {
+fn startup_with_sessions(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     let env = ctx.env;
     let count = if ctx.quick { 10_000 } else { 100_000 };
     env.stop_daemon()?;
     let db_path = env.home.join("grove.db");
-    let mut db = rusqlite::Connection::open(&db_path).context("opening grove.db")?;
-    let schema = json!({"version": 1, "channels": {"n": {"reducer": "add"}}}).to_string();
-    {
-        let tx = db.transaction()?;
-        let mut session = tx.prepare(
-            "INSERT INTO sessions (name, schema, schema_version, created_at_ms, head, oldest,
-                                   last_at_ms, last_changes, last_used_ms, lifecycle,
-                                   state_bytes)
-             VALUES (?1, ?2, 1, 1, 1, 1, 1, '{}', 1, 'suspended', 8)",
-        )?;
-        let mut checkpoint = tx.prepare(
-            "INSERT INTO checkpoints (session, id, at_ms, writer, source, channels, writes,
-                                      schema_version)
-             VALUES (?1, 1, 1, 'user', 'update', '[\"n\"]',
-                     '[{\"channel\":\"n\",\"value\":1}]', 1)",
-        )?;
-        for n in 0..count {
-            let name = format!("{SESSION_PREFIX}{n}");
-            session.execute(rusqlite::params![name, schema])?;
-            checkpoint.execute([&name])?;
-        }
-        drop((session, checkpoint));
-        tx.commit()?;
-    }
-    drop(db);
-    let mut times = Vec::new();
+    insert_sessions(&db_path, count, "suspended", 1)?;
+    let (mut times, mut answered) = (Vec::new(), Vec::new());
     let measured = (0..=ctx.runs).try_for_each(|run| {
-        let took = start_until_ready(ctx)?;
+        let (took, first) = start_until_ready(ctx)?;
         if run > 0 {
             times.push(ms(took));
+            answered.push(ms(first));
         }
         Ok::<_, anyhow::Error>(())
     });
     // The other cases run without them, whatever happened.
     env.stop_daemon()?;
-    let db = rusqlite::Connection::open(&db_path)?;
+    remove_sessions(&db_path)?;
+    measured?;
+    Ok(vec![
+        Row::new(
+            "5",
+            format!("daemon start → socket ready, {count} sessions"),
+            "ms",
+        )
+        .grove(Summary::of(&times))
+        .goal(Goal::at_most(Metric::Median, 200.0)),
+        Row::new(
+            "5",
+            format!("daemon start → first session answered, {count} sessions"),
+            "ms",
+        )
+        .grove(Summary::of(&answered))
+        .note("`grove session show` right after the ready line: it waits for the sessions' rows"),
+    ])
+}
+
+/// Stores `count` sessions of one checkpoint each straight into a stopped daemon's
+/// database, in `lifecycle`, last written and used at `used_ms`.
+fn insert_sessions(db_path: &Path, count: usize, lifecycle: &str, used_ms: u64) -> Result<()> {
+    let mut db = rusqlite::Connection::open(db_path).context("opening grove.db")?;
+    let schema = json!({"version": 1, "channels": {"n": {"reducer": "add"}}}).to_string();
+    let tx = db.transaction()?;
+    let mut session = tx.prepare(
+        "INSERT INTO sessions (name, schema, schema_version, created_at_ms, head, oldest,
+                               last_at_ms, last_changes, last_used_ms, lifecycle,
+                               state_bytes)
+         VALUES (?1, ?2, 1, 1, 1, 1, ?3, '{}', ?3, ?4, 8)",
+    )?;
+    let mut checkpoint = tx.prepare(
+        "INSERT INTO checkpoints (session, id, at_ms, writer, source, channels, writes,
+                                  schema_version)
+         VALUES (?1, 1, 1, 'user', 'update', '[\"n\"]',
+                 '[{\"channel\":\"n\",\"value\":1}]', 1)",
+    )?;
+    for n in 0..count {
+        let name = format!("{SESSION_PREFIX}{n}");
+        session.execute(rusqlite::params![name, schema, used_ms as i64, lifecycle])?;
+        checkpoint.execute([&name])?;
+    }
+    drop((session, checkpoint));
+    tx.commit()?;
+    Ok(())
+}
+
+fn remove_sessions(db_path: &Path) -> Result<()> {
+    let db = rusqlite::Connection::open(db_path)?;
     let like = format!("{SESSION_PREFIX}%");
     db.execute("DELETE FROM checkpoints WHERE session LIKE ?1", [&like])?;
     db.execute("DELETE FROM sessions WHERE name LIKE ?1", [&like])?;
-    drop(db);
-    measured?;
-    Ok(Row::new(
-        "5",
-        format!("daemon start → socket ready, {count} sessions"),
-        "ms",
-    )
-    .grove(Summary::of(&times))
-    .goal(Goal::at_most(Metric::Median, 200.0)))
+    db.execute(
+        "DELETE FROM session_removals WHERE record LIKE ?1",
+        [format!("%{SESSION_PREFIX}%")],
+    )?;
+    Ok(())
+}
+
+/// The session lifecycle pass over 100,000 sessions (10,000 with --quick): one pass
+/// that moves every one of them (idle → suspended: each leaves memory, an event each,
+/// one stored change each) and the pass after it, which moves none. A pass's time is
+/// when it ended (`last_session_gc_ms` of `daemon.status`) less when it was due (the
+/// `next_session_gc_ms` the pass before announced).
+fn session_gc_pass(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
+    let env = ctx.env;
+    let count = if ctx.quick { 10_000 } else { 100_000 };
+    env.stop_daemon()?;
+    let db_path = env.home.join("grove.db");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as u64;
+    // Idle from the first pass on (nothing to move), suspended from 8 s on: the second
+    // pass moves them all, the third none.
+    insert_sessions(&db_path, count, "idle", now)?;
+    let mut command = env.grove_command(&env.root);
+    command
+        .args(["daemon", "run"])
+        .env("GROVE_SESSION_GC_INTERVAL", "3s")
+        .env("GROVE_SESSION_IDLE", "1s")
+        .env("GROVE_SESSION_SUSPEND", "8s")
+        .env("GROVE_SESSION_CACHE", count.to_string())
+        .env("GROVE_NOTIFY_READY", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().context("starting grove daemon run")?;
+    let stdout = child.stdout.take().context("daemon stdout")?;
+    let measured = (|| {
+        // Asked before it is ready, a command would start a daemon of its own. The
+        // daemon's stdout is read to its end, so that it never writes into a closed pipe.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.trim() == "grove-daemon-ready" {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(120)).is_err() {
+            bail!("grove daemon run was not ready within 120s");
+        }
+        let status = || -> Result<(u64, u64)> {
+            let s = env.grove_json(&env.root, &["daemon", "status"])?;
+            Ok((
+                s["last_session_gc_ms"].as_u64().unwrap_or(0),
+                s["next_session_gc_ms"].as_u64().unwrap_or(0),
+            ))
+        };
+        let mut passes: Vec<(u64, u64)> = Vec::new();
+        // When the sessions turn suspended depends on how long start-up took: of the
+        // passes after the first, the slowest moved them all and the fastest none.
+        crate::grove::poll_until(
+            "four session lifecycle passes",
+            Duration::from_secs(120),
+            Duration::from_millis(5),
+            || {
+                let now = status()?;
+                if now.0 > 0 && passes.last().is_none_or(|last| last.0 != now.0) {
+                    passes.push(now);
+                }
+                Ok(passes.len() >= 4)
+            },
+        )?;
+        let took: Vec<f64> = (1..passes.len())
+            .map(|k| passes[k].0.saturating_sub(passes[k - 1].1) as f64)
+            .collect();
+        let slowest = took.iter().copied().fold(0.0, f64::max);
+        let fastest = took.iter().copied().fold(f64::MAX, f64::min);
+        Ok::<_, anyhow::Error>((slowest, fastest))
+    })();
+    let stopped = env.stop_daemon();
+    let _ = child.wait();
+    remove_sessions(&db_path)?;
+    stopped?;
+    let (moving, steady) = measured?;
+    Ok(vec![
+        Row::new(
+            "5",
+            format!("session lifecycle pass, {count} sessions, all moving"),
+            "ms",
+        )
+        .grove(Summary::of(&[moving]))
+        .note("idle → suspended: each head leaves memory, one event and one stored change each"),
+        Row::new(
+            "5",
+            format!("session lifecycle pass, {count} sessions, none moving"),
+            "ms",
+        )
+        .grove(Summary::of(&[steady])),
+    ])
 }
 
 /// Starts `grove daemon run` and times it until its ready line; stops it again.
-fn start_until_ready(ctx: &Ctx<'_>) -> Result<Duration> {
+/// Also returns when the first session was answered (a `grove session show` sent at
+/// once after the ready line).
+fn start_until_ready(ctx: &Ctx<'_>) -> Result<(Duration, Duration)> {
     let env = ctx.env;
     env.stop_daemon()?;
     let mut command = env.grove_command(&env.root);
@@ -322,7 +533,8 @@ fn start_until_ready(ctx: &Ctx<'_>) -> Result<Duration> {
         &env.root,
         &["session", "show", &format!("{SESSION_PREFIX}0")],
     )?;
+    let first = start.elapsed();
     env.stop_daemon()?;
     child.wait()?;
-    Ok(took)
+    Ok((took, first))
 }

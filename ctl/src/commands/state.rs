@@ -7,9 +7,10 @@ use crate::exit::UsageError;
 use crate::output::{ago, print_json, safe, table};
 use anyhow::{Context, Result};
 use grove_proto::methods::{
-    StateCompact, StateCompactParams, StateFork, StateForkParams, StateGet, StateGetParams,
-    StateGetResult, StateHistory, StateHistoryParams, StateHistoryResult, StatePin, StatePinParams,
-    StateUpdate, StateUpdateParams, StateWatch, StateWatchParams,
+    StateCode, StateCodeParams, StateCodeResult, StateCompact, StateCompactParams, StateFork,
+    StateForkParams, StateGet, StateGetParams, StateGetResult, StateHistory, StateHistoryParams,
+    StateHistoryResult, StatePin, StatePinParams, StateUpdate, StateUpdateParams, StateWatch,
+    StateWatchParams,
 };
 use grove_proto::state::StateWrite;
 use grove_proto::Client;
@@ -17,6 +18,47 @@ use serde_json::Value;
 use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
+
+/// `grove spawn --session NEW --base REF --repo REPO -- COMMAND`: the spawn starts on
+/// the commit `state.code` made of the checkpoint's code.
+fn spawn_on_code(
+    code: &StateCodeResult,
+    session: &str,
+    command: Vec<String>,
+    json: bool,
+) -> Result<ExitCode> {
+    #[derive(clap::Parser)]
+    struct Spawn {
+        #[command(flatten)]
+        args: crate::cli::SpawnArgs,
+    }
+    let mut argv: Vec<std::ffi::OsString> = vec!["grove state fork --spawn".into()];
+    argv.extend(
+        [
+            "--session",
+            session,
+            "--base",
+            &code.reference,
+            "--no-stdin",
+            "--repo",
+        ]
+        .map(Into::into),
+    );
+    argv.push(code.repo.clone().into_os_string());
+    argv.push("--".into());
+    argv.extend(command.into_iter().map(Into::into));
+    let parsed = <Spawn as clap::Parser>::try_parse_from(argv)
+        .map_err(|e| UsageError(format!("cannot spawn on the checkpoint's code: {e}")))?;
+    if !json {
+        eprintln!(
+            "spawning on {} ({} in {})",
+            code.reference,
+            &code.commit[..code.commit.len().min(10)],
+            code.repo.display()
+        );
+    }
+    crate::commands::spawn::run(parsed.args, json)
+}
 
 fn token() -> Option<String> {
     std::env::var("GROVE_TOKEN").ok().filter(|t| !t.is_empty())
@@ -59,7 +101,19 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
             from,
             at,
             new_session,
+            spawn,
+            command,
         } => {
+            // The code first: a checkpoint without code refuses before anything is made.
+            let code = if spawn {
+                Some(client.call::<StateCode>(&StateCodeParams {
+                    session: from.clone(),
+                    token: token(),
+                    at,
+                })?)
+            } else {
+                None
+            };
             let info = client.call::<StateFork>(&StateForkParams {
                 session: from,
                 token: token(),
@@ -67,15 +121,21 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
                 new_session,
             })?;
             if json {
-                print_json(&info)?;
+                // With --spawn, the agent's record is the answer.
+                if code.is_none() {
+                    print_json(&info)?;
+                }
             } else {
                 println!(
                     "session {} starts from checkpoint {at} of {}",
                     info.name,
-                    info.forked_from.unwrap_or_default()
+                    info.forked_from.clone().unwrap_or_default()
                 );
             }
-            Ok(ExitCode::SUCCESS)
+            match code {
+                Some(code) => spawn_on_code(&code, &info.name, command, json),
+                None => Ok(ExitCode::SUCCESS),
+            }
         }
         StateCommand::Pin {
             session,
@@ -311,17 +371,27 @@ fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> 
                     _ => c.source.clone(),
                 }),
                 safe(&c.channels.join(", ")),
+                c.code.as_ref().map_or_else(|| "-".into(), code_cell),
             ]
         })
         .collect();
     println!(
         "{}",
         table(
-            &["CHECKPOINT", "WHEN", "WRITER", "SOURCE", "CHANNELS"],
+            &["CHECKPOINT", "WHEN", "WRITER", "SOURCE", "CHANNELS", "CODE"],
             rows
         )
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The code of a checkpoint, short: the branch tip, and the worktree's tree.
+fn code_cell(code: &grove_proto::state::CodeRef) -> String {
+    let short = |oid: &str| oid.chars().take(10).collect::<String>();
+    match &code.commit {
+        Some(commit) => format!("{} tree {}", short(commit), short(&code.tree)),
+        None => format!("tree {}", short(&code.tree)),
+    }
 }
 
 fn watch(client: &mut Client, session: SessionArg, json: bool) -> Result<ExitCode> {

@@ -75,7 +75,7 @@ impl Core {
             self.save_idempotency_key(key, &id);
         }
         if own_session {
-            if let Err(e) = self.state.ensure(&record.session, schema, false).await {
+            if let Err(e) = self.state.reserve(&record.session, schema).await {
                 self.discard(&id).await;
                 return Err(e);
             }
@@ -536,6 +536,7 @@ impl Core {
         crate::metrics::collected(&result, |done| done.salvaged);
         let live_index = self.config.dirs.agent_dir(id);
         let _ = std::fs::remove_file(live_index.join(crate::git::LIVE_DIFF_INDEX));
+        crate::state::code::forget(id, &live_index);
         let why = self
             .removal_reasons
             .remove(id)

@@ -113,6 +113,12 @@ const MIGRATIONS: &[&str] = &[
         at_ms           INTEGER NOT NULL
     );
     CREATE INDEX idempotency_by_age ON idempotency(at_ms);",
+    // 11: the code an agent had when it wrote a checkpoint (JSON `{commit, tree}`),
+    // null for the user's writes and for checkpoints stored before it; an agent's
+    // automatic session is `reserved` (stored with its schema, shown nowhere) until the
+    // agent first writes it.
+    "ALTER TABLE checkpoints ADD COLUMN code TEXT;
+    ALTER TABLE sessions ADD COLUMN reserved INTEGER NOT NULL DEFAULT 0;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

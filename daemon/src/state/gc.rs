@@ -95,7 +95,8 @@ impl StateService {
         let mut report = GcReport::default();
         let mut changed = Vec::new();
         let mut doomed = Vec::new();
-        for session in self.sessions.values_mut() {
+        // A reserved session has no life of its own yet: it goes with its agent's record.
+        for session in self.sessions.values_mut().filter(|s| !s.reserved) {
             let target = due(session, live.contains(&session.name), now, lifecycle);
             let Some(target) = target else {
                 doomed.push(session.name.clone());

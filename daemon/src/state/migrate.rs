@@ -119,6 +119,7 @@ impl StateService {
             source: "migrate".into(),
             channels,
             schema_version: new.version,
+            code: None,
         };
         let encode = |e: serde_json::Error| {
             Error::Internal(format!("cannot encode the migrated state: {e}"))

@@ -5,6 +5,7 @@
 //! The task never waits for the disk while updates arrive: it applies the next group
 //! while the database thread stores (and fsyncs) the one before.
 
+pub mod code;
 pub mod gc;
 mod migrate;
 mod session;
@@ -15,7 +16,7 @@ use crate::db::Db;
 use crate::error::Error;
 use crate::events::EventBus;
 use grove_agent_shim::now_ms;
-use grove_proto::state::{CheckpointInfo, SessionInfo, SessionRemoval};
+use grove_proto::state::{CheckpointInfo, CodeRef, SessionInfo, SessionRemoval};
 use grove_state::{apply_batch, channels_written, BatchError, Schema, State, Write};
 use serde::Serialize;
 pub use session::json_bytes;
@@ -49,12 +50,14 @@ enum Req {
         writer: String,
         writes: Vec<Write>,
         key: Option<String>,
+        code: Option<CodeRef>,
         reply: Reply<u64>,
     },
     Ensure {
         name: String,
         schema: Option<Schema>,
         explicit: bool,
+        reserve: bool,
         reply: Reply<()>,
     },
     Get {
@@ -133,19 +136,22 @@ impl StateHandle {
         answer.await.map_err(|_| Error::ShuttingDown)?
     }
 
-    /// Applies one batch; returns its checkpoint once it is durable.
+    /// Applies one batch; returns its checkpoint once it is durable. `code` is what
+    /// an agent writer had (see `code::record`).
     pub async fn update(
         &self,
         session: &str,
         writer: &str,
         writes: Vec<Write>,
         key: Option<String>,
+        code: Option<CodeRef>,
     ) -> Result<u64, Error> {
         self.ask(|reply| Req::Update {
             session: session.into(),
             writer: writer.into(),
             writes,
             key,
+            code,
             reply,
         })
         .await
@@ -163,6 +169,20 @@ impl StateHandle {
             name: name.into(),
             schema,
             explicit,
+            reserve: false,
+            reply,
+        })
+        .await
+    }
+
+    /// Reserves an agent's automatic session: stored with its schema, listed nowhere
+    /// and left alone by the GC pass until the agent first writes it.
+    pub async fn reserve(&self, name: &str, schema: Option<Schema>) -> Result<(), Error> {
+        self.ask(|reply| Req::Ensure {
+            name: name.into(),
+            schema,
+            explicit: false,
+            reserve: true,
             reply,
         })
         .await
@@ -219,6 +239,23 @@ impl StateHandle {
             reply,
         })
         .await
+    }
+
+    /// The code recorded with checkpoint `at` of `session`.
+    pub async fn code_at(&self, session: &str, at: u64) -> Result<CodeRef, Error> {
+        let found = self.history(session, 1, Some(at.saturating_add(1))).await?;
+        match found.into_iter().next() {
+            Some(checkpoint) if checkpoint.id == at => checkpoint.code.ok_or_else(|| {
+                Error::BadInput(format!(
+                    "checkpoint {at} of session `{session}` records no code: it was written \
+                     by {} (only an agent's checkpoints record the code it had)",
+                    checkpoint.writer
+                ))
+            }),
+            _ => Err(Error::NotFound(format!(
+                "session `{session}` has no checkpoint {at} (`grove state history` lists them)"
+            ))),
+        }
     }
 
     pub async fn compact(&self, session: &str, keep: u64) -> Result<(u64, u64), Error> {
@@ -365,7 +402,24 @@ enum Next {
     Stop,
 }
 
-/// Loads every session and starts the state task.
+/// Every session's row (not its head) and pins.
+async fn load_sessions(db: &Db) -> Result<HashMap<String, Session>, Error> {
+    let rows = db.call(|conn| store::load_sessions(conn)).await?;
+    let mut pins = db.call(|conn| store::load_pins(conn)).await?;
+    // Sized once: growing it would move every session again at each doubling.
+    let mut sessions = HashMap::with_capacity(rows.len());
+    // Heads are read on first use, not here.
+    for row in rows {
+        let mut session = Session::from_row(row);
+        session.pins = pins.remove(&session.name).unwrap_or_default();
+        sessions.insert(session.name.clone(), session);
+    }
+    Ok(sessions)
+}
+
+/// Starts the state task. It reads the sessions' rows before it takes its first
+/// request, not before the daemon is ready: start-up does not wait for them (requests
+/// sent meanwhile wait in its queue, in order).
 pub async fn start(
     db: Db,
     events: EventBus,
@@ -373,19 +427,10 @@ pub async fn start(
     lifecycle: crate::config::SessionLifecycle,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<StateHandle, Error> {
-    let rows = db.call(|conn| store::load_sessions(conn)).await?;
-    let mut pins = db.call(|conn| store::load_pins(conn)).await?;
-    let mut sessions = HashMap::new();
-    // Heads are read on first use, not here: start-up does not grow with the sessions.
-    for row in rows {
-        let mut session = Session::from_row(row);
-        session.pins = pins.remove(&session.name).unwrap_or_default();
-        sessions.insert(session.name.clone(), session);
-    }
     let (tx, mut rx) = mpsc::channel::<Req>(4096);
     let db_for_handle = db.clone();
     let mut service = StateService {
-        sessions,
+        sessions: HashMap::new(),
         cache: lifecycle.cache,
         limits,
         db,
@@ -395,6 +440,20 @@ pub async fn start(
         jobs: VecDeque::new(),
     };
     tokio::spawn(async move {
+        match load_sessions(&service.db).await {
+            Ok(sessions) => service.sessions = sessions,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the sessions; shared state is unavailable");
+                let why = format!(
+                    "the daemon could not read its sessions at start ({e}); nothing was \
+                     changed; see the daemon log, then `grove daemon restart`"
+                );
+                while let Some(req) = rx.recv().await {
+                    refuse(req, &why);
+                }
+                return;
+            }
+        }
         let stopped = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
@@ -424,6 +483,26 @@ pub async fn start(
         tx,
         db: db_for_handle,
     })
+}
+
+/// Answers a request with `why` (the sessions could not be read).
+fn refuse(req: Req, why: &str) {
+    let e = || Error::Internal(why.to_string());
+    match req {
+        Req::Update { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Ensure { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Get { reply, .. } => drop(reply.send(Err(e()))),
+        Req::History { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Pin { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Fork { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Compact { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Info { reply, .. } => drop(reply.send(Err(e()))),
+        Req::List { reply } => drop(reply.send(Err(e()))),
+        Req::Remove { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Migrate { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Gc { reply, .. } => drop(reply.send(Err(e()))),
+        Req::DropUnused { .. } => {}
+    }
 }
 
 /// A session as stored, with its head state.
@@ -484,13 +563,14 @@ impl StateService {
                 writer,
                 writes,
                 key,
+                code,
                 reply,
             } => {
                 if let Err(e) = self.use_session(&session).await {
                     let _ = reply.send(Err(e));
                     return;
                 }
-                self.stage(&session, &writer, &writes, key, reply);
+                self.stage(&session, &writer, &writes, key, code, reply);
                 self.keep_checkpoints(&session).await;
             }
             other => {
@@ -626,6 +706,7 @@ impl StateService {
         writer: &str,
         writes: &[Write],
         key: Option<String>,
+        code: Option<CodeRef>,
         reply: Reply<u64>,
     ) {
         if let Err(e) = self.session(name) {
@@ -679,6 +760,7 @@ impl StateService {
             source: "update".into(),
             channels: channels.clone(),
             schema_version: session.schema_version,
+            code,
         };
         let snapshot = (id % SNAPSHOT_EVERY == 0).then_some(&state);
         let rows = CheckpointRow::new(name, info, writes, snapshot).and_then(|row| {
@@ -710,6 +792,7 @@ impl StateService {
             }
         };
         session.last_changes = last_changes;
+        session.reserved = false;
         session.current = state;
         session.last_used_ms = at_ms;
         session.channel_bytes.extend(channel_bytes);
@@ -746,9 +829,10 @@ impl StateService {
                 name,
                 schema,
                 explicit,
+                reserve,
                 reply,
             } => {
-                let _ = reply.send(self.ensure(&name, schema, explicit).await);
+                let _ = reply.send(self.ensure(&name, schema, explicit, reserve).await);
             }
             Req::Get { session, at, reply } => match self.use_session(&session).await {
                 Ok(()) => self.get(&session, at, reply),
@@ -837,7 +921,12 @@ impl StateService {
                 }
             }
             Req::List { reply } => {
-                let mut all: Vec<SessionInfo> = self.sessions.values().map(Session::info).collect();
+                let mut all: Vec<SessionInfo> = self
+                    .sessions
+                    .values()
+                    .filter(|s| !s.reserved)
+                    .map(Session::info)
+                    .collect();
                 all.sort_by(|a, b| a.name.cmp(&b.name));
                 let _ = reply.send(Ok(all));
             }
@@ -849,8 +938,9 @@ impl StateService {
         name: &str,
         schema: Option<Schema>,
         explicit: bool,
+        reserve: bool,
     ) -> Result<(), Error> {
-        if let Some(existing) = self.sessions.get(name) {
+        if let Some(existing) = self.sessions.get_mut(name) {
             let differs = schema
                 .as_ref()
                 .is_some_and(|s| s.to_json() != existing.schema.to_json());
@@ -860,6 +950,14 @@ impl StateService {
                      name, or spawn without --schema to join it"
                 )));
             }
+            if existing.reserved && !reserve {
+                // Named on purpose (a spawn or session.create): a session from now on.
+                existing.reserved = false;
+                let row = existing.row();
+                self.db
+                    .call(move |conn| store::upsert_session(conn, &row))
+                    .await?;
+            }
             return Ok(());
         }
         validate_session_name(name)?;
@@ -867,7 +965,8 @@ impl StateService {
             version: grove_state::SCHEMA_VERSION,
             channels: Default::default(),
         });
-        let session = Session::new(name, schema, now_ms());
+        let mut session = Session::new(name, schema, now_ms());
+        session.reserved = reserve;
         let row = session.row();
         self.db
             .call(move |conn| store::upsert_session(conn, &row))
@@ -951,6 +1050,12 @@ impl StateService {
                 .call(move |conn| store::state_at(conn, &n, &s, at))
                 .await?
         };
+        let n = name.to_string();
+        // The fork starts on the code its checkpoint recorded.
+        let code = self
+            .db
+            .call(move |conn| store::checkpoint_code(conn, &n, at))
+            .await?;
         let at_ms = now_ms();
         let mut fork = Session::new(new_name, schema, at_ms);
         fork.current = state.clone();
@@ -969,6 +1074,7 @@ impl StateService {
             source: "fork".into(),
             channels: Vec::new(),
             schema_version: fork.schema_version,
+            code,
         };
         let first = CheckpointRow::new(new_name, info, &[], Some(&state))
             .map_err(|e| Error::Internal(format!("cannot encode the state: {e}")))?;
@@ -1089,6 +1195,9 @@ impl StateService {
                 "no session `{name}` (`grove session list` shows them)"
             )));
         };
+        if session.reserved {
+            return self.remove_reserved(name, by, reason).await;
+        }
         let pinned_older = session.pins.iter().filter(|&&p| p < session.oldest).count();
         let checkpoints = session.info().checkpoints + pinned_older as u64;
         let owned = name.to_string();
@@ -1110,6 +1219,29 @@ impl StateService {
             .await?;
         self.sessions.remove(name);
         Ok(removal)
+    }
+
+    /// A session never written held nothing: it goes without an audit row.
+    async fn remove_reserved(
+        &mut self,
+        name: &str,
+        by: String,
+        reason: String,
+    ) -> Result<SessionRemoval, Error> {
+        let owned = name.to_string();
+        self.db
+            .call(move |conn| store::delete_session(conn, &owned))
+            .await?;
+        self.sessions.remove(name);
+        Ok(SessionRemoval {
+            at_ms: now_ms(),
+            bytes: 0,
+            session: name.to_string(),
+            by,
+            reason,
+            checkpoints: 0,
+            live_agents: Vec::new(),
+        })
     }
 
     async fn pin(&mut self, name: &str, at: u64, pinned: bool) -> Result<Vec<u64>, Error> {
@@ -1217,7 +1349,7 @@ mod tests {
         let tasks: Vec<_> = (0..updates)
             .map(|_| {
                 let state = state.clone();
-                tokio::spawn(async move { state.update("s", "user", add_one(), None).await })
+                tokio::spawn(async move { state.update("s", "user", add_one(), None, None).await })
             })
             .collect();
         let mut answers = Vec::new();
@@ -1263,7 +1395,7 @@ mod tests {
         let (_dir, db, state, _stop) = started().await;
         assert_eq!(
             state
-                .update("s", "user", add_one(), None)
+                .update("s", "user", add_one(), None, None)
                 .await
                 .expect("first"),
             1
@@ -1280,7 +1412,7 @@ mod tests {
         assert_eq!(state.get("s", None).await.expect("get").1["n"], json!(1));
         assert_eq!(
             state
-                .update("s", "user", add_one(), None)
+                .update("s", "user", add_one(), None, None)
                 .await
                 .expect("after"),
             2

@@ -37,6 +37,10 @@ pub struct Session {
     /// Set when the stored data cannot be read by this daemon (a newer schema version):
     /// every operation is refused with this message rather than misread.
     pub unreadable: Option<String>,
+    /// An agent's automatic session its agent has not written yet: stored (so that it
+    /// outlives a restart with its schema) but listed nowhere and left alone by the GC
+    /// pass; it goes with its agent's record.
+    pub reserved: bool,
 }
 
 impl Session {
@@ -60,6 +64,7 @@ impl Session {
             last_used_ms: now_ms,
             lifecycle: Lifecycle::Active,
             unreadable: None,
+            reserved: false,
         }
         .measured()
     }
@@ -125,7 +130,12 @@ impl Session {
         });
         Session {
             name: row.name,
-            current: schema.initial_state(),
+            // A written head is read on first use; an unwritten one is the initial state.
+            current: if row.head == 0 {
+                schema.initial_state()
+            } else {
+                State::new()
+            },
             schema,
             schema_version: row.schema_version,
             created_at_ms: row.created_at_ms,
@@ -145,6 +155,7 @@ impl Session {
                 .unwrap_or(row.created_at_ms),
             lifecycle: Lifecycle::parse(&row.lifecycle),
             unreadable,
+            reserved: row.reserved,
         }
     }
 
@@ -163,6 +174,7 @@ impl Session {
             last_used_ms: Some(self.last_used_ms),
             lifecycle: self.lifecycle.name().to_string(),
             state_bytes: self.state_bytes(),
+            reserved: self.reserved,
         }
     }
 

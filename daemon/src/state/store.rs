@@ -34,6 +34,8 @@ pub struct SessionRow {
     pub last_used_ms: Option<u64>,
     pub lifecycle: String,
     pub state_bytes: u64,
+    /// An agent's automatic session its agent has not written yet.
+    pub reserved: bool,
 }
 
 /// One checkpoint to store, its JSON already written: the state task writes it while
@@ -45,6 +47,7 @@ pub struct CheckpointRow {
     pub info: CheckpointInfo,
     channels: String,
     writes: String,
+    code: Option<String>,
     /// The state right after this checkpoint, when a snapshot is due.
     snapshot: Option<String>,
     /// The update's idempotency key and its answer, stored with the checkpoint.
@@ -62,6 +65,7 @@ impl CheckpointRow {
             session: session.to_string(),
             channels: serde_json::to_string(&info.channels)?,
             writes: serde_json::to_string(writes)?,
+            code: info.code.as_ref().map(serde_json::to_string).transpose()?,
             snapshot: snapshot.map(serde_json::to_string).transpose()?,
             info,
             idempotency: None,
@@ -115,11 +119,12 @@ pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
     conn.execute(
         "INSERT INTO sessions (name, schema, schema_version, created_at_ms, forked_from,
                                forked_at, head, oldest, last_at_ms, last_changes,
-                               last_used_ms, lifecycle, state_bytes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                               last_used_ms, lifecycle, state_bytes, reserved)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
          ON CONFLICT(name) DO UPDATE SET head = ?7, oldest = ?8, last_at_ms = ?9,
                                           last_changes = ?10, last_used_ms = ?11,
-                                          lifecycle = ?12, state_bytes = ?13",
+                                          lifecycle = ?12, state_bytes = ?13,
+                                          reserved = ?14",
         params![
             row.name,
             row.schema.to_string(),
@@ -134,6 +139,7 @@ pub fn upsert_session(conn: &Connection, row: &SessionRow) -> rusqlite::Result<(
             row.last_used_ms.map(|v| v as i64),
             row.lifecycle,
             row.state_bytes as i64,
+            row.reserved,
         ],
     )?;
     Ok(())
@@ -144,8 +150,8 @@ fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result
     let info = &row.info;
     conn.prepare_cached(
         "INSERT INTO checkpoints (session, id, parent, parent_session, at_ms, writer, source,
-                                  channels, writes, schema_version)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                  channels, writes, schema_version, code)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         row.session,
@@ -158,6 +164,7 @@ fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result
         row.channels,
         row.writes,
         info.schema_version,
+        row.code,
     ])?;
     if let Some((key, answer)) = &row.idempotency {
         crate::db::idempotency::record(conn, key, "state.update", answer, info.at_ms)?;
@@ -175,7 +182,8 @@ fn advance_session(conn: &Connection, head: &SessionHead) -> rusqlite::Result<()
     let changed = conn
         .prepare_cached(
             "UPDATE sessions SET head = ?2, oldest = ?3, last_at_ms = ?4, last_changes = ?5,
-                                 last_used_ms = ?4, lifecycle = 'active', state_bytes = ?6
+                                 last_used_ms = ?4, lifecycle = 'active', state_bytes = ?6,
+                                 reserved = 0
              WHERE name = ?1",
         )?
         .execute(params![
@@ -225,7 +233,8 @@ pub fn commit_fork(
 }
 
 const SESSION_COLUMNS: &str = "name, schema, schema_version, created_at_ms, forked_from,
-    forked_at, head, oldest, last_at_ms, last_changes, last_used_ms, lifecycle, state_bytes";
+    forked_at, head, oldest, last_at_ms, last_changes, last_used_ms, lifecycle, state_bytes,
+    reserved";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -242,6 +251,7 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         last_used_ms: r.get::<_, Option<i64>>(10)?.map(|v| v as u64),
         lifecycle: r.get(11)?,
         state_bytes: r.get::<_, i64>(12)?.max(0) as u64,
+        reserved: r.get(13)?,
     })
 }
 
@@ -321,7 +331,8 @@ pub fn history(
 ) -> rusqlite::Result<Vec<CheckpointInfo>> {
     let before = before.map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
     let mut stmt = conn.prepare(
-        "SELECT id, parent, parent_session, at_ms, writer, source, channels, schema_version
+        "SELECT id, parent, parent_session, at_ms, writer, source, channels, schema_version,
+                code
          FROM checkpoints WHERE session = ?1 AND id < ?3 ORDER BY id DESC LIMIT ?2",
     )?;
     let rows = stmt.query_map(params![session, limit, before], |r| {
@@ -334,9 +345,26 @@ pub fn history(
             source: r.get(5)?,
             channels: from_json(&r.get::<_, String>(6)?, 6)?,
             schema_version: r.get(7)?,
+            code: r
+                .get::<_, Option<String>>(8)?
+                .map(|code| from_json(&code, 8))
+                .transpose()?,
         })
     })?;
     rows.collect()
+}
+
+/// The code recorded with one checkpoint, if any.
+pub fn checkpoint_code(
+    conn: &Connection,
+    session: &str,
+    id: u64,
+) -> rusqlite::Result<Option<grove_proto::state::CodeRef>> {
+    let code: Option<Option<String>> = conn
+        .prepare_cached("SELECT code FROM checkpoints WHERE session = ?1 AND id = ?2")?
+        .query_row(params![session, id as i64], |r| r.get(0))
+        .optional()?;
+    code.flatten().map(|code| from_json(&code, 0)).transpose()
 }
 
 /// Drops every checkpoint before `oldest` but the pinned ones, after storing the state

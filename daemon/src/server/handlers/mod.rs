@@ -33,6 +33,7 @@ pub mod session_migrate;
 pub mod session_rm;
 pub mod session_show;
 pub mod spawn;
+pub mod state_code;
 pub mod state_compact;
 pub mod state_fork;
 pub mod state_get;
@@ -171,6 +172,9 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         m::StateFork::NAME => {
             reply(state_fork::handle(ctx, conn, parse::<m::StateFork>(params)?).await)
         }
+        m::StateCode::NAME => {
+            reply(state_code::handle(ctx, conn, parse::<m::StateCode>(params)?).await)
+        }
         m::StateCompact::NAME => {
             reply(state_compact::handle(ctx, conn, parse::<m::StateCompact>(params)?).await)
         }
@@ -218,6 +222,8 @@ pub fn parse<M: Method>(params: Option<Value>) -> Result<M::Params, RpcError> {
 pub struct Caller {
     pub session: String,
     pub writer: String,
+    /// The caller is an agent (`writer` is its id), not the user.
+    pub agent: bool,
 }
 
 pub async fn caller(
@@ -237,6 +243,7 @@ pub async fn caller(
             Ok(Caller {
                 session: agent.session,
                 writer: agent.id,
+                agent: true,
             })
         }
         None => Ok(Caller {
@@ -250,6 +257,7 @@ pub async fn caller(
                 })?
                 .to_string(),
             writer: "user".into(),
+            agent: false,
         }),
     }
 }

@@ -2,6 +2,7 @@ use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::{StateUpdateParams, StateUpdateResult};
+use grove_proto::state::CodeRef;
 use grove_state::Write;
 
 /// `state.update`: one atomic batch; answered once it is durable.
@@ -27,6 +28,11 @@ pub async fn handle(
         })
         .collect();
     let begun = std::time::Instant::now();
+    let code = if caller.agent {
+        agent_code(ctx, &caller.writer).await
+    } else {
+        None
+    };
     let checkpoint = ctx
         .state
         .update(
@@ -34,6 +40,7 @@ pub async fn handle(
             &caller.writer,
             writes,
             conn.idempotency_key().map(String::from),
+            code,
         )
         .await?;
     crate::metrics::checkpoint_saved(begun);
@@ -41,4 +48,31 @@ pub async fn handle(
         session: caller.session,
         checkpoint,
     })
+}
+
+/// The code the agent has now, recorded with its checkpoint. A failure records none
+/// (the write itself still stands) and is logged.
+async fn agent_code(ctx: &Ctx, id: &str) -> Option<CodeRef> {
+    let record = ctx.core.get(id).await.ok()?;
+    if !record.status.is_running() || !record.worktree.is_dir() {
+        return None;
+    }
+    let agent_dir = ctx.config.dirs.agent_dir(&record.id);
+    let begun = std::time::Instant::now();
+    let recorded =
+        tokio::task::spawn_blocking(move || crate::state::code::record(&record, &agent_dir)).await;
+    match recorded {
+        Ok(Ok(code)) => {
+            tracing::debug!(agent = %id, ms = begun.elapsed().as_millis() as u64, "code recorded");
+            Some(code)
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(agent = %id, error = %e, "cannot record the code of a checkpoint");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(agent = %id, error = %e, "cannot record the code of a checkpoint");
+            None
+        }
+    }
 }

@@ -1,0 +1,271 @@
+//! Checkpoints tied to code (issue 17): a checkpoint an agent writes records its branch
+//! tip and a tree of its worktree, uncommitted work included, without touching its
+//! index or branch; the user's writes record nothing; a jailed agent cannot make the
+//! recording run its own git config outside the jail.
+
+mod support;
+
+use serde_json::Value;
+use std::fs;
+use std::path::Path;
+use support::*;
+
+const SCHEMA: &str = r#"
+[state]
+version = 1
+[state.channels]
+count = { reducer = "add", default = 0 }
+"#;
+
+fn with_schema(g: &Grove) {
+    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "schema"]);
+}
+
+fn checkpoints(g: &Grove, session: &str) -> Vec<Value> {
+    g.json(&["state", "history", "--session", session])["checkpoints"]
+        .as_array()
+        .expect("checkpoints")
+        .clone()
+}
+
+/// Paths and contents of `tree` in the user's repository.
+fn tree_file(repo: &Path, tree: &str, path: &str) -> String {
+    git_in(repo, &["cat-file", "blob", &format!("{tree}:{path}")])
+}
+
+/// An agent that commits one file, leaves another staged and another untracked,
+/// writes a checkpoint, prints its HEAD and its `git status` before and after (to its
+/// log: a jailed agent writes nowhere else), and waits for `gate`.
+fn working_agent(gate: &Path) -> String {
+    format!(
+        r#"set -e
+        echo committed > committed.txt
+        git add committed.txt
+        git -c user.name=a -c user.email=a@b commit -qm work
+        echo staged > staged.txt
+        git add staged.txt
+        echo untracked > untracked.txt
+        echo "head $(git rev-parse HEAD)"
+        git status --porcelain | sed 's/^/before /'
+        "$GROVE_BIN" state update count 1
+        git status --porcelain | sed 's/^/after /'
+        while [ ! -e '{gate}' ]; do sleep 0.02; done"#,
+        gate = gate.display()
+    )
+}
+
+fn records_the_code(jail: bool) {
+    let g = Grove::new();
+    with_schema(&g);
+    let gate = g.dir.path().join("gate");
+    let mut args = vec!["--session", "work"];
+    let bin = format!("GROVE_BIN={BIN}");
+    args.extend(["--env", &bin]);
+    if jail {
+        args.push("--jail");
+    }
+    let id = g.spawn(&args, &working_agent(&gate));
+    eventually(
+        "the agent wrote",
+        std::time::Duration::from_secs(30),
+        || {
+            g.run(&["state", "get", "--session", "work", "count"])
+                .stdout
+                .trim()
+                == "1"
+        },
+    );
+    g.ok(&["state", "update", "--session", "work", "count", "1"]);
+    let history = checkpoints(&g, "work");
+    let (user, agent) = (&history[0], &history[1]);
+    assert_eq!(user["writer"], "user", "{history:?}");
+    assert!(
+        user.get("code").is_none(),
+        "the user's write records nothing: {user}"
+    );
+    assert_eq!(agent["writer"], id.as_str(), "{history:?}");
+    let code = &agent["code"];
+    let tree = code["tree"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no tree: {agent}"));
+    let commit = code["commit"].as_str().expect("commit");
+
+    // Its work is all in the tree (in the user's repository), committed or not.
+    for file in ["committed", "staged", "untracked"] {
+        assert_eq!(
+            tree_file(&g.repo, tree, &format!("{file}.txt")).trim(),
+            file
+        );
+    }
+    fs::write(&gate, "").expect("gate");
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    assert!(log.contains(&format!("head {commit}")), "{commit}: {log}");
+    // The agent's index and branch are as it left them.
+    let lines = |prefix: &str| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.strip_prefix(prefix).map(String::from))
+            .collect()
+    };
+    assert_eq!(lines("before "), lines("after "), "{log}");
+    assert!(
+        lines("before ").contains(&"A  staged.txt".to_string())
+            && lines("before ").contains(&"?? untracked.txt".to_string()),
+        "{log}"
+    );
+
+    let shown = g.ok(&["state", "history", "--session", "work"]);
+    assert!(
+        shown.contains("CODE") && shown.contains(&tree[..10]),
+        "{shown}"
+    );
+}
+
+#[test]
+fn an_agents_checkpoint_records_its_branch_and_uncommitted_work() {
+    records_the_code(false);
+}
+
+#[test]
+fn a_jailed_agents_checkpoint_records_its_code_in_the_users_repository() {
+    records_the_code(true);
+}
+
+#[test]
+fn a_jailed_agent_cannot_make_the_recording_run_its_git_config() {
+    let g = Grove::new();
+    with_schema(&g);
+    let marker = g.dir.path().join("pwned");
+    // The agent names a clean filter for every file in its own repository's config and
+    // in .gitattributes: git run with that config outside the jail would run it.
+    let script = format!(
+        r#"set -e
+        git config filter.evil.clean "sh -c 'echo ran >> {m}; cat'"
+        git config core.fsmonitor "sh -c 'echo ran >> {m}'"
+        echo '* filter=evil' > .gitattributes
+        echo data > file.txt
+        "$GROVE_BIN" state update count 1"#,
+        m = marker.display()
+    );
+    let id = g.spawn(
+        &[
+            "--session",
+            "evil",
+            "--jail",
+            "--env",
+            &format!("GROVE_BIN={BIN}"),
+        ],
+        &script,
+    );
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
+    let history = checkpoints(&g, "evil");
+    let tree = history[0]["code"]["tree"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no tree: {history:?}"));
+    assert_eq!(tree_file(&g.repo, tree, "file.txt").trim(), "data");
+    assert!(
+        !marker.exists(),
+        "the agent's filter ran outside its jail: {:?}",
+        fs::read_to_string(&marker)
+    );
+}
+
+#[test]
+fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
+    let g = Grove::new();
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    // The agent leaves a file uncommitted, writes a checkpoint, then changes the file
+    // and writes again: the second checkpoint's code is not the first's.
+    let first = g.spawn(
+        &["--session", "orig", "--env", &bin],
+        r#"set -e
+        echo one > work.txt
+        "$GROVE_BIN" state update count 1
+        echo two > work.txt
+        "$GROVE_BIN" state update count 1"#,
+    );
+    assert_eq!(
+        g.wait(&first)["outcome"],
+        "succeeded",
+        "{}",
+        g.ok(&["logs", &first])
+    );
+
+    let out = g.ok(&[
+        "--json",
+        "state",
+        "fork",
+        "--from",
+        "orig",
+        "--at",
+        "1",
+        "--session",
+        "retry",
+        "--spawn",
+        "--",
+        "sh",
+        "-c",
+        "cat work.txt",
+    ]);
+    let record: Value = serde_json::from_str(&out).expect("the new agent's record");
+    let id = record["id"].as_str().expect("id").to_string();
+    assert_eq!(record["session"], "retry");
+    assert_eq!(record["base_ref"], "refs/grove/checkpoints/orig/1");
+    let done = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(done["outcome"], "succeeded", "{log}");
+    assert_eq!(log, "one\n", "the agent sees the code of checkpoint 1");
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "retry", "count"])
+            .trim(),
+        "1"
+    );
+    let tree = checkpoints(&g, "orig")
+        .iter()
+        .find(|c| c["id"] == 1)
+        .map(|c| c["code"]["tree"].clone())
+        .expect("checkpoint 1");
+    assert_eq!(
+        git_in(
+            &g.repo,
+            &["rev-parse", "refs/grove/checkpoints/orig/1^{tree}"]
+        )
+        .trim(),
+        tree.as_str().expect("tree")
+    );
+}
+
+#[test]
+fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
+    let g = Grove::new();
+    with_schema(&g);
+    call(
+        &mut client(&g),
+        "session.create",
+        serde_json::json!({"name": "plain", "schema_text": {"origin": "t.toml", "text": SCHEMA}}),
+    )
+    .expect("session.create");
+    g.ok(&["state", "update", "--session", "plain", "count", "1"]);
+    let out = g.run(&[
+        "state",
+        "fork",
+        "--from",
+        "plain",
+        "--at",
+        "1",
+        "--session",
+        "nope",
+        "--spawn",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("records no code"), "{}", out.stderr);
+    let names = g.ok(&["session", "list"]);
+    assert!(!names.contains("nope"), "{names}");
+}
