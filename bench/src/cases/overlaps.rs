@@ -75,7 +75,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     env.kill_live_agents()?;
     let first = first.map_or_else(String::new, |f| format!("first run {f:.0} ms; "));
     Ok(vec![Row::new(
-        "8",
+        "9",
         format!(
             "grove overlaps, {AGENTS} running agents with uncommitted changes, {}",
             repo.label()
