@@ -16,8 +16,11 @@ pub const SOCKET_FILE: &str = "console.sock";
 /// What the daemon asks of the shim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToShim {
-    /// Bytes for the agent's terminal (or stdin).
+    /// Bytes for the agent's terminal (or stdin), answered with `Accepted`.
     Input(Vec<u8>),
+    /// Keys typed in an attached terminal: the same without an answer, so that the
+    /// keystroke's path carries nothing but the key and its echo.
+    Keys(Vec<u8>),
     Resize(TtySize),
     /// The current screen as text (`ansi`: with colours and attributes).
     Screen {
@@ -104,6 +107,7 @@ impl ToShim {
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             ToShim::Input(bytes) => frame(b'i', bytes, out),
+            ToShim::Keys(bytes) => frame(b'K', bytes, out),
             ToShim::Resize(size) => frame(b'r', &size_bytes(*size), out),
             ToShim::Screen { ansi } => frame(b's', &[u8::from(*ansi)], out),
             ToShim::Watch => frame(b'w', &[], out),
@@ -118,6 +122,7 @@ impl ToShim {
         };
         let message = match tag {
             b'i' => ToShim::Input(payload),
+            b'K' => ToShim::Keys(payload),
             b'r' => ToShim::Resize(read_size(&payload).ok_or(FrameError::Malformed(tag))?),
             b's' => ToShim::Screen {
                 ansi: payload.first() == Some(&1),
@@ -198,6 +203,7 @@ mod tests {
         };
         let to = [
             ToShim::Input(b"ls\r".to_vec()),
+            ToShim::Keys(b"q".to_vec()),
             ToShim::Resize(size),
             ToShim::Screen { ansi: true },
             ToShim::Watch,

@@ -233,12 +233,15 @@ impl Console {
             Err(_) => return false,
         };
         let bytes = &buf[..n];
-        let _ = self.log.write_all(bytes);
-        screen.process(bytes);
+        // Viewers first: an echo is on its way before the log and the screen model
+        // have seen it.
         let frame = FromShim::Output(bytes.to_vec());
         for peer in self.peers.iter_mut().filter(|p| p.watching) {
             peer.send(&frame);
+            peer.flush();
         }
+        let _ = self.log.write_all(bytes);
+        screen.process(bytes);
         if self.waiting.output(Instant::now()) {
             self.broadcast_activity(false);
         }
@@ -308,6 +311,11 @@ impl Console {
 
     fn handle(&mut self, index: usize, request: ToShim) {
         let answer = match request {
+            ToShim::Keys(bytes) => {
+                // Refused keys have nobody to tell: the viewer sees the terminal closed.
+                let _ = self.input(bytes);
+                return;
+            }
             ToShim::Input(bytes) => self.input(bytes),
             ToShim::Resize(size) => self.resize(size),
             ToShim::Screen { ansi } => self.screen(ansi),

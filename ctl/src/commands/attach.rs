@@ -158,7 +158,7 @@ fn spawn_input(
             let typed = &keys[..stop.unwrap_or(keys.len())];
             if !read_only
                 && !typed.is_empty()
-                && frame(&writer, &ToShim::Input(typed.to_vec())).is_err()
+                && frame(&writer, &ToShim::Keys(typed.to_vec())).is_err()
             {
                 return;
             }

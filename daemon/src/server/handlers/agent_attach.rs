@@ -167,7 +167,7 @@ async fn relay(
             from_client = inbound.recv() => {
                 let request = match from_client {
                     Some(_) if read_only => continue,
-                    Some(Inbound::Input(bytes)) => ToShim::Input(bytes),
+                    Some(Inbound::Input(bytes)) => ToShim::Keys(bytes),
                     Some(Inbound::Resize(size)) => ToShim::Resize(size),
                     None => return false,
                 };
