@@ -45,6 +45,18 @@ pub fn new_idempotency_key() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `params` as sent: a request sent again says so, which makes the daemon look its
+/// idempotency key up.
+fn again(params: &Value, sent_before: bool) -> Value {
+    let mut params = params.clone();
+    if let (true, Value::Object(map)) = (sent_before, &mut params) {
+        if map.contains_key(crate::methods::IDEMPOTENCY_KEY) {
+            map.insert(crate::methods::IDEMPOTENCY_RETRY.into(), true.into());
+        }
+    }
+    params
+}
+
 /// `params` with an idempotency key when `method` changes something and the caller
 /// chose none: the same key goes out again with every retry of this request.
 fn with_key(method: &str, mut params: Value) -> Value {
@@ -314,8 +326,10 @@ impl Client {
 
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
         let params = with_key(method, params);
+        let mut sent = false;
         self.retrying(method, &params, |client| {
-            client.send_request(method, params.clone())?;
+            client.send_request(method, again(&params, sent))?;
+            sent = true;
             client.next_response()
         })
     }
@@ -473,8 +487,10 @@ impl Client {
         mut parse: impl FnMut(Vec<u8>) -> Result<Option<T>, ClientError>,
     ) -> Result<T, ClientError> {
         let params = with_key(method, params);
+        let mut sent = false;
         self.retrying(method, &params, |client| {
-            client.send_request(method, params.clone())?;
+            client.send_request(method, again(&params, sent))?;
+            sent = true;
             loop {
                 match read_frame(&mut client.reader, MAX_LINE_BYTES)? {
                     Frame::Line(line) => {

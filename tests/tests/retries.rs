@@ -190,20 +190,21 @@ fn a_key_sent_again_gets_the_first_answer_and_a_key_for_another_method_is_refuse
     let mut raw = Raw::open(&g);
     raw.create_session("k");
     let mut ask = |line| raw.ask(line);
-    let update = |id: u64, key: serde_json::Value| {
+    let update = |id: u64, key: serde_json::Value, retry: bool| {
         json!({"jsonrpc": "2.0", "id": id, "method": "state.update", "params": {
-            "session": "k", "writes": [{"channel": "x", "value": id}], "idempotency_key": key}})
+            "session": "k", "writes": [{"channel": "x", "value": id}], "idempotency_key": key,
+            "idempotency_retry": retry}})
     };
-    let first = ask(update(2, json!("key-1")));
-    let again = ask(update(3, json!("key-1")));
+    let first = ask(update(2, json!("key-1"), false));
+    let again = ask(update(3, json!("key-1"), true));
     assert_eq!(first["result"], again["result"], "{first} {again}");
     let other = ask(
         json!({"jsonrpc": "2.0", "id": 4, "method": "agent.kill", "params": {
-        "id": "nobody", "idempotency_key": "key-1"}}),
+        "id": "nobody", "idempotency_key": "key-1", "idempotency_retry": true}}),
     );
     let message = other["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("was sent with state.update"), "{other}");
-    let empty = ask(update(5, json!("")));
+    let empty = ask(update(5, json!(""), false));
     let message = empty["error"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("idempotency_key") && message.contains("empty"),

@@ -7,7 +7,9 @@ use super::connection::Conn;
 use super::handlers::{self, Answer, Json};
 use super::Ctx;
 use grove_agent_shim::now_ms;
-use grove_proto::methods::{self as m, Method, CHANGING_METHODS, IDEMPOTENCY_KEY};
+use grove_proto::methods::{
+    self as m, Method, CHANGING_METHODS, IDEMPOTENCY_KEY, IDEMPOTENCY_RETRY,
+};
 use grove_proto::{codes, RpcError};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -28,10 +30,27 @@ impl KeyLocks {
     }
 }
 
-/// Takes the key out of `params` (the methods' own params do not know it).
-pub fn take_key(method: &str, params: &mut Option<Value>) -> Result<Option<String>, RpcError> {
+/// A request's idempotency key, and whether the client says it sends it again.
+pub struct Key {
+    pub key: String,
+    pub retry: bool,
+}
+
+/// Takes the key (and the retry flag) out of `params` (the methods' own params do not
+/// know them).
+pub fn take_key(method: &str, params: &mut Option<Value>) -> Result<Option<Key>, RpcError> {
     let Some(Value::Object(map)) = params else {
         return Ok(None);
+    };
+    let retry = match map.remove(IDEMPOTENCY_RETRY) {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => {
+            return Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("`{IDEMPOTENCY_RETRY}` of {method} is not a boolean; send true with a request sent again"),
+            ))
+        }
     };
     let Some(key) = map.remove(IDEMPOTENCY_KEY) else {
         return Ok(None);
@@ -43,9 +62,9 @@ pub fn take_key(method: &str, params: &mut Option<Value>) -> Result<Option<Strin
         )
     };
     match key {
-        Value::String(key) if !key.is_empty() && key.len() <= MAX_KEY_BYTES => {
-            Ok(CHANGING_METHODS.contains(&method).then_some(key))
-        }
+        Value::String(key) if !key.is_empty() && key.len() <= MAX_KEY_BYTES => Ok(CHANGING_METHODS
+            .contains(&method)
+            .then_some(Key { key, retry })),
         Value::String(key) if key.is_empty() => Err(bad("is empty")),
         Value::String(key) => Err(bad(&format!("is {} bytes long", key.len()))),
         _ => Err(bad("is not a string")),
@@ -67,16 +86,17 @@ pub fn scoped(conn: &Conn, key: &str) -> String {
 pub async fn run(
     ctx: Arc<Ctx>,
     conn: Conn,
-    key: String,
+    key: Key,
     method: String,
     params: Option<Value>,
 ) -> Option<Answer> {
+    let Key { key, retry } = key;
     let key = scoped(&conn, &key);
     let lock = ctx.idempotency.lock_for(&key);
     let held = lock.lock_owned().await;
     let work = tokio::spawn(async move {
         let _held = held;
-        once(&ctx, &conn, key, &method, params).await
+        once(&ctx, &conn, key, retry, &method, params).await
     });
     work.await.unwrap_or_else(|e| {
         Some(Err(RpcError::new(
@@ -90,13 +110,16 @@ async fn once(
     ctx: &Ctx,
     conn: &Conn,
     key: String,
+    retry: bool,
     method: &str,
     params: Option<Value>,
 ) -> Option<Answer> {
-    match stored(ctx, &key, method).await {
-        Ok(Some(answer)) => return Some(Ok(answer)),
-        Ok(None) => {}
-        Err(e) => return Some(Err(e)),
+    if retry {
+        match stored(ctx, &key, method).await {
+            Ok(Some(answer)) => return Some(Ok(answer)),
+            Ok(None) => {}
+            Err(e) => return Some(Err(e)),
+        }
     }
     let conn = conn.with_key(key.clone());
     let answer = handlers::dispatch(ctx, &conn, None, method, params).await?;
