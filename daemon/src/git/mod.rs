@@ -71,6 +71,33 @@ pub fn hardened_git() -> Command {
     command
 }
 
+/// Runs `git` (hardened, its leading `-C`/`--git-dir` arguments already on it) with
+/// `args`, on the index file `index` instead of the repository's own when given.
+/// Returns its stdout; a failure carries git's own message, the step and `place`.
+pub fn output_on_index(
+    mut git: Command,
+    index: Option<&std::path::Path>,
+    place: &std::path::Path,
+    args: &[&str],
+) -> Result<Vec<u8>, crate::error::Error> {
+    git.args(args);
+    if let Some(index) = index {
+        git.env("GIT_INDEX_FILE", index);
+    }
+    let out = git
+        .output()
+        .map_err(|e| crate::error::Error::Git(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(crate::error::Error::Git(format!(
+            "git {} in {} failed: {}",
+            args.first().copied().unwrap_or_default(),
+            place.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out.stdout)
+}
+
 /// Runs `git -C path -c checkout.workers=<workers> ARGS` (a checkout step in a worktree),
 /// hardened: what is checked out may be an agent's commit. A failure carries git's own
 /// message.

@@ -108,22 +108,8 @@ fn run_git(
     args: &[&str],
 ) -> Result<Vec<u8>, Error> {
     let mut git = hardened_git();
-    git.args(&layout.args).args(args);
-    if let Some(index) = index {
-        git.env("GIT_INDEX_FILE", index);
-    }
-    let out = git
-        .output()
-        .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::Git(format!(
-            "git {} in {} failed: {}",
-            args.first().copied().unwrap_or_default(),
-            worktree.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(out.stdout)
+    git.args(&layout.args);
+    crate::git::output_on_index(git, index, worktree, args)
 }
 
 /// The scratch index starts as a copy of the agent's own, stat data included, so that

@@ -174,22 +174,8 @@ fn worktree_diff(
 ) -> Result<String, Error> {
     let run = |args: &[&str], index: Option<&Path>| -> Result<Vec<u8>, Error> {
         let mut git = hardened_git();
-        git.arg("-C").arg(worktree).args(args);
-        if let Some(index) = index {
-            git.env("GIT_INDEX_FILE", index);
-        }
-        let out = git
-            .output()
-            .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
-        if !out.status.success() {
-            return Err(Error::Git(format!(
-                "git {} in {} failed: {}",
-                args.first().copied().unwrap_or_default(),
-                worktree.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(out.stdout)
+        git.arg("-C").arg(worktree);
+        crate::git::output_on_index(git, index, worktree, args)
     };
     if !scratch.exists() {
         seed_scratch(&run, scratch)?;
