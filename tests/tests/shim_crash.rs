@@ -18,6 +18,56 @@ fn cgroup2_mount() -> Option<PathBuf> {
     })
 }
 
+/// An agent whose writer (pid in `pidfile`) appends to out.txt in its worktree.
+struct Writer {
+    id: String,
+    pid: i32,
+    worktree: PathBuf,
+}
+
+impl Writer {
+    /// Spawns `script` and waits until its writer has written a few lines.
+    fn start(g: &Grove, script: &str, pidfile: &std::path::Path) -> Writer {
+        let id = g.spawn(&[], script);
+        eventually("the agent writes", Duration::from_secs(20), || {
+            fs::read_to_string(pidfile).is_ok_and(|p| !p.trim().is_empty())
+        });
+        let pid: i32 = fs::read_to_string(pidfile)
+            .expect("pid")
+            .trim()
+            .parse()
+            .expect("pid");
+        let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
+        eventually("some ticks", Duration::from_secs(20), || {
+            fs::read_to_string(worktree.join("out.txt")).is_ok_and(|t| t.lines().count() >= 5)
+        });
+        Writer { id, pid, worktree }
+    }
+
+    /// Kills the agent's shim with SIGKILL, then checks that the agent is lost, its
+    /// writer gone, its work up to the kill on its branch and its worktree removed.
+    fn kill_the_shim(&self, g: &Grove) {
+        let id = &self.id;
+        let shim = g.record(id)["pid"].as_i64().expect("shim pid") as i32;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(shim),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill the shim");
+        let record = g.wait(id);
+        assert_eq!(record["status"], "lost", "{record}");
+        // Nothing of the agent runs on, in its (deleted) worktree or anywhere else.
+        eventually(
+            "the agent's writer is gone",
+            Duration::from_secs(10),
+            || !process_exists(self.pid),
+        );
+        let saved = g.git(&["show", &format!("grove/{id}:out.txt")]);
+        assert!(saved.lines().count() >= 5, "{saved}");
+        assert!(!self.worktree.exists(), "the worktree was kept");
+    }
+}
+
 #[test]
 fn a_killed_shims_agent_is_killed_before_its_work_is_saved() {
     let Some(mount) = cgroup2_mount() else {
@@ -30,49 +80,15 @@ fn a_killed_shims_agent_is_killed_before_its_work_is_saved() {
         "echo $$ > {}; while :; do echo tick >> out.txt; sleep 0.02; done",
         pidfile.display()
     );
-    let id = g.spawn(&[], &script);
-    eventually("the agent writes", Duration::from_secs(20), || {
-        pidfile.exists()
-            && fs::read_to_string(&pidfile)
-                .map(|p| !p.trim().is_empty())
-                .unwrap_or(false)
-    });
-    let writer: i32 = fs::read_to_string(&pidfile)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("pid");
-    let cgroup = fs::read_to_string(format!("/proc/{writer}/cgroup"))
+    let writer = Writer::start(&g, &script, &pidfile);
+    let cgroup = fs::read_to_string(format!("/proc/{}/cgroup", writer.pid))
         .ok()
         .and_then(|text| {
             text.lines()
                 .find_map(|l| l.strip_prefix("0::"))
                 .map(|p| mount.join(p.trim().trim_start_matches('/')))
         });
-    let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
-    eventually("some ticks", Duration::from_secs(20), || {
-        fs::read_to_string(worktree.join("out.txt"))
-            .map(|t| t.lines().count() >= 5)
-            .unwrap_or(false)
-    });
-    let shim = g.record(&id)["pid"].as_i64().expect("shim pid") as i32;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(shim),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill the shim");
-    let record = g.wait(&id);
-    assert_eq!(record["status"], "lost", "{record}");
-    // Nothing of the agent runs on, in its (deleted) worktree or anywhere else.
-    eventually(
-        "the agent's writer is gone",
-        Duration::from_secs(10),
-        || !process_exists(writer),
-    );
-    // Its work up to the kill is on its branch; nothing was written after it.
-    let saved = g.git(&["show", &format!("grove/{id}:out.txt")]);
-    assert!(saved.lines().count() >= 5, "{saved}");
-    assert!(!worktree.exists(), "the worktree was kept");
+    writer.kill_the_shim(&g);
     if let Some(cgroup) = cgroup {
         eventually(
             "the agent's cgroup is gone",
@@ -94,33 +110,5 @@ fn a_killed_shims_agent_without_a_cgroup_is_killed_too() {
         "setsid sh -c 'echo $$ > {}; while :; do echo tick >> out.txt; sleep 0.02; done' & sleep 600",
         pidfile.display()
     );
-    let id = g.spawn(&[], &script);
-    eventually("the agent writes", Duration::from_secs(20), || {
-        fs::read_to_string(&pidfile).is_ok_and(|p| !p.trim().is_empty())
-    });
-    let writer: i32 = fs::read_to_string(&pidfile)
-        .expect("pid")
-        .trim()
-        .parse()
-        .expect("pid");
-    let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
-    eventually("some ticks", Duration::from_secs(20), || {
-        fs::read_to_string(worktree.join("out.txt")).is_ok_and(|t| t.lines().count() >= 5)
-    });
-    let shim = g.record(&id)["pid"].as_i64().expect("shim pid") as i32;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(shim),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("kill the shim");
-    let record = g.wait(&id);
-    assert_eq!(record["status"], "lost", "{record}");
-    eventually(
-        "the agent's writer is gone",
-        Duration::from_secs(10),
-        || !process_exists(writer),
-    );
-    let saved = g.git(&["show", &format!("grove/{id}:out.txt")]);
-    assert!(saved.lines().count() >= 5, "{saved}");
-    assert!(!worktree.exists(), "the worktree was kept");
+    Writer::start(&g, &script, &pidfile).kill_the_shim(&g);
 }

@@ -133,7 +133,14 @@ impl Drop for Tmux {
 }
 
 fn spawn_tty(g: &Grove, argv: &[&str]) -> String {
-    let mut args = vec!["spawn", "--tty", "--"];
+    spawn_tty_with(g, &[], argv)
+}
+
+/// `grove spawn --tty OPTIONS -- ARGV`; the agent's id.
+fn spawn_tty_with(g: &Grove, options: &[&str], argv: &[&str]) -> String {
+    let mut args = vec!["spawn", "--tty"];
+    args.extend_from_slice(options);
+    args.push("--");
     args.extend_from_slice(argv);
     let id = g.ok(&args).trim().to_string();
     assert_eq!(id.len(), 8, "spawn printed {id:?}");
@@ -143,23 +150,10 @@ fn spawn_tty(g: &Grove, argv: &[&str]) -> String {
 const PROMPT: &str = "bash>";
 
 /// An interactive bash with a prompt that does not depend on who runs the tests.
-fn spawn_bash(g: &Grove) -> String {
-    let id = g
-        .ok(&[
-            "spawn",
-            "--tty",
-            "-e",
-            "PS1=bash> ",
-            "--",
-            "bash",
-            "--norc",
-            "--noprofile",
-            "-i",
-        ])
-        .trim()
-        .to_string();
-    assert_eq!(id.len(), 8, "spawn printed {id:?}");
-    id
+fn spawn_bash(g: &Grove, options: &[&str]) -> String {
+    let mut options = options.to_vec();
+    options.extend(["-e", "PS1=bash> "]);
+    spawn_tty_with(g, &options, &["bash", "--norc", "--noprofile", "-i"])
 }
 
 /// `python3 -i` with a terminal, attached to in tmux session `session`.
@@ -221,7 +215,7 @@ fn a_resize_reaches_the_agent_and_two_viewers_see_the_same_output() {
         return;
     }
     let g = Grove::new();
-    let id = spawn_bash(&g);
+    let id = spawn_bash(&g, &[]);
     let tmux = Tmux::new(&g);
     tmux.run("typist", 100, 30, &["attach", &id]);
     tmux.wait_for("typist", PROMPT);
@@ -414,7 +408,7 @@ fn an_agent_cannot_type_into_another_agents_terminal() {
         return;
     }
     let g = Grove::new();
-    let victim = spawn_bash(&g);
+    let victim = spawn_bash(&g, &[]);
     wait_screen(&g, &victim, PROMPT);
     let socket = g.home.join("agents").join(&victim).join("console.sock");
     assert!(socket.exists(), "{}", socket.display());
@@ -500,21 +494,7 @@ fn attach_on_a_pty_drives_a_jailed_agent() {
     if !jail_available(&g) {
         return;
     }
-    let id = g
-        .ok(&[
-            "spawn",
-            "--jail",
-            "--tty",
-            "-e",
-            "PS1=bash> ",
-            "--",
-            "bash",
-            "--norc",
-            "--noprofile",
-            "-i",
-        ])
-        .trim()
-        .to_string();
+    let id = spawn_bash(&g, &["--jail"]);
     wait_screen(&g, &id, PROMPT);
     let pty = nix::pty::openpty(
         Some(&nix::pty::Winsize {
