@@ -340,9 +340,18 @@ done
     // Then, once every agent runs (a checkout takes about as long as a restart, so
     // killing every second would keep them all from starting), the daemon dies every
     // second until every agent has made its state updates.
-    eventually("every agent started", Duration::from_secs(120), || {
-        ids.iter().all(|id| runs.join(id).exists())
-    });
+    let started_by = Instant::now() + Duration::from_secs(120);
+    while !ids.iter().all(|id| runs.join(id).exists()) {
+        if Instant::now() > started_by {
+            let waiting: Vec<&String> = ids.iter().filter(|id| !runs.join(id).exists()).collect();
+            panic!(
+                "seed {seed}: agents {waiting:?} never started\n{}\n{}",
+                g.run(&["list", "--all"]).stdout,
+                tail(&g.daemon_log(), 80)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let deadline = Instant::now();
     while !ids
         .iter()
@@ -396,12 +405,7 @@ done
         "seed {seed}: wait {ids:?}: {}\n{}\n{}",
         out.stdout,
         out.stderr,
-        g.daemon_log()
-            .lines()
-            .rev()
-            .take(60)
-            .collect::<Vec<_>>()
-            .join("\n")
+        tail(&g.daemon_log(), 60)
     );
     let done: Value = serde_json::from_str(&out.stdout).expect("json");
     for agent in done["agents"].as_array().expect("agents") {
@@ -576,4 +580,10 @@ fn running_adds(marks: &std::path::Path) -> Vec<i32> {
         .filter_map(|e| e.file_name().to_str()?.strip_prefix("add.")?.parse().ok())
         .filter(|pid| process_exists(*pid))
         .collect()
+}
+
+/// The last `lines` lines of `text`, in order.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }

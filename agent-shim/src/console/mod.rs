@@ -58,10 +58,15 @@ pub struct Console {
     log: File,
     /// Input not yet taken by the terminal or pipe.
     pending_input: Vec<u8>,
+    /// One buffer for every read of the terminal: no allocation on an echo's way.
+    read_buf: Box<[u8]>,
     /// The agent's side is closed by every process (EIO/EOF): nothing more to read.
     output_closed: bool,
     waiting: Waiting,
     signals: grove_sys::signal::SignalFd,
+    /// The signal descriptor may hold a signal: read it only then, not on every turn
+    /// (a keystroke's turn is a few system calls; this was one of them).
+    signal_ready: bool,
 }
 
 impl Console {
@@ -114,6 +119,7 @@ impl Console {
             peers: Vec::new(),
             log,
             pending_input: Vec::new(),
+            read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
             output_closed: false,
             // Without a terminal there is nothing to watch the agent read: it can say
             // itself (`grove status waiting`).
@@ -122,6 +128,7 @@ impl Console {
                 None => Waiting::never(),
             },
             signals: grove_sys::signal::SignalFd::new(signals)?,
+            signal_ready: true,
         };
         Ok((console, stdio))
     }
@@ -136,8 +143,12 @@ impl Console {
     pub fn wait(&mut self, timeout: Option<Duration>) -> Option<Signal> {
         let until = timeout.map(|t| Instant::now() + t);
         loop {
-            if let Some(signal) = self.signals.take() {
-                return Some(signal);
+            if std::mem::take(&mut self.signal_ready) {
+                if let Some(signal) = self.signals.take() {
+                    // Another may be pending behind it.
+                    self.signal_ready = true;
+                    return Some(signal);
+                }
             }
             let now = Instant::now();
             if until.is_some_and(|u| now >= u) {
@@ -190,9 +201,12 @@ impl Console {
             PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
         });
         if poll(&mut fds, timeout).is_err() {
+            // EINTR or worse: look at the signals on the next turn rather than miss one.
+            self.signal_ready = true;
             return;
         }
         let ready = |fd: &PollFd<'_>| fd.revents().unwrap_or(PollFlags::empty());
+        self.signal_ready = !ready(&fds[0]).is_empty();
         let listener_ready = !ready(&fds[1]).is_empty();
         let io_ready = io_index
             .map(|i| ready(&fds[i]))
@@ -222,8 +236,8 @@ impl Console {
         let Io::Tty { master, screen, .. } = &mut self.io else {
             return false;
         };
-        let mut buf = vec![0u8; READ_CHUNK];
-        let n = match nix::unistd::read(&*master, &mut buf) {
+        let buf = &mut self.read_buf;
+        let n = match nix::unistd::read(&*master, buf) {
             Ok(0) | Err(nix::errno::Errno::EIO) => {
                 // Every process closed its side: output is over.
                 self.output_closed = true;

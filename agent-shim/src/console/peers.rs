@@ -77,7 +77,14 @@ impl Peer {
                     self.closed = true;
                     break;
                 }
-                Ok(n) => self.inbox.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    self.inbox.extend_from_slice(&buf[..n]);
+                    // A short read took all there was: poll says when more comes, and
+                    // a key's turn saves the read that would only say "nothing".
+                    if n < buf.len() {
+                        break;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),

@@ -21,6 +21,7 @@ const ECHO_AGENT: &str = "stty raw -echo; exec cat";
 const KEYS: &[u8] = b"xyzwvk";
 const IDLE_AGENTS: usize = 20;
 const IDLE_WINDOW: Duration = Duration::from_secs(5);
+const BLOCKING_THREADS_KEEP_ALIVE: Duration = Duration::from_secs(11);
 
 pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     if Command::new("tmux").arg("-V").output().is_err() {
@@ -307,6 +308,9 @@ fn idle_agents(ctx: &Ctx<'_>, repo: &Path) -> Result<(Vec<f64>, u64)> {
     args.extend(ids.iter().map(String::as_str));
     ctx.env.grove(repo, &args)?;
     let pid = ctx.env.daemon_pid()?;
+    // The runtime's blocking threads that served these commands exit after 10 s idle
+    // (tokio's keep-alive): their exit is not the agents' doing, so it is let pass.
+    std::thread::sleep(BLOCKING_THREADS_KEEP_ALIVE);
     let before = grove_sys::proc::context_switches(pid).context("daemon context switches")?;
     std::thread::sleep(IDLE_WINDOW);
     let after = grove_sys::proc::context_switches(pid).context("daemon context switches")?;

@@ -15,11 +15,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use grove_proto::console::{FromShim, ToShim};
 use grove_proto::methods::{Attach, AttachParams, Wait, WaitParams};
 use grove_proto::types::TtySize;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, Signal};
 use std::io::{IsTerminal, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 /// On the way in, this terminal's own screen is kept (the alternate screen) and
 /// cleared; on the way out the modes an agent may have switched on are switched off.
@@ -30,9 +31,13 @@ const LEAVE_SCREEN: &[u8] =
 pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
     let detach = parse_detach_key(detach_key)?;
     let interactive = std::io::stdin().is_terminal();
-    // Blocked before any thread starts, so that only the resize thread takes it.
-    let winch = nix::sys::signal::SigSet::from(nix::sys::signal::Signal::SIGWINCH);
+    // Blocked so that window changes arrive on the signal descriptor the loop polls.
+    let winch = SigSet::from(Signal::SIGWINCH);
     winch.thread_block().context("blocking SIGWINCH")?;
+    // Where the OS has no signalfd, the size is set once and does not follow.
+    let resizes = (!read_only)
+        .then(|| grove_sys::signal::SignalFd::new(&winch).ok())
+        .flatten();
     let dirs = dirs()?;
     let mut client = connect(&dirs)?;
     let (attached, console) = client.call_receiving_fd::<Attach>(&AttachParams {
@@ -45,14 +50,21 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
     let console = UnixStream::from(
         console.ok_or_else(|| anyhow!("the daemon answered without handing over the terminal"))?,
     );
-    // The daemon's end was non-blocking (tokio); ours blocks, read by one thread.
+    // The daemon's end was non-blocking (tokio); ours blocks: the loop reads only
+    // what poll said is there.
     console.set_nonblocking(false)?;
-    let writer = Arc::new(Mutex::new(console.try_clone()?));
+    let mut view = View {
+        console,
+        resizes,
+        detach,
+        read_only,
+        interactive,
+        stdin_open: true,
+    };
     if let (Some(size), false) = (this_terminal_size(), read_only) {
-        frame(&writer, &ToShim::Resize(size))?;
+        view.send(&ToShim::Resize(size))?;
     }
-    frame(&writer, &ToShim::Watch)?;
-    let detached = Arc::new(AtomicBool::new(false));
+    view.send(&ToShim::Watch)?;
     eprintln!(
         "grove: attached to {agent}{}; detach with {detach_key}",
         if read_only { " (read-only)" } else { "" }
@@ -65,27 +77,20 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     out.write_all(ENTER_SCREEN)?;
     out.flush()?;
-    spawn_input(
-        writer.clone(),
-        detached.clone(),
-        detach,
-        read_only,
-        interactive,
-    );
-    if !read_only {
-        spawn_resizer(writer.clone(), winch);
-    }
-    let relayed = relay(console, &mut out);
+    let ended = view.relay(&mut out);
     out.write_all(LEAVE_SCREEN)?;
     out.flush()?;
     drop(out);
     drop(raw);
-    if detached.load(Ordering::SeqCst) {
-        eprintln!("grove: detached from {agent}; it keeps running (`grove attach {agent}` again)");
-        return Ok(ExitCode::SUCCESS);
+    match ended? {
+        Ended::Detached => {
+            eprintln!(
+                "grove: detached from {agent}; it keeps running (`grove attach {agent}` again)"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Ended::Closed => outcome(&dirs, &agent),
     }
-    relayed?;
-    outcome(&dirs, &agent)
 }
 
 /// The terminal closed: the agent ended (or its shim died). Its outcome comes from the
@@ -110,87 +115,129 @@ fn outcome(dirs: &grove_proto::paths::Dirs, agent: &str) -> Result<ExitCode> {
     })
 }
 
-/// The agent's screen, then its output, to this terminal until the console closes.
-fn relay(mut console: UnixStream, out: &mut impl Write) -> Result<()> {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 << 10];
-    loop {
-        while let Some(message) = FromShim::decode(&mut buf)? {
-            match message {
-                FromShim::Snapshot { data, .. } | FromShim::Output(data) => {
-                    out.write_all(&data)?;
-                    out.flush()?;
-                }
-                FromShim::Refused(why) => bail!("{why}"),
-                _ => {}
-            }
-        }
-        match console.read(&mut chunk) {
-            Ok(0) => return Ok(()),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            // Shut down by the detach key, or the shim is gone.
-            Err(_) => return Ok(()),
-        }
-    }
+enum Ended {
+    /// The detach key: the agent runs on.
+    Detached,
+    /// The console closed: the agent ended or its shim is gone.
+    Closed,
 }
 
-fn spawn_input(
-    writer: Arc<Mutex<UnixStream>>,
-    detached: Arc<AtomicBool>,
+/// One attached view, served on one thread by one poll, as tmux's client is: a key
+/// goes out and its echo comes back without a hand-over between threads.
+struct View {
+    console: UnixStream,
+    resizes: Option<grove_sys::signal::SignalFd>,
     detach: u8,
     read_only: bool,
     interactive: bool,
-) {
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = [0u8; 4096];
+    /// False once this terminal's input ended (a pipe at its end): output still flows.
+    stdin_open: bool,
+}
+
+impl View {
+    /// The agent's screen, then its output, to `out` until the console closes or the
+    /// detach key is typed; keys and window changes go the other way meanwhile.
+    fn relay(&mut self, out: &mut impl Write) -> Result<Ended> {
+        let mut pending = Vec::new();
+        let mut chunk = vec![0u8; 64 << 10];
         loop {
-            let n = match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            let keys = &buf[..n];
-            // Ctrl-C leaves a read-only view too: nothing would reach the agent anyway.
-            let stop = keys
-                .iter()
-                .position(|&k| k == detach || (read_only && interactive && k == 0x03));
-            let typed = &keys[..stop.unwrap_or(keys.len())];
-            if !read_only
-                && !typed.is_empty()
-                && frame(&writer, &ToShim::Keys(typed.to_vec())).is_err()
-            {
-                return;
+            let (console_ready, stdin_ready, resized) = self.poll()?;
+            if resized {
+                self.follow_size()?;
             }
-            if stop.is_some() {
-                detached.store(true, Ordering::SeqCst);
-                if let Ok(stream) = writer.lock() {
-                    let _ = stream.shutdown(std::net::Shutdown::Both);
+            if stdin_ready {
+                if let Some(ended) = self.forward_keys(&mut chunk)? {
+                    return Ok(ended);
                 }
-                return;
             }
-        }
-    });
-}
-
-fn spawn_resizer(writer: Arc<Mutex<UnixStream>>, winch: nix::sys::signal::SigSet) {
-    std::thread::spawn(move || {
-        while winch.wait().is_ok() {
-            if let Some(size) = this_terminal_size() {
-                if frame(&writer, &ToShim::Resize(size)).is_err() {
-                    return;
+            if console_ready {
+                match self.console.read(&mut chunk) {
+                    Ok(0) => return Ok(Ended::Closed),
+                    Ok(n) => pending.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    // The shim is gone.
+                    Err(_) => return Ok(Ended::Closed),
+                }
+                while let Some(message) = FromShim::decode(&mut pending)? {
+                    match message {
+                        FromShim::Snapshot { data, .. } | FromShim::Output(data) => {
+                            out.write_all(&data)?;
+                            out.flush()?;
+                        }
+                        FromShim::Refused(why) => bail!("{why}"),
+                        _ => {}
+                    }
                 }
             }
         }
-    });
-}
+    }
 
-fn frame(writer: &Mutex<UnixStream>, message: &ToShim) -> Result<()> {
-    let mut bytes = Vec::new();
-    message.encode(&mut bytes);
-    let mut stream = writer.lock().map_err(|_| anyhow!("writer poisoned"))?;
-    stream.write_all(&bytes)?;
-    Ok(())
+    /// Waits for the console, this terminal's keys or a window change.
+    fn poll(&self) -> Result<(bool, bool, bool)> {
+        let stdin = std::io::stdin();
+        let mut fds = vec![PollFd::new(self.console.as_fd(), PollFlags::POLLIN)];
+        if self.stdin_open {
+            fds.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+        }
+        if let Some(resizes) = &self.resizes {
+            fds.push(PollFd::new(resizes.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e).context("waiting for the terminal"),
+        }
+        let ready = |fd: Option<&PollFd<'_>>| {
+            fd.and_then(PollFd::revents)
+                .is_some_and(|flags| !flags.is_empty())
+        };
+        let console = ready(fds.first());
+        let stdin = self.stdin_open && ready(fds.get(1));
+        let resized = self.resizes.is_some() && ready(fds.last());
+        Ok((console, stdin, resized))
+    }
+
+    /// One read of this terminal: keys to the agent, up to the detach key.
+    fn forward_keys(&mut self, buf: &mut [u8]) -> Result<Option<Ended>> {
+        let n = match std::io::stdin().lock().read(buf) {
+            Ok(0) | Err(_) => {
+                self.stdin_open = false;
+                return Ok(None);
+            }
+            Ok(n) => n,
+        };
+        let keys = &buf[..n];
+        // Ctrl-C leaves a read-only view too: nothing would reach the agent anyway.
+        let stop = keys
+            .iter()
+            .position(|&k| k == self.detach || (self.read_only && self.interactive && k == 0x03));
+        let typed = &keys[..stop.unwrap_or(keys.len())];
+        if !self.read_only && !typed.is_empty() && self.send(&ToShim::Keys(typed.to_vec())).is_err()
+        {
+            // The shim is gone: the agent's outcome says why.
+            return Ok(Some(Ended::Closed));
+        }
+        Ok(stop.map(|_| Ended::Detached))
+    }
+
+    fn follow_size(&mut self) -> Result<()> {
+        let Some(resizes) = &mut self.resizes else {
+            return Ok(());
+        };
+        // Several changes may have come at once: the size now is all that counts.
+        while resizes.take().is_some() {}
+        match this_terminal_size() {
+            Some(size) => self.send(&ToShim::Resize(size)),
+            None => Ok(()),
+        }
+    }
+
+    fn send(&mut self, message: &ToShim) -> Result<()> {
+        let mut bytes = Vec::new();
+        message.encode(&mut bytes);
+        self.console
+            .write_all(&bytes)
+            .context("the agent's terminal closed")
+    }
 }
 
 fn this_terminal_size() -> Option<TtySize> {

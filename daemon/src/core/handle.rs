@@ -128,6 +128,11 @@ impl CoreHandle {
         self.request(Msg::Worktrees).await
     }
 
+    /// Directories that counted against the cap are gone: queued agents may start.
+    pub async fn slots_freed(&self) {
+        let _ = self.tx.send(Msg::SlotsFreed).await;
+    }
+
     pub async fn disk_hold(&self, hold: Option<String>) {
         let _ = self.tx.send(Msg::DiskHold(hold)).await;
     }

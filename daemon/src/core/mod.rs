@@ -73,6 +73,8 @@ pub enum Msg {
     Worktrees(oneshot::Sender<Vec<WorktreeUse>>),
     /// The janitor's verdict on disk usage: `Some(why)` holds the queue and refuses spawns.
     DiskHold(Option<String>),
+    /// The janitor removed directories under the worktree root that held slots.
+    SlotsFreed,
     /// Who holds this token.
     ByToken(String, Reply<Identity>),
     /// The running agent whose shim is one of these processes (a caller's ancestry:
@@ -292,6 +294,7 @@ impl Core {
                 });
                 let _ = reply.send(uses.collect());
             }
+            Msg::SlotsFreed => self.admit_queued().await,
             Msg::DiskHold(hold) => {
                 let released = self.disk_hold.is_some() && hold.is_none();
                 self.disk_hold = hold;

@@ -134,10 +134,15 @@ impl Janitor {
                             let _ = reply.send(self.prune(dry_run).await);
                         }
                         Some(Msg::Reap(dirs, reason, reply)) => {
+                            let mut freed = false;
                             for dir in dirs {
-                                if let Err(e) = self.remove_orphan(dir.clone(), reason.clone()).await {
-                                    tracing::warn!(path = %dir.display(), error = %e, "left a dead merge's worktree");
+                                match self.remove_orphan(dir.clone(), reason.clone()).await {
+                                    Ok(_) => freed = true,
+                                    Err(e) => tracing::warn!(path = %dir.display(), error = %e, "left a dead merge's worktree"),
                                 }
+                            }
+                            if freed {
+                                self.core.slots_freed().await;
                             }
                             let _ = reply.send(());
                         }

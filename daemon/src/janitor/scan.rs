@@ -27,18 +27,27 @@ impl Janitor {
         let unknown = dirs
             .into_iter()
             .filter(|d| !owned.contains(d) && !is_pool_dir(d));
+        let mut freed = false;
         for dir in unknown {
             let reason = "orphan at start-up: no agent record owns it".to_string();
             match self.remove_orphan(dir.clone(), reason).await {
-                Ok(removal) => tracing::warn!(
-                    path = %dir.display(),
-                    salvage_ref = ?removal.salvage_ref,
-                    "start-up scan: salvaged and removed an unknown worktree"
-                ),
+                Ok(removal) => {
+                    freed = true;
+                    tracing::warn!(
+                        path = %dir.display(),
+                        salvage_ref = ?removal.salvage_ref,
+                        "start-up scan: salvaged and removed an unknown worktree"
+                    )
+                }
                 Err(e) => {
                     tracing::warn!(path = %dir.display(), error = %e, "start-up scan: left an unknown directory")
                 }
             }
+        }
+        if freed {
+            // The queue was admitted against a root that still held them; no other
+            // event would start the agents waiting for these slots.
+            self.core.slots_freed().await;
         }
         let (live, finished): (Vec<&WorktreeUse>, Vec<&WorktreeUse>) =
             uses.iter().partition(|u| u.live);
