@@ -10,7 +10,8 @@
 //! can pile up work stuck there and kill the daemon at a moment of its choosing (with
 //! `GROVE_TEST_HOLD_UNTIL=<file>`, only until that file exists). Hold points:
 //! `prepared_worktree` (the worktree is added, the shim not yet started),
-//! `rolling_back` (a restart's rollback of an interrupted preparation, not yet begun).
+//! `rolling_back` (a restart's rollback of an interrupted preparation, not yet begun),
+//! `startup_scan` (the janitor's start-up scan, not yet begun).
 
 //! Compiled in only with the `test-hooks` feature; otherwise every point is a no-op.
 

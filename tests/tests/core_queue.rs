@@ -46,6 +46,63 @@ fn a_queued_agent_whose_environment_cannot_be_read_stays_queued() {
     g.ok(&["kill", &queued]);
 }
 
+/// A directory nobody owns held the last slot when the daemon started, and the queue
+/// was admitted against it: once the start-up scan reaps it, the queued agent starts.
+/// Before, it waited for some other event (an agent ending, a spawn), forever if none
+/// came.
+#[test]
+fn a_slot_the_start_up_scan_frees_starts_the_queued_agent() {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    let release = g.dir.path().join("release");
+    let first = g.spawn(
+        &[],
+        &format!("while [ ! -e {} ]; do sleep 0.05; done", release.display()),
+    );
+    let queued = g.spawn(&[], "echo ran > ran.txt");
+    assert_eq!(g.status(&queued), "queued");
+    let worktree = g.record(&first)["worktree"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .expect("worktree");
+    g.ok(&["daemon", "stop"]);
+    // A worktree no record owns (a killed merge's, say), beside the first agent's.
+    let orphan = worktree.with_file_name("orphan");
+    g.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "orphan",
+        orphan.to_str().expect("utf8"),
+    ]);
+    fs::write(&release, "").expect("release");
+    eventually("the first agent ended", LONG, || {
+        g.home
+            .join("agents")
+            .join(&first)
+            .join("exit.json")
+            .exists()
+    });
+
+    let scan_gate = g.dir.path().join("scan may go");
+    let started = g.run_env(
+        &["list"],
+        &[
+            ("GROVE_TEST_HOLD_AT", "startup_scan"),
+            ("GROVE_TEST_HOLD_UNTIL", scan_gate.to_str().expect("utf8")),
+        ],
+    );
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    assert_eq!(g.wait(&first)["status"], "collected");
+    assert_eq!(g.status(&queued), "queued", "the orphan holds the slot");
+    fs::write(&scan_gate, "").expect("gate");
+    eventually("the queued agent started and ended", LONG, || {
+        g.status(&queued) == "collected"
+    });
+    assert!(!orphan.exists(), "the orphan was reaped");
+    assert_eq!(g.record(&queued)["outcome"], "succeeded");
+}
+
 /// Twenty queued agents released one by one, all in order, none lost; the queue
 /// positions `grove list` shows stay 1..n as agents leave it.
 #[test]

@@ -123,16 +123,7 @@ fn confirm_all(works: &[Work]) -> Result<bool> {
         eprintln!("  {}  {}", safe(&w.record.branch), short(&w.tip));
     }
     eprint!("Delete these {} branches? [y/N] ", works.len());
-    std::io::stderr().flush().ok();
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .context("reading the answer")?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
+    yes_from(&stdin)
 }
 
 fn confirm(work: &Work) -> Result<bool> {
@@ -152,6 +143,11 @@ fn confirm(work: &Work) -> Result<bool> {
         safe(&work.base_label()),
         short(&work.tip)
     );
+    yes_from(&stdin)
+}
+
+/// The answer to a question just asked on stderr: yes only for `y` or `yes`.
+fn yes_from(stdin: &std::io::Stdin) -> Result<bool> {
     std::io::stderr().flush().ok();
     let mut answer = String::new();
     stdin

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 impl Janitor {
     pub async fn startup_scan(&self) {
+        crate::faults::hold("startup_scan").await;
         // Directories first, records second: a directory is only ever created after its
         // record exists, so nothing being prepared right now can look like an orphan.
         for trash in super::disk::remove_trash(&self.config.dirs.worktree_root) {

@@ -226,12 +226,57 @@ pub struct Caller {
     pub agent: bool,
 }
 
+/// The repository a client named, which must be an absolute path (the daemon's
+/// working directory is not the client's).
+pub async fn client_repo(
+    path: &std::path::Path,
+) -> Result<crate::git::target::RepoTarget, crate::Error> {
+    if !path.is_absolute() {
+        return Err(crate::Error::BadInput(format!(
+            "repo path `{}` must be absolute",
+            path.display()
+        )));
+    }
+    let repo = path.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::git::target::resolve_repo(&repo)).await?
+}
+
+/// Parameters of a method that acts on a session: the session named (the user's
+/// choice) and the token (an agent's proof of who it is).
+pub trait SessionScoped {
+    fn session(&self) -> Option<&str>;
+    fn token(&self) -> Option<&str>;
+}
+
+macro_rules! session_scoped {
+    ($($params:ty),* $(,)?) => {$(
+        impl SessionScoped for $params {
+            fn session(&self) -> Option<&str> {
+                self.session.as_deref()
+            }
+            fn token(&self) -> Option<&str> {
+                self.token.as_deref()
+            }
+        }
+    )*};
+}
+
+session_scoped!(
+    m::StateCodeParams,
+    m::StateForkParams,
+    m::StateGetParams,
+    m::StateHistoryParams,
+    m::StateUpdateParams,
+    m::StateWatchParams,
+);
+
+/// Who acts on which session: an agent on its own only, the user on the one named.
 pub async fn caller(
     ctx: &Ctx,
     conn: &Conn,
-    session: Option<&str>,
-    token: Option<&str>,
+    params: &impl SessionScoped,
 ) -> Result<Caller, crate::Error> {
+    let (session, token) = (params.session(), params.token());
     match authority::acting_agent(ctx, conn, token).await? {
         Some(agent) => {
             if let Some(named) = session.filter(|named| *named != agent.session) {

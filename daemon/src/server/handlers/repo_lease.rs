@@ -6,7 +6,6 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
 use super::{Answer, Json};
-use crate::git::target::resolve_repo;
 use crate::Error;
 use grove_proto::methods::{LeaseParams, LeaseResult};
 use serde_json::Value;
@@ -39,14 +38,7 @@ async fn take(
     released: oneshot::Receiver<()>,
 ) -> Result<LeaseResult, Error> {
     super::authority::user_only(conn, "lease repositories")?;
-    if !params.repo.is_absolute() {
-        return Err(Error::BadInput(format!(
-            "repo path `{}` must be absolute",
-            params.repo.display()
-        )));
-    }
-    let repo = params.repo;
-    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
+    let target = super::client_repo(&params.repo).await?;
     let temp_dir = ctx.config.dirs.worktree_root.join(&target.dir_name);
     // Before the lane is held (the janitor removes them in it): what a killed merge
     // left would otherwise hold its branch checked out for the next merge to pick.

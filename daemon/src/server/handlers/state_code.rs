@@ -14,13 +14,7 @@ pub async fn handle(
     conn: &Conn,
     params: StateCodeParams,
 ) -> Result<StateCodeResult, Error> {
-    let caller = super::caller(
-        ctx,
-        conn,
-        params.session.as_deref(),
-        params.token.as_deref(),
-    )
-    .await?;
+    let caller = super::caller(ctx, conn, &params).await?;
     let code = ctx.state.code_at(&caller.session, params.at).await?;
     let Some(repo) = code.repo.clone() else {
         return Err(Error::InvalidState(format!(

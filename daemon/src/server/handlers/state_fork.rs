@@ -6,13 +6,7 @@ use grove_proto::state::SessionInfo;
 
 /// `state.fork`: a new session starting from a checkpoint of another.
 pub async fn handle(ctx: &Ctx, conn: &Conn, params: StateForkParams) -> Result<SessionInfo, Error> {
-    let caller = super::caller(
-        ctx,
-        conn,
-        params.session.as_deref(),
-        params.token.as_deref(),
-    )
-    .await?;
+    let caller = super::caller(ctx, conn, &params).await?;
     ctx.state
         .fork(
             &caller.session,

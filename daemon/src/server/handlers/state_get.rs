@@ -16,13 +16,7 @@ pub async fn handle(
     conn: &Conn,
     params: StateGetParams,
 ) -> Result<StateGetResult, Error> {
-    let caller = super::caller(
-        ctx,
-        conn,
-        params.session.as_deref(),
-        params.token.as_deref(),
-    )
-    .await?;
+    let caller = super::caller(ctx, conn, &params).await?;
     let begun = std::time::Instant::now();
     let (checkpoint, state) = ctx.state.get(&caller.session, params.at).await?;
     if params.at.is_some() {

@@ -14,13 +14,7 @@ pub async fn handle(
     conn: &Conn,
     params: StateHistoryParams,
 ) -> Result<StateHistoryResult, Error> {
-    let caller = super::caller(
-        ctx,
-        conn,
-        params.session.as_deref(),
-        params.token.as_deref(),
-    )
-    .await?;
+    let caller = super::caller(ctx, conn, &params).await?;
     let limit = params.limit.unwrap_or(100).clamp(1, 100_000);
     let mut checkpoints = ctx
         .state

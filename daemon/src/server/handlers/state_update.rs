@@ -11,13 +11,7 @@ pub async fn handle(
     conn: &Conn,
     params: StateUpdateParams,
 ) -> Result<StateUpdateResult, Error> {
-    let caller = super::caller(
-        ctx,
-        conn,
-        params.session.as_deref(),
-        params.token.as_deref(),
-    )
-    .await?;
+    let caller = super::caller(ctx, conn, &params).await?;
     let writes = params
         .writes
         .into_iter()

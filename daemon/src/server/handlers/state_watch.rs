@@ -14,14 +14,7 @@ pub async fn handle(
     id: Option<Value>,
     params: StateWatchParams,
 ) -> Option<Answer> {
-    let caller = match super::caller(
-        ctx,
-        conn,
-        params.session.as_deref(),
-        params.token.as_deref(),
-    )
-    .await
-    {
+    let caller = match super::caller(ctx, conn, &params).await {
         Ok(caller) => caller,
         Err(e) => return Some(Err(e.into())),
     };

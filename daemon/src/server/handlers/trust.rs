@@ -5,7 +5,6 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::db::trust;
-use crate::git::target::resolve_repo;
 use crate::worktree_setup::trust::{repo_key, sha256_hex};
 use crate::Error;
 use grove_agent_shim::now_ms;
@@ -13,14 +12,7 @@ use grove_proto::methods::{TrustParams, TrustResult};
 
 pub async fn handle(ctx: &Ctx, conn: &Conn, params: TrustParams) -> Result<TrustResult, Error> {
     super::authority::user_only(conn, "approve a repository's .grove.toml (grove trust)")?;
-    if !params.repo.is_absolute() {
-        return Err(Error::BadInput(format!(
-            "repo path `{}` must be absolute",
-            params.repo.display()
-        )));
-    }
-    let repo = params.repo.clone();
-    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
+    let target = super::client_repo(&params.repo).await?;
     let file = target.workdir.join(".grove.toml");
     let key = repo_key(&target);
     if params.revoke {
