@@ -34,8 +34,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     let keystrokes = if ctx.quick { 200 } else { 1000 };
     let megabytes = if ctx.quick { 20 } else { 100 };
     let repo = ctx.repos.tiny()?;
-    let grove_echo = latency_grove(ctx, &repo.path, keystrokes)?;
-    let tmux_echo = latency_tmux(ctx, keystrokes)?;
+    let (grove_echo, tmux_echo) = latency(ctx, &repo.path, keystrokes)?;
     let grove_rate = throughput_grove(ctx, &repo.path, megabytes)?;
     let tmux_rate = throughput_tmux(ctx, megabytes)?;
     let (shim_rss, wakeups) = idle_agents(ctx, &repo.path)?;
@@ -149,20 +148,35 @@ impl Viewer {
         self.child
     }
 
-    fn keystrokes(&mut self, n: usize) -> Result<Vec<f64>> {
-        self.settle(Duration::from_millis(500));
-        let mut samples = Vec::with_capacity(n);
-        for i in 0..n {
-            let key = KEYS[i % KEYS.len()];
-            let start = Instant::now();
-            self.master.write_all(&[key])?;
-            self.until(key, start + Duration::from_secs(10))?;
-            samples.push(ms(start.elapsed()));
-            // Let the viewer finish its redraw before the next key.
-            self.settle(Duration::from_millis(2));
-        }
-        Ok(samples)
+    /// One key typed and its echo awaited; the time it took, in ms.
+    fn keystroke(&mut self, key: u8) -> Result<f64> {
+        let start = Instant::now();
+        self.master.write_all(&[key])?;
+        self.until(key, start + Duration::from_secs(10))?;
+        let took = ms(start.elapsed());
+        // Let the viewer finish its redraw before the next key.
+        self.settle(Duration::from_millis(2));
+        Ok(took)
     }
+}
+
+/// Keystroke → echo through both viewers, key for key in turn (who goes first
+/// alternates), so that a busy moment of the machine falls on both alike.
+fn keystrokes(grove: &mut Viewer, tmux: &mut Viewer, n: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+    grove.settle(Duration::from_millis(500));
+    tmux.settle(Duration::from_millis(500));
+    let (mut through_grove, mut through_tmux) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        let key = KEYS[i % KEYS.len()];
+        if i % 2 == 0 {
+            through_grove.push(grove.keystroke(key)?);
+            through_tmux.push(tmux.keystroke(key)?);
+        } else {
+            through_tmux.push(tmux.keystroke(key)?);
+            through_grove.push(grove.keystroke(key)?);
+        }
+    }
+    Ok((through_grove, through_tmux))
 }
 
 fn grove_viewer(ctx: &Ctx<'_>, repo: &Path, id: &str) -> Result<Viewer> {
@@ -179,12 +193,18 @@ fn spawn_tty(ctx: &Ctx<'_>, repo: &Path, script: &str) -> Result<String> {
     Ok(crate::grove::field(&record, "id")?.to_string())
 }
 
-fn latency_grove(ctx: &Ctx<'_>, repo: &Path, n: usize) -> Result<Vec<f64>> {
+/// The same echo agent in grove and in tmux, each with its viewer attached.
+fn latency(ctx: &Ctx<'_>, repo: &Path, n: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     let id = spawn_tty(ctx, repo, ECHO_AGENT)?;
-    let mut viewer = grove_viewer(ctx, repo, &id)?;
-    let samples = viewer.keystrokes(n);
-    let _ = viewer.child.kill();
-    let _ = viewer.child.wait();
+    let mut grove = grove_viewer(ctx, repo, &id)?;
+    let tmux = Tmux::new(ctx, "echo");
+    tmux.start(ECHO_AGENT)?;
+    let mut tmux_viewer = tmux.viewer()?;
+    let samples = keystrokes(&mut grove, &mut tmux_viewer, n);
+    for viewer in [&mut grove, &mut tmux_viewer] {
+        let _ = viewer.child.kill();
+        let _ = viewer.child.wait();
+    }
     ctx.env.kill_live_agents()?;
     samples
 }
@@ -234,16 +254,6 @@ impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.command().arg("kill-server").output();
     }
-}
-
-fn latency_tmux(ctx: &Ctx<'_>, n: usize) -> Result<Vec<f64>> {
-    let tmux = Tmux::new(ctx, "echo");
-    tmux.start(ECHO_AGENT)?;
-    let mut viewer = tmux.viewer()?;
-    let samples = viewer.keystrokes(n);
-    let _ = viewer.child.kill();
-    let _ = viewer.child.wait();
-    samples
 }
 
 /// The agent writes `mb` MB, then leaves a mark; a viewer is attached throughout.
