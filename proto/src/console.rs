@@ -28,6 +28,15 @@ pub enum ToShim {
     },
     /// Redraw sequence of the current screen, then every byte of output as it comes.
     Watch,
+    /// Sent with a terminal attached (SCM_RIGHTS): the shim itself draws the screen on
+    /// it, writes the agent's output to it and reads keys from it, as tmux's server
+    /// does with its clients' terminals, so that a keystroke and its echo pass through
+    /// no process but the shim. The detach key (and Ctrl-C for a `read_only` viewer)
+    /// lets go of the terminal and answers `Detached`.
+    WatchTerminal {
+        read_only: bool,
+        detach: u8,
+    },
     /// The agent's activity now and at every change.
     Activity,
     /// No more input: close the agent's stdin (pipes only).
@@ -54,6 +63,9 @@ pub enum FromShim {
     Accepted(u64),
     /// A request the shim could not do, and why.
     Refused(String),
+    /// The detach key was typed on a terminal given with `WatchTerminal`: the shim has
+    /// written all it owed it and let go of it.
+    Detached,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -111,6 +123,9 @@ impl ToShim {
             ToShim::Resize(size) => frame(b'r', &size_bytes(*size), out),
             ToShim::Screen { ansi } => frame(b's', &[u8::from(*ansi)], out),
             ToShim::Watch => frame(b'w', &[], out),
+            ToShim::WatchTerminal { read_only, detach } => {
+                frame(b'W', &[u8::from(*read_only), *detach], out)
+            }
             ToShim::Activity => frame(b'a', &[], out),
             ToShim::CloseInput => frame(b'c', &[], out),
         }
@@ -128,6 +143,13 @@ impl ToShim {
                 ansi: payload.first() == Some(&1),
             },
             b'w' => ToShim::Watch,
+            b'W' => match payload.as_slice() {
+                [read_only, detach] => ToShim::WatchTerminal {
+                    read_only: *read_only == 1,
+                    detach: *detach,
+                },
+                _ => return Err(FrameError::Malformed(tag)),
+            },
             b'a' => ToShim::Activity,
             b'c' => ToShim::CloseInput,
             other => return Err(FrameError::UnknownTag(other)),
@@ -155,6 +177,7 @@ impl FromShim {
             FromShim::Activity(waiting) => frame(b'A', &[u8::from(*waiting)], out),
             FromShim::Accepted(bytes) => frame(b'k', &bytes.to_le_bytes(), out),
             FromShim::Refused(why) => frame(b'x', why.as_bytes(), out),
+            FromShim::Detached => frame(b'D', &[], out),
         }
     }
 
@@ -185,6 +208,7 @@ impl FromShim {
                 payload.as_slice().try_into().map_err(|_| malformed)?,
             )),
             b'x' => FromShim::Refused(String::from_utf8_lossy(&payload).into_owned()),
+            b'D' => FromShim::Detached,
             other => return Err(FrameError::UnknownTag(other)),
         };
         Ok(Some(message))
@@ -207,6 +231,10 @@ mod tests {
             ToShim::Resize(size),
             ToShim::Screen { ansi: true },
             ToShim::Watch,
+            ToShim::WatchTerminal {
+                read_only: true,
+                detach: 0x1d,
+            },
             ToShim::Activity,
             ToShim::CloseInput,
         ];
@@ -224,6 +252,7 @@ mod tests {
             FromShim::Activity(true),
             FromShim::Accepted(9),
             FromShim::Refused("no".into()),
+            FromShim::Detached,
         ];
         let mut wire = Vec::new();
         to.iter().for_each(|m| m.encode(&mut wire));

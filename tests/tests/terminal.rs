@@ -488,14 +488,56 @@ fn jail_available(g: &Grove) -> bool {
 
 /// The same through a pseudo terminal the test holds itself (no tmux): a jailed agent
 /// gets a working terminal too, and `grove attach` on a pty types into it.
+/// `grove attach` hands its terminal to the agent's shim, which then holds it open. A
+/// jailed agent looks for it among its shim's descriptors (/proc/$PPID/fd) to write to
+/// the user's terminal behind the viewer's back (or, with TIOCSTI, type into the shell
+/// it returns to): the jail denies it. The same script outside the jail, acting as
+/// the user, does reach it, so the test would see a way through.
 #[test]
-fn attach_on_a_pty_drives_a_jailed_agent() {
+fn a_jailed_agent_cannot_reach_its_viewers_terminal() {
     let g = Grove::new();
     if !jail_available(&g) {
         return;
     }
-    let id = spawn_bash(&g, &["--jail"]);
-    wait_screen(&g, &id, PROMPT);
+    let unjailed = attempt_on_viewers_terminal(&g, &[]);
+    assert!(
+        unjailed.contains("PWNED") && unjailed.contains("wrote-/dev/pts/"),
+        "the attack found no terminal even without a jail: {unjailed}"
+    );
+    let jailed = attempt_on_viewers_terminal(&g, &["--jail"]);
+    assert!(jailed.contains("scan-2-done"), "{jailed}");
+    assert!(
+        !jailed.contains("PWNED") && !jailed.contains("wrote-/dev/pts/"),
+        "a jailed agent wrote to its viewer's terminal: {jailed}"
+    );
+}
+
+/// What the viewer's terminal showed while a bash agent, spawned with `options` and
+/// attached to on a pty, tried to write to it through its shim's descriptors.
+fn attempt_on_viewers_terminal(g: &Grove, options: &[&str]) -> String {
+    let id = spawn_bash(g, options);
+    wait_screen(g, &id, PROMPT);
+    let (mut master, mut attach) = attach_on_pty(g, &id);
+    let mut seen = Vec::new();
+    read_pty_until(&mut master, &mut seen, "attached to");
+    // Typed text is echoed: the payload is put together so that only a write that went
+    // around the agent's own terminal shows the whole word.
+    let attack = "for f in /proc/$PPID/fd/*; do t=$(readlink $f 2>/dev/null); \
+        case \"$t\" in /dev/pts/*) [ \"$t\" = \"$(tty)\" ] || \
+        { printf '%s%s' PW NED > $f 2>/dev/null && echo wrote-$t; } ;; esac; done; \
+        echo scan-$((1+1))-done\r";
+    use std::io::Write;
+    master.write_all(attack.as_bytes()).expect("type");
+    read_pty_until(&mut master, &mut seen, "scan-2-done");
+    master.write_all(b"exit\r").expect("type");
+    read_pty_until(&mut master, &mut seen, "succeeded");
+    assert!(attach.wait().expect("attach").success());
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// `grove attach ID` on a new pty of 33 rows and 111 columns; its master side, never
+/// blocking.
+fn attach_on_pty(g: &Grove, id: &str) -> (std::fs::File, std::process::Child) {
     let pty = nix::pty::openpty(
         Some(&nix::pty::Winsize {
             ws_row: 33,
@@ -507,9 +549,9 @@ fn attach_on_a_pty_drives_a_jailed_agent() {
     )
     .expect("pty");
     let agent_side = std::fs::File::from(pty.slave);
-    let mut attach = g
+    let attach = g
         .command()
-        .args(["attach", &id])
+        .args(["attach", id])
         .stdin(agent_side.try_clone().expect("clone"))
         .stdout(agent_side.try_clone().expect("clone"))
         .stderr(agent_side)
@@ -521,33 +563,46 @@ fn attach_on_a_pty_drives_a_jailed_agent() {
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )
     .expect("non-blocking");
-    let mut master = std::fs::File::from(pty.master);
-    let mut seen = Vec::new();
-    let mut read_until = |master: &mut std::fs::File, text: &str| {
-        use std::io::Read;
-        let deadline = Instant::now() + SCREEN_WAIT;
-        while !String::from_utf8_lossy(&seen).contains(text) {
-            assert!(
-                Instant::now() < deadline,
-                "never saw {text:?}: {}",
-                String::from_utf8_lossy(&seen)
-            );
-            let mut buf = [0u8; 4096];
-            match master.read(&mut buf) {
-                Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
-                _ => std::thread::sleep(Duration::from_millis(10)),
-            }
+    (std::fs::File::from(pty.master), attach)
+}
+
+/// Reads the pty into `seen` until `text` is there.
+fn read_pty_until(master: &mut std::fs::File, seen: &mut Vec<u8>, text: &str) {
+    use std::io::Read;
+    let deadline = Instant::now() + SCREEN_WAIT;
+    while !String::from_utf8_lossy(seen).contains(text) {
+        assert!(
+            Instant::now() < deadline,
+            "never saw {text:?}: {}",
+            String::from_utf8_lossy(seen)
+        );
+        let mut buf = [0u8; 4096];
+        match master.read(&mut buf) {
+            Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
+            _ => std::thread::sleep(Duration::from_millis(10)),
         }
-    };
-    read_until(&mut master, "attached to");
+    }
+}
+
+#[test]
+fn attach_on_a_pty_drives_a_jailed_agent() {
+    let g = Grove::new();
+    if !jail_available(&g) {
+        return;
+    }
+    let id = spawn_bash(&g, &["--jail"]);
+    wait_screen(&g, &id, PROMPT);
+    let (mut master, mut attach) = attach_on_pty(&g, &id);
+    let mut seen = Vec::new();
+    read_pty_until(&mut master, &mut seen, "attached to");
     use std::io::Write;
     master
         .write_all(b"stty size; echo jailed-$((40+2))\r")
         .expect("type");
-    read_until(&mut master, "33 111");
-    read_until(&mut master, "jailed-42");
+    read_pty_until(&mut master, &mut seen, "33 111");
+    read_pty_until(&mut master, &mut seen, "jailed-42");
     master.write_all(b"exit\r").expect("type");
-    read_until(&mut master, "succeeded");
+    read_pty_until(&mut master, &mut seen, "succeeded");
     assert!(attach.wait().expect("attach").success());
 }
 

@@ -9,6 +9,7 @@
 //! shim supervises together with the terminal and the daemon's connections.
 
 mod peers;
+mod terminal;
 mod waiting;
 
 use crate::spec::ConsoleSpec;
@@ -168,6 +169,10 @@ impl Console {
     /// Reads what the agent's side still had, after the whole tree is gone.
     pub fn drain(&mut self) {
         while !self.output_closed && self.read_output() {}
+        // The viewers' terminals get all of it before their attach hears the end.
+        for terminal in self.peers.iter_mut().filter_map(|p| p.terminal.as_mut()) {
+            terminal.finish();
+        }
         self.flush_peers();
     }
 
@@ -195,6 +200,18 @@ impl Console {
         for peer in &self.peers {
             fds.push(PollFd::new(peer.fd(), peer.interest()));
         }
+        let first_terminal = fds.len();
+        let mut terminals = Vec::new();
+        for (index, peer) in self.peers.iter().enumerate() {
+            if let Some(terminal) = &peer.terminal {
+                let mut interest = PollFlags::POLLIN;
+                if terminal.backlog() > 0 {
+                    interest |= PollFlags::POLLOUT;
+                }
+                fds.push(PollFd::new(terminal.fd(), interest));
+                terminals.push(index);
+            }
+        }
         let timeout = timeout.map_or(PollTimeout::NONE, |t| {
             // Round up: waking a moment early would only spin.
             let ms = t.as_nanos().div_ceil(1_000_000);
@@ -211,8 +228,18 @@ impl Console {
         let io_ready = io_index
             .map(|i| ready(&fds[i]))
             .unwrap_or(PollFlags::empty());
-        let peers_ready: Vec<PollFlags> = fds[first_peer..].iter().map(ready).collect();
+        let peers_ready: Vec<PollFlags> =
+            fds[first_peer..first_terminal].iter().map(ready).collect();
+        let terminals_ready: Vec<(usize, PollFlags)> = terminals
+            .into_iter()
+            .zip(fds[first_terminal..].iter().map(ready))
+            .filter(|(_, flags)| !flags.is_empty())
+            .collect();
         drop(fds);
+        // Keys first: a keystroke's turn goes to the agent before anything else.
+        for (index, flags) in terminals_ready {
+            self.serve_terminal(index, flags);
+        }
         if io_ready.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
             self.read_output();
         }
@@ -249,10 +276,19 @@ impl Console {
         let bytes = &buf[..n];
         // Viewers first: an echo is on its way before the log and the screen model
         // have seen it.
-        let frame = FromShim::Output(bytes.to_vec());
+        let mut frame = None;
         for peer in self.peers.iter_mut().filter(|p| p.watching) {
-            peer.send(&frame);
-            peer.flush();
+            match &mut peer.terminal {
+                Some(terminal) => {
+                    if terminal.write(bytes).is_err() {
+                        peer.closed = true;
+                    }
+                }
+                None => {
+                    peer.send(frame.get_or_insert_with(|| FromShim::Output(bytes.to_vec())));
+                    peer.flush();
+                }
+            }
         }
         let _ = self.log.write_all(bytes);
         screen.process(bytes);
@@ -333,6 +369,12 @@ impl Console {
             ToShim::Input(bytes) => self.input(bytes),
             ToShim::Resize(size) => self.resize(size),
             ToShim::Screen { ansi } => self.screen(ansi),
+            ToShim::WatchTerminal { read_only, detach } => {
+                match self.watch_terminal(index, read_only, detach) {
+                    Ok(()) => return,
+                    Err(refusal) => refusal,
+                }
+            }
             ToShim::Watch => match self.snapshot() {
                 Ok(snapshot) => {
                     self.peers[index].watching = true;
@@ -356,6 +398,62 @@ impl Console {
             },
         };
         self.peers[index].send(&answer);
+    }
+
+    /// Takes the viewer's terminal that came with the request and draws the screen on
+    /// it; from now on output goes to it and keys come from it.
+    fn watch_terminal(
+        &mut self,
+        index: usize,
+        read_only: bool,
+        detach: u8,
+    ) -> Result<(), FromShim> {
+        let FromShim::Snapshot { data, .. } = self.snapshot()? else {
+            return Err(no_terminal());
+        };
+        let peer = &mut self.peers[index];
+        if peer.fds.is_empty() {
+            return Err(FromShim::Refused(
+                "no terminal came with the request to draw on".into(),
+            ));
+        }
+        let fd = peer.fds.remove(0);
+        let mut terminal = terminal::Terminal::new(fd, read_only, detach)
+            .map_err(|e| FromShim::Refused(format!("cannot use the viewer's terminal: {e}")))?;
+        if terminal.write(&data).is_err() {
+            return Err(FromShim::Refused("the viewer's terminal is gone".into()));
+        }
+        peer.terminal = Some(terminal);
+        peer.watching = true;
+        Ok(())
+    }
+
+    /// Keys typed on a viewer's terminal, or its detach key, or its hang-up.
+    fn serve_terminal(&mut self, index: usize, flags: PollFlags) {
+        let Some(terminal) = self.peers[index].terminal.as_mut() else {
+            return;
+        };
+        if flags.contains(PollFlags::POLLOUT) && terminal.flush().is_err() {
+            self.peers[index].closed = true;
+            return;
+        }
+        if !flags.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+            return;
+        }
+        let typed = terminal.read();
+        if !typed.keys.is_empty() {
+            let _ = self.input(typed.keys);
+        }
+        let peer = &mut self.peers[index];
+        if typed.gone {
+            peer.closed = true;
+        } else if typed.detach {
+            if let Some(mut terminal) = peer.terminal.take() {
+                terminal.finish();
+            }
+            peer.watching = false;
+            peer.send(&FromShim::Detached);
+        }
     }
 
     fn input(&mut self, bytes: Vec<u8>) -> FromShim {
@@ -451,6 +549,13 @@ impl Console {
         for peer in &mut self.peers {
             peer.flush();
             if peer.backlog() > MAX_PEER_BACKLOG {
+                if peer.terminal.take().is_some() {
+                    // Said, so that attach does not take the closed socket for the end.
+                    peer.send(&FromShim::Refused(
+                        "this terminal fell too far behind the agent's output; attach again".into(),
+                    ));
+                    peer.flush();
+                }
                 peer.closed = true;
             }
         }

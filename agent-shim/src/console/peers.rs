@@ -2,10 +2,11 @@
 //! daemon's lock is served: the socket's directory is the user's, but an agent runs as
 //! the user too and must not type into another agent's terminal.
 
+use super::terminal::Terminal;
 use grove_proto::console::{FromShim, ToShim};
 use nix::poll::PollFlags;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
 /// True when the peer is the running daemon: the kernel's record of who connected
@@ -28,8 +29,12 @@ pub struct Peer {
     stream: UnixStream,
     inbox: Vec<u8>,
     outbox: Vec<u8>,
+    /// Descriptors that came with the requests, for the next that takes one.
+    pub fds: Vec<OwnedFd>,
     /// Receives every byte of output (attach).
     pub watching: bool,
+    /// The viewer's own terminal, written and read by the shim itself.
+    pub terminal: Option<Terminal>,
     /// Receives activity changes (the daemon's monitor).
     pub activity: bool,
     pub closed: bool,
@@ -42,7 +47,9 @@ impl Peer {
             stream,
             inbox: Vec::new(),
             outbox: Vec::new(),
+            fds: Vec::new(),
             watching: false,
+            terminal: None,
             activity: false,
             closed: false,
         })
@@ -61,7 +68,7 @@ impl Peer {
     }
 
     pub fn backlog(&self) -> usize {
-        self.outbox.len()
+        self.outbox.len() + self.terminal.as_ref().map_or(0, Terminal::backlog)
     }
 
     pub fn send(&mut self, message: &FromShim) {
@@ -72,12 +79,13 @@ impl Peer {
     pub fn receive(&mut self) -> io::Result<Vec<ToShim>> {
         let mut buf = [0u8; 16 << 10];
         loop {
-            match self.stream.read(&mut buf) {
-                Ok(0) => {
+            match grove_sys::fdpass::recv_with_fds(&self.stream, &mut buf) {
+                Ok((0, _)) => {
                     self.closed = true;
                     break;
                 }
-                Ok(n) => {
+                Ok((n, fds)) => {
+                    self.fds.extend(fds);
                     self.inbox.extend_from_slice(&buf[..n]);
                     // A short read took all there was: poll says when more comes, and
                     // a key's turn saves the read that would only say "nothing".

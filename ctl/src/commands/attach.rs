@@ -53,18 +53,21 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
     // The daemon's end was non-blocking (tokio); ours blocks: the loop reads only
     // what poll said is there.
     console.set_nonblocking(false)?;
+    // On a terminal, the shim draws on it and reads its keys itself (as tmux's server
+    // does): a keystroke and its echo then pass through no process but the shim.
+    // Elsewhere (a pipe) output comes through here.
+    let own_terminal = interactive.then(own_terminal).flatten();
     let mut view = View {
         console,
         resizes,
         detach,
         read_only,
         interactive,
-        stdin_open: true,
+        stdin_open: own_terminal.is_none(),
     };
     if let (Some(size), false) = (this_terminal_size(), read_only) {
         view.send(&ToShim::Resize(size))?;
     }
-    view.send(&ToShim::Watch)?;
     eprintln!(
         "grove: attached to {agent}{}; detach with {detach_key}",
         if read_only { " (read-only)" } else { "" }
@@ -77,6 +80,10 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     out.write_all(ENTER_SCREEN)?;
     out.flush()?;
+    match own_terminal {
+        Some(terminal) => view.hand_over(terminal)?,
+        None => view.send(&ToShim::Watch)?,
+    }
     let ended = view.relay(&mut out);
     out.write_all(LEAVE_SCREEN)?;
     out.flush()?;
@@ -165,6 +172,7 @@ impl View {
                             out.flush()?;
                         }
                         FromShim::Refused(why) => bail!("{why}"),
+                        FromShim::Detached => return Ok(Ended::Detached),
                         _ => {}
                     }
                 }
@@ -231,6 +239,21 @@ impl View {
         }
     }
 
+    /// Gives the shim a terminal of its own to draw on and read keys from.
+    fn hand_over(&mut self, terminal: std::fs::File) -> Result<()> {
+        let mut bytes = Vec::new();
+        ToShim::WatchTerminal {
+            read_only: self.read_only,
+            detach: self.detach,
+        }
+        .encode(&mut bytes);
+        let sent = grove_sys::fdpass::send_with_fd(&self.console, &bytes, &terminal)
+            .context("handing the terminal to the agent's console")?;
+        self.console
+            .write_all(&bytes[sent..])
+            .context("the agent's terminal closed")
+    }
+
     fn send(&mut self, message: &ToShim) -> Result<()> {
         let mut bytes = Vec::new();
         message.encode(&mut bytes);
@@ -238,6 +261,24 @@ impl View {
             .write_all(&bytes)
             .context("the agent's terminal closed")
     }
+}
+
+/// This terminal opened anew (a file description of the shim's own, so that making it
+/// non-blocking there leaves this shell's alone), when keys and output are one terminal.
+fn own_terminal() -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let input = nix::unistd::ttyname(std::io::stdin()).ok()?;
+    let output = nix::unistd::ttyname(std::io::stdout()).ok()?;
+    if input != output {
+        return None;
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        // Opening it must not make it anyone's controlling terminal.
+        .custom_flags(nix::fcntl::OFlag::O_NOCTTY.bits())
+        .open(input)
+        .ok()
 }
 
 fn this_terminal_size() -> Option<TtySize> {
