@@ -269,3 +269,71 @@ fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
     let names = g.ok(&["session", "list"]);
     assert!(!names.contains("nope"), "{names}");
 }
+
+/// The recording reads the worktree in the daemon: a link there is recorded as the
+/// link it is (mode 120000, its target as the blob), never followed to what it names
+/// outside the jail; a FIFO is skipped, never opened (which would hang the recording).
+#[test]
+fn a_jailed_agents_links_are_recorded_as_links_and_its_fifos_never_opened() {
+    let g = Grove::new();
+    with_schema(&g);
+    let outside = g.dir.path().join("outside");
+    fs::create_dir_all(&outside).expect("outside");
+    let secret = "secret of the user, never to be recorded\n";
+    fs::write(outside.join("key"), secret).expect("key");
+    let script = format!(
+        r#"set -e
+        ln -s '{o}/key' link-to-file
+        ln -s '{o}' link-to-dir
+        mkfifo pipe
+        echo data > file.txt
+        "$GROVE_BIN" state update count 1
+        echo "update done""#,
+        o = outside.display()
+    );
+    let id = g.spawn(
+        &[
+            "--session",
+            "links",
+            "--jail",
+            "--env",
+            &format!("GROVE_BIN={BIN}"),
+        ],
+        &script,
+    );
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    assert!(log.contains("update done"), "{log}");
+    let history = checkpoints(&g, "links");
+    let tree = history[0]["code"]["tree"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no tree: {history:?}"));
+    let listing = git_in(&g.repo, &["ls-tree", "-r", tree]);
+    for (link, target) in [
+        ("link-to-file", outside.join("key")),
+        ("link-to-dir", outside.clone()),
+    ] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.starts_with("120000 blob") && l.ends_with(&format!("\t{link}"))),
+            "{link} is not recorded as a link: {listing}"
+        );
+        assert_eq!(tree_file(&g.repo, tree, link), target.display().to_string());
+    }
+    assert!(
+        !listing.contains("link-to-dir/") && !listing.contains("\tpipe"),
+        "{listing}"
+    );
+    // Nothing read through a link reached the user's repository.
+    let key = outside.join("key");
+    let blob = git_in(&g.repo, &["hash-object", &key.display().to_string()]);
+    let present = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&g.repo)
+        .args(["cat-file", "-e", blob.trim()])
+        .status()
+        .expect("git cat-file");
+    assert!(!present.success(), "the secret's blob is in the repository");
+}

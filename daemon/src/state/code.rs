@@ -1,55 +1,118 @@
 //! The code an agent had when it wrote a checkpoint: its branch tip and a tree of its
 //! worktree as it is, written through a scratch index of grove's (never the agent's
 //! index, never its branch). Only agents' writes pay for it; the user's record nothing.
+//!
+//! It is written in process with libgit2, which runs no hook, no fsmonitor and no
+//! filter driver (none is registered), reads the worktree with lstat (a symlink is
+//! recorded as a link, never followed; FIFOs and sockets are skipped), and is steered
+//! only by the user's repository and the user's own git config: the repository opened
+//! is always the user's common git dir, never anything in the agent's worktree.
 
 use crate::error::Error;
-use crate::git::hardened_git;
 use crate::git::own_repo;
+use git2::{IndexAddOption, Repository};
 use grove_proto::state::CodeRef;
 use grove_proto::types::AgentRecord;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The scratch index of an agent's checkpoints, in its private state directory: kept
-/// between checkpoints, so that `git add -A` finds unchanged files by their stat data
-/// and hashes only what changed. It goes once the agent is collected.
+/// between checkpoints, so that unchanged files are found by their stat data and only
+/// what changed is hashed. It goes once the agent is collected.
 pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
 
-/// `git` arguments naming the repository and worktree.
-struct Layout {
-    args: Vec<std::ffi::OsString>,
-}
+/// `git update-index --skip-worktree`: the entry is not in the worktree on purpose
+/// (a sparse checkout).
+const SKIP_WORKTREE: u16 = 0x4000;
 
-/// Records the code of `record` (a running agent) now. Runs git: call it off the async
-/// threads.
+/// Records the code of `record` (a running agent) now. Reads the whole worktree: call
+/// it off the async threads.
 pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<CodeRef, Error> {
     let lock = agent_lock(&record.id);
     // One checkpoint of an agent at a time: they share its scratch index.
     let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
     let scratch = agent_dir.join(CHECKPOINT_INDEX);
-    let commit = branch_tip(record);
-    let layout = layout(record)?;
+    let repo = users_repo(record)?;
+    let commit = branch_tip(record, &repo);
     // Only this daemon writes the scratch index, one checkpoint at a time: a lock file
-    // there now is a git's that a crashed daemon took down with it.
+    // there now is one a crashed daemon left.
     let _ = std::fs::remove_file(agent_dir.join(format!("{CHECKPOINT_INDEX}.lock")));
-    let run = |args: &[&str]| run_git(&layout, Some(&scratch), &record.worktree, args);
     if !scratch.exists() {
-        seed(record, &layout, &scratch)?;
+        seed(record, &scratch);
     }
-    if let Err(e) = run(&["add", "-A", "--", "."]) {
-        // A scratch index a crash left half-written costs one fresh seed next time.
-        let _ = std::fs::remove_file(&scratch);
-        return Err(e);
-    }
-    let tree = String::from_utf8_lossy(&run(&["write-tree"])?)
-        .trim()
-        .to_string();
+    let tree = match write_tree(&repo, &record.worktree, &scratch) {
+        Ok(tree) => tree,
+        Err(e) => {
+            // A scratch index a crash left half-written costs one fresh seed next time.
+            let _ = std::fs::remove_file(&scratch);
+            return Err(e);
+        }
+    };
     Ok(CodeRef {
         commit,
-        tree,
+        tree: tree.to_string(),
         repo: Some(record.repo.clone()),
     })
+}
+
+/// The user's repository (its common git dir), with the agent's worktree as its work
+/// tree. A linked worktree's own git dir (and a jailed agent's repository, config
+/// included) is the agent's to write: it is never opened here, so nothing the agent
+/// wrote there steers the recording, and the tree's objects land in the user's
+/// repository with every blob it needs (where a fork's spawn needs them).
+fn users_repo(record: &AgentRecord) -> Result<Repository, Error> {
+    let git = |what: &Path, e: git2::Error| {
+        Error::Git(format!("cannot open {}: {}", what.display(), e.message()))
+    };
+    let common = Repository::open(&record.repo)
+        .map_err(|e| git(&record.repo, e))?
+        .commondir()
+        .to_path_buf();
+    let repo = Repository::open_bare(&common).map_err(|e| git(&common, e))?;
+    repo.set_workdir(&record.worktree, false)
+        .map_err(|e| git(&record.worktree, e))?;
+    Ok(repo)
+}
+
+/// `git add -A` into the scratch index, then its tree. Entries the worktree lacks on
+/// purpose (skip-worktree, from a sparse checkout's index) stay as they are.
+fn write_tree(repo: &Repository, worktree: &Path, scratch: &Path) -> Result<git2::Oid, Error> {
+    let git = |step: &str, e: git2::Error| {
+        Error::Git(format!(
+            "{step} of {} failed: {}",
+            worktree.display(),
+            e.message()
+        ))
+    };
+    let mut index = open_scratch(scratch).map_err(|e| git("reading the scratch index", e))?;
+    repo.set_index(&mut index)
+        .map_err(|e| git("reading the scratch index", e))?;
+    let sparse: HashSet<Vec<u8>> = index
+        .iter()
+        .filter(|e| e.flags_extended & SKIP_WORKTREE != 0)
+        .map(|e| e.path)
+        .collect();
+    let mut keep_sparse = |path: &Path, _: &[u8]| -> i32 {
+        use std::os::unix::ffi::OsStrExt;
+        i32::from(sparse.contains(path.as_os_str().as_bytes()))
+    };
+    let callback: Option<&mut git2::IndexMatchedPath<'_>> = if sparse.is_empty() {
+        None
+    } else {
+        Some(&mut keep_sparse)
+    };
+    index
+        .add_all(["*"], IndexAddOption::DEFAULT, callback)
+        .map_err(|e| git("reading the worktree", e))?;
+    let tree = index
+        .write_tree_to(repo)
+        .map_err(|e| git("writing the tree", e))?;
+    // The stat data kept is what spares the next checkpoint the hashing.
+    index
+        .write()
+        .map_err(|e| git("saving the scratch index", e))?;
+    Ok(tree)
 }
 
 /// The scratch index and its lock go with the agent's work (at collect).
@@ -68,86 +131,38 @@ fn agent_lock(id: &str) -> Arc<Mutex<()>> {
     all.entry(id.to_string()).or_default().clone()
 }
 
-/// A linked worktree is reached through its own git dir (the user's repository). A
-/// jailed agent's repository, config included, is the agent's to write, and git run
-/// with that config would run whatever filter it names outside the jail: its worktree
-/// is read through the user's repository instead, and the tree lands there with every
-/// blob it needs (where a fork's spawn needs it), whatever becomes of the agent's
-/// repository. The agent's objects are not borrowed: git then writes each blob the
-/// user's repository lacks, committed or not.
-fn layout(record: &AgentRecord) -> Result<Layout, Error> {
-    if !record.jail {
-        return Ok(Layout {
-            args: vec!["-C".into(), record.worktree.clone().into_os_string()],
-        });
-    }
-    let common = git2::Repository::open(&record.repo)
-        .map_err(|e| {
-            Error::Git(format!(
-                "cannot open {}: {}",
-                record.repo.display(),
-                e.message()
-            ))
-        })?
-        .commondir()
-        .to_path_buf();
-    let mut git_dir_arg = std::ffi::OsString::from("--git-dir=");
-    git_dir_arg.push(&common);
-    let mut work_tree_arg = std::ffi::OsString::from("--work-tree=");
-    work_tree_arg.push(&record.worktree);
-    Ok(Layout {
-        args: vec![git_dir_arg, work_tree_arg],
+/// The scratch index; one libgit2 cannot read (a split or sparse index copied from the
+/// agent's, a file a crash cut short) is started again, empty.
+fn open_scratch(scratch: &Path) -> Result<git2::Index, git2::Error> {
+    git2::Index::open(scratch).or_else(|_| {
+        let _ = std::fs::remove_file(scratch);
+        git2::Index::open(scratch)
     })
 }
 
-/// Runs git on the agent's worktree; with `index`, on that index (not the agent's).
-fn run_git(
-    layout: &Layout,
-    index: Option<&Path>,
-    worktree: &Path,
-    args: &[&str],
-) -> Result<Vec<u8>, Error> {
-    let mut git = hardened_git();
-    git.args(&layout.args);
-    crate::git::output_on_index(git, index, worktree, args)
-}
-
 /// The scratch index starts as a copy of the agent's own, stat data included, so that
-/// the first `add -A` hashes only what changed. A jailed agent's index is its own to
+/// the first checkpoint hashes only what changed. A jailed agent's index is its own to
 /// write (and names objects of its repository): its scratch index starts empty, and the
-/// first checkpoint hashes the whole worktree.
-fn seed(record: &AgentRecord, layout: &Layout, scratch: &Path) -> Result<(), Error> {
+/// first checkpoint hashes the whole worktree (so does one whose copy fails).
+fn seed(record: &AgentRecord, scratch: &Path) {
     if record.jail {
-        return Ok(());
+        return;
     }
-    let index = run_git(
-        layout,
-        None,
-        &record.worktree,
-        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
-    )?;
-    let index = PathBuf::from(String::from_utf8_lossy(&index).trim());
-    match std::fs::copy(&index, scratch) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::Internal(format!(
-            "cannot copy {}: {e}",
-            index.display()
-        ))),
+    if let Ok(own) = Repository::open(&record.worktree) {
+        let _ = std::fs::copy(own.path().join("index"), scratch);
     }
 }
 
 /// The agent's branch tip, read with libgit2 (no hook, filter or helper runs): in its
 /// own repository when jailed, else in the user's.
-fn branch_tip(record: &AgentRecord) -> Option<String> {
+fn branch_tip(record: &AgentRecord, users: &Repository) -> Option<String> {
     if record.jail {
         let git_dir = own_repo::git_dir(&record.worktree).ok()?;
         return own_repo::read_tips(&git_dir, &record.branch)
             .0
             .map(|oid| oid.to_string());
     }
-    let repo = git2::Repository::open(&record.repo).ok()?;
-    let reference = repo
+    let reference = users
         .find_reference(&format!("refs/heads/{}", record.branch))
         .ok()?;
     reference.target().map(|oid| oid.to_string())
