@@ -337,3 +337,134 @@ fn a_jailed_agents_links_are_recorded_as_links_and_its_fifos_never_opened() {
         .expect("git cat-file");
     assert!(!present.success(), "the secret's blob is in the repository");
 }
+
+/// `refs/grove/checkpoints/<session>/<n>` in the user's repository, sorted.
+fn checkpoint_refs(g: &Grove) -> Vec<String> {
+    let out = git_in(
+        &g.repo,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/grove/checkpoints/",
+        ],
+    );
+    out.lines().map(String::from).collect()
+}
+
+fn wait_for_refs(g: &Grove, want: &[&str]) {
+    eventually(
+        &format!("checkpoint refs {want:?}"),
+        std::time::Duration::from_secs(10),
+        || checkpoint_refs(g) == want,
+    );
+}
+
+/// The ref `state.code` makes for a checkpoint goes when the checkpoint goes:
+/// compacted, unpinned after compaction, or with its session. An agent started on one
+/// keeps its code: its branch holds the commit from its start on.
+#[test]
+fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
+    let g = Grove::new();
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    let writer = g.spawn(
+        &["--session", "orig", "--env", &bin],
+        r#"set -e
+        for n in 1 2 3 4; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
+    );
+    assert_eq!(
+        g.wait(&writer)["outcome"],
+        "succeeded",
+        "{}",
+        g.ok(&["logs", &writer])
+    );
+    let mut c = client(&g);
+    for at in [1, 2, 4] {
+        call(
+            &mut c,
+            "state.code",
+            serde_json::json!({"session": "orig", "at": at}),
+        )
+        .expect("state.code");
+    }
+    let all = [1, 2, 4].map(|n| format!("refs/grove/checkpoints/orig/{n}"));
+    assert_eq!(checkpoint_refs(&g), all);
+
+    // An agent on the code of checkpoint 4, running while its ref goes.
+    let gate = g.dir.path().join("gate");
+    let on_code = g.spawn(
+        &["--base", &all[2]],
+        &format!(
+            "cat work.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
+            gate.display()
+        ),
+    );
+    eventually(
+        "the agent on checkpoint 4 runs",
+        std::time::Duration::from_secs(30),
+        || g.ok(&["logs", &on_code]) == "4\n",
+    );
+    let base = g.record(&on_code)["base_commit"]
+        .as_str()
+        .expect("base_commit")
+        .to_string();
+
+    // Pinned 2 outlives the compaction that takes 1; unpinned, it goes too.
+    g.ok(&["state", "pin", "--session", "orig", "2"]);
+    g.ok(&["state", "compact", "--session", "orig", "--keep", "2"]);
+    wait_for_refs(&g, &[&all[1], &all[2]]);
+    g.ok(&["state", "pin", "--session", "orig", "2", "--remove"]);
+    wait_for_refs(&g, &[&all[2]]);
+    g.ok(&["session", "rm", "orig"]);
+    wait_for_refs(&g, &[]);
+
+    // Its branch names the commit: no `git gc` can take it.
+    let branch = g.record(&on_code)["branch"]
+        .as_str()
+        .expect("branch")
+        .to_string();
+    git_in(&g.repo, &["merge-base", "--is-ancestor", &base, &branch]);
+    fs::write(&gate, "").expect("gate");
+    let done = g.wait(&on_code);
+    assert_eq!(done["outcome"], "succeeded", "{done}");
+    assert_eq!(g.ok(&["logs", &on_code]), "4\n");
+}
+
+/// A queued agent spawned on a checkpoint's code has no branch yet: the ref is what
+/// keeps the commit until it starts, so it stays when its session goes.
+#[test]
+fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    let writer = g.spawn(
+        &["--session", "orig", "--env", &bin],
+        r#"set -e
+        for n in 1 2; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
+    );
+    assert_eq!(g.wait(&writer)["outcome"], "succeeded");
+    let mut c = client(&g);
+    for at in [1, 2] {
+        call(
+            &mut c,
+            "state.code",
+            serde_json::json!({"session": "orig", "at": at}),
+        )
+        .expect("state.code");
+    }
+    let hold = g.dir.path().join("hold");
+    let holder = g.spawn(
+        &[],
+        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", hold.display()),
+    );
+    let queued = g.spawn(&["--base", "refs/grove/checkpoints/orig/2"], "cat work.txt");
+    assert_eq!(g.status(&queued), "queued");
+
+    g.ok(&["session", "rm", "orig"]);
+    wait_for_refs(&g, &["refs/grove/checkpoints/orig/2"]);
+    fs::write(&hold, "").expect("hold");
+    assert_eq!(g.wait(&holder)["outcome"], "succeeded");
+    let done = g.wait(&queued);
+    assert_eq!(done["outcome"], "succeeded", "{done}");
+    assert_eq!(g.ok(&["logs", &queued]), "2\n");
+}

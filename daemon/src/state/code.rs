@@ -8,6 +8,7 @@
 //! only by the user's repository and the user's own git config: the repository opened
 //! is always the user's common git dir, never anything in the agent's worktree.
 
+use super::store::DroppedCode;
 use crate::error::Error;
 use crate::git::own_repo;
 use git2::{IndexAddOption, Repository};
@@ -166,4 +167,59 @@ fn branch_tip(record: &AgentRecord, users: &Repository) -> Option<String> {
         .find_reference(&format!("refs/heads/{}", record.branch))
         .ok()?;
     reference.target().map(|oid| oid.to_string())
+}
+
+/// Where `state.code` names the code of checkpoint `at` of `session`.
+pub fn checkpoint_ref(session: &str, at: u64) -> String {
+    format!("refs/grove/checkpoints/{session}/{at}")
+}
+
+/// Deletes the `refs/grove/checkpoints/<session>/<n>` of checkpoints that were deleted,
+/// off the state task (it touches the user's repositories), but those in `keep`.
+pub fn drop_refs_later(dropped: DroppedCode) {
+    if dropped.is_empty() {
+        return;
+    }
+    tokio::task::spawn_blocking(move || {
+        for (repo, ids) in &dropped.repos {
+            if let Err(e) = drop_refs(repo, &dropped.session, ids.as_deref(), &dropped.keep) {
+                tracing::warn!(
+                    session = %dropped.session,
+                    repo = %repo.display(),
+                    error = %e.message(),
+                    "cannot delete the refs of deleted checkpoints"
+                );
+            }
+        }
+    });
+}
+
+/// libgit2 only reads and deletes refs here: no hook runs.
+fn drop_refs(
+    path: &Path,
+    session: &str,
+    ids: Option<&[u64]>,
+    keep: &HashSet<String>,
+) -> Result<(), git2::Error> {
+    let repo = Repository::open(path)?;
+    let names: Vec<String> = match ids {
+        Some(ids) => ids.iter().map(|&id| checkpoint_ref(session, id)).collect(),
+        None => {
+            let prefix = format!("refs/grove/checkpoints/{session}/");
+            repo.references_glob(&format!("{prefix}*"))?
+                .names()
+                .filter_map(Result::ok)
+                .filter(|name| name.starts_with(&prefix))
+                .map(String::from)
+                .collect()
+        }
+    };
+    for name in names.iter().filter(|name| !keep.contains(*name)) {
+        match repo.find_reference(name) {
+            Ok(mut reference) => reference.delete()?,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
