@@ -468,3 +468,42 @@ fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
     assert_eq!(done["outcome"], "succeeded", "{done}");
     assert_eq!(g.ok(&["logs", &queued]), "2\n");
 }
+
+/// Each checkpoint writes only the trees along what changed since the last: the trees
+/// recorded are the very ones `git add -A && git write-tree` makes, through a file
+/// that becomes a directory and back, a mode change, a link, a deleted directory and
+/// a file touched without a change.
+#[test]
+fn trees_written_from_the_last_one_are_the_ones_git_writes() {
+    let g = Grove::new();
+    with_schema(&g);
+    let script = r#"set -e
+        idx=$(mktemp -u)
+        step() { "$GROVE_BIN" state update count 1; GIT_INDEX_FILE=$idx git add -A; echo "tree $(GIT_INDEX_FILE=$idx git write-tree)"; }
+        echo a > a.txt; step
+        rm a.txt; mkdir a.txt; echo in > a.txt/inner; step
+        chmod +x README.md; step
+        rm -r a.txt; echo back > a.txt; step
+        ln -s README.md link; echo skip > x.ignored; step
+        rm -r src; step
+        touch README.md; step
+        rm "$idx""#;
+    let id = g.spawn(
+        &["--session", "trees", "--env", &format!("GROVE_BIN={BIN}")],
+        script,
+    );
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let expected: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("tree "))
+        .collect();
+    // The history lists the newest first.
+    let recorded: Vec<String> = checkpoints(&g, "trees")
+        .iter()
+        .rev()
+        .map(|c| c["code"]["tree"].as_str().unwrap_or("none").to_string())
+        .collect();
+    assert_eq!(recorded, expected, "{log}");
+}

@@ -11,17 +11,22 @@
 use super::store::DroppedCode;
 use crate::error::Error;
 use crate::git::own_repo;
-use git2::{IndexAddOption, Repository};
+use git2::build::TreeUpdateBuilder;
+use git2::{FileMode, Oid, Repository};
 use grove_proto::state::CodeRef;
 use grove_proto::types::AgentRecord;
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The scratch index of an agent's checkpoints, in its private state directory: kept
 /// between checkpoints, so that unchanged files are found by their stat data and only
 /// what changed is hashed. It goes once the agent is collected.
 pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
+
+/// The tree of the scratch index as last written, beside it: the next checkpoint writes
+/// only the trees along the paths that changed.
+const CHECKPOINT_TREE: &str = "checkpoint.tree";
 
 /// `git update-index --skip-worktree`: the entry is not in the worktree on purpose
 /// (a sparse checkout).
@@ -39,14 +44,17 @@ pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<CodeRef, Error> 
     // Only this daemon writes the scratch index, one checkpoint at a time: a lock file
     // there now is one a crashed daemon left.
     let _ = std::fs::remove_file(agent_dir.join(format!("{CHECKPOINT_INDEX}.lock")));
+    let last_tree = agent_dir.join(CHECKPOINT_TREE);
     if !scratch.exists() {
+        let _ = std::fs::remove_file(&last_tree);
         seed(record, &scratch);
     }
-    let tree = match write_tree(&repo, &record.worktree, &scratch) {
+    let tree = match write_tree(&repo, &record.worktree, &scratch, &last_tree) {
         Ok(tree) => tree,
         Err(e) => {
             // A scratch index a crash left half-written costs one fresh seed next time.
             let _ = std::fs::remove_file(&scratch);
+            let _ = std::fs::remove_file(&last_tree);
             return Err(e);
         }
     };
@@ -76,9 +84,15 @@ fn users_repo(record: &AgentRecord) -> Result<Repository, Error> {
     Ok(repo)
 }
 
-/// `git add -A` into the scratch index, then its tree. Entries the worktree lacks on
-/// purpose (skip-worktree, from a sparse checkout's index) stay as they are.
-fn write_tree(repo: &Repository, worktree: &Path, scratch: &Path) -> Result<git2::Oid, Error> {
+/// `git add -A` into the scratch index, then its tree: the last one with the trees
+/// along the changed paths rewritten (all of them the first time, or when that cannot
+/// be done, e.g. a file became a directory).
+fn write_tree(
+    repo: &Repository,
+    worktree: &Path,
+    scratch: &Path,
+    last_tree: &Path,
+) -> Result<Oid, Error> {
     let git = |step: &str, e: git2::Error| {
         Error::Git(format!(
             "{step} of {} failed: {}",
@@ -86,29 +100,22 @@ fn write_tree(repo: &Repository, worktree: &Path, scratch: &Path) -> Result<git2
             e.message()
         ))
     };
-    let mut index = open_scratch(scratch).map_err(|e| git("reading the scratch index", e))?;
+    let (mut index, started_again) =
+        open_scratch(scratch).map_err(|e| git("reading the scratch index", e))?;
+    let last = read_tree_id(last_tree).filter(|_| !started_again);
     repo.set_index(&mut index)
         .map_err(|e| git("reading the scratch index", e))?;
-    let sparse: HashSet<Vec<u8>> = index
-        .iter()
-        .filter(|e| e.flags_extended & SKIP_WORKTREE != 0)
-        .map(|e| e.path)
-        .collect();
-    let mut keep_sparse = |path: &Path, _: &[u8]| -> i32 {
-        use std::os::unix::ffi::OsStrExt;
-        i32::from(sparse.contains(path.as_os_str().as_bytes()))
+    let changed = add_changes(repo, &mut index).map_err(|e| git("reading the worktree", e))?;
+    let tree = match last.and_then(|last| updated_tree(repo, last, &changed).ok()) {
+        Some(tree) => tree,
+        None => index
+            .write_tree_to(repo)
+            .map_err(|e| git("writing the tree", e))?,
     };
-    let callback: Option<&mut git2::IndexMatchedPath<'_>> = if sparse.is_empty() {
-        None
-    } else {
-        Some(&mut keep_sparse)
-    };
-    index
-        .add_all(["*"], IndexAddOption::DEFAULT, callback)
-        .map_err(|e| git("reading the worktree", e))?;
-    let tree = index
-        .write_tree_to(repo)
-        .map_err(|e| git("writing the tree", e))?;
+    // The tree is saved before the index: after a crash between the two, the next
+    // checkpoint finds the same changes again and applies them to a tree that has them.
+    save_tree_id(last_tree, tree)
+        .map_err(|e| Error::Internal(format!("cannot save {}: {e}", last_tree.display())))?;
     // The stat data kept is what spares the next checkpoint the hashing.
     index
         .write()
@@ -116,10 +123,96 @@ fn write_tree(repo: &Repository, worktree: &Path, scratch: &Path) -> Result<git2
     Ok(tree)
 }
 
+/// A path `add_changes` changed, with its entry now (none: removed).
+type Change = (PathBuf, Option<(Oid, u32)>);
+
+/// `git add -A` into `index`: what differs from the worktree is added or removed, and
+/// the stat data of files found unchanged is refreshed (or they would be hashed again
+/// at every checkpoint). Entries the worktree lacks on purpose (skip-worktree, from a
+/// sparse checkout's index) stay as they are. Ignored files are left out.
+fn add_changes(repo: &Repository, index: &mut git2::Index) -> Result<Vec<Change>, git2::Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let sparse: HashSet<Vec<u8>> = index
+        .iter()
+        .filter(|e| e.flags_extended & SKIP_WORKTREE != 0)
+        .map(|e| e.path)
+        .collect();
+    let mut options = git2::DiffOptions::new();
+    options
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_typechange(true)
+        .update_index(true);
+    let deltas: Vec<(PathBuf, bool)> = repo
+        .diff_index_to_workdir(Some(index), Some(&mut options))?
+        .deltas()
+        .filter_map(|d| {
+            let path = d.new_file().path().or_else(|| d.old_file().path())?;
+            Some((path.to_path_buf(), d.new_file().exists()))
+        })
+        .filter(|(path, _)| !sparse.contains(path.as_os_str().as_bytes()))
+        .collect();
+    let mut changed = Vec::with_capacity(deltas.len());
+    for (path, exists) in deltas {
+        if exists {
+            index.add_path(&path)?;
+        } else {
+            index.remove_path(&path)?;
+        }
+        // A nested repository comes as `dir/`; its entry is `dir`.
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(
+            path.as_os_str()
+                .as_bytes()
+                .strip_suffix(b"/")
+                .unwrap_or(path.as_os_str().as_bytes()),
+        ));
+        let entry = index.get_path(&path, 0).map(|e| (e.id, e.mode));
+        changed.push((path, entry));
+    }
+    Ok(changed)
+}
+
+/// `last` with `changed` applied: only the trees along those paths are written.
+fn updated_tree(repo: &Repository, last: Oid, changed: &[Change]) -> Result<Oid, git2::Error> {
+    if changed.is_empty() {
+        return Ok(last);
+    }
+    let base = repo.find_tree(last)?;
+    let mut update = TreeUpdateBuilder::new();
+    for (path, entry) in changed {
+        match entry {
+            Some((id, mode)) => update.upsert(path, *id, file_mode(*mode)?),
+            None => update.remove(path),
+        };
+    }
+    update.create_updated(repo, &base)
+}
+
+fn file_mode(mode: u32) -> Result<FileMode, git2::Error> {
+    match mode {
+        0o100644 => Ok(FileMode::Blob),
+        0o100755 => Ok(FileMode::BlobExecutable),
+        0o120000 => Ok(FileMode::Link),
+        0o160000 => Ok(FileMode::Commit),
+        other => Err(git2::Error::from_str(&format!("index mode {other:o}"))),
+    }
+}
+
+fn read_tree_id(path: &Path) -> Option<Oid> {
+    Oid::from_str(std::fs::read_to_string(path).ok()?.trim()).ok()
+}
+
+fn save_tree_id(path: &Path, tree: Oid) -> std::io::Result<()> {
+    let part = path.with_extension("tree.part");
+    std::fs::write(&part, format!("{tree}\n"))?;
+    std::fs::rename(&part, path)
+}
+
 /// The scratch index and its lock go with the agent's work (at collect).
 pub fn forget(id: &str, agent_dir: &Path) {
     locks().lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     let _ = std::fs::remove_file(agent_dir.join(CHECKPOINT_INDEX));
+    let _ = std::fs::remove_file(agent_dir.join(CHECKPOINT_TREE));
 }
 
 fn locks() -> &'static Mutex<HashMap<String, Arc<Mutex<()>>>> {
@@ -132,13 +225,17 @@ fn agent_lock(id: &str) -> Arc<Mutex<()>> {
     all.entry(id.to_string()).or_default().clone()
 }
 
-/// The scratch index; one libgit2 cannot read (a split or sparse index copied from the
-/// agent's, a file a crash cut short) is started again, empty.
-fn open_scratch(scratch: &Path) -> Result<git2::Index, git2::Error> {
-    git2::Index::open(scratch).or_else(|_| {
-        let _ = std::fs::remove_file(scratch);
-        git2::Index::open(scratch)
-    })
+/// The scratch index, and whether it was started again: one libgit2 cannot read (a
+/// split or sparse index copied from the agent's, a file a crash cut short) is
+/// started again, empty.
+fn open_scratch(scratch: &Path) -> Result<(git2::Index, bool), git2::Error> {
+    match git2::Index::open(scratch) {
+        Ok(index) => Ok((index, false)),
+        Err(_) => {
+            let _ = std::fs::remove_file(scratch);
+            Ok((git2::Index::open(scratch)?, true))
+        }
+    }
 }
 
 /// The scratch index starts as a copy of the agent's own, stat data included, so that
