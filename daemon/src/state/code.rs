@@ -6,7 +6,9 @@
 //! filter driver (none is registered), reads the worktree with lstat (a symlink is
 //! recorded as a link, never followed; FIFOs and sockets are skipped), and is steered
 //! only by the user's repository and the user's own git config: the repository opened
-//! is always the user's common git dir, never anything in the agent's worktree.
+//! is always the user's common git dir. Of a jailed agent's own repository only its
+//! branch tip is read (refs, no config that could run anything); of an agent that is
+//! not jailed, its index seeds the scratch index.
 
 use super::store::DroppedCode;
 use crate::error::Error;
