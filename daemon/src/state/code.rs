@@ -26,8 +26,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// what changed is hashed. It goes once the agent is collected.
 pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
 
-/// The tree of the scratch index as last written, beside it: the next checkpoint writes
-/// only the trees along the paths that changed.
+/// The tree of the scratch index as last written, beside it, and when it was last
+/// written in full: the next checkpoint writes only the trees along the paths that
+/// changed.
 const CHECKPOINT_TREE: &str = "checkpoint.tree";
 
 /// `git update-index --skip-worktree`: the entry is not in the worktree on purpose
@@ -104,25 +105,35 @@ fn write_tree(
     };
     let (mut index, started_again) =
         open_scratch(scratch).map_err(|e| git("reading the scratch index", e))?;
-    let last = read_tree_id(last_tree).filter(|_| !started_again);
+    let now = now_secs();
+    let last = read_last_tree(last_tree)
+        .filter(|_| !started_again)
+        .filter(|last| now.saturating_sub(last.full_at) < FULL_TREE_EVERY_SECS);
     repo.set_index(&mut index)
         .map_err(|e| git("reading the scratch index", e))?;
     let changed = add_changes(repo, &mut index).map_err(|e| git("reading the worktree", e))?;
-    let tree = match last.and_then(|last| updated_tree(repo, last, &changed).ok()) {
-        Some(tree) => tree,
-        None => index
-            .write_tree_to(repo)
-            .map_err(|e| git("writing the tree", e))?,
+    let updated = last.and_then(|last| {
+        let tree = updated_tree(repo, last.tree, &changed).ok()?;
+        Some(LastTree { tree, ..last })
+    });
+    let written = match updated {
+        Some(written) => written,
+        None => LastTree {
+            tree: index
+                .write_tree_to(repo)
+                .map_err(|e| git("writing the tree", e))?,
+            full_at: now,
+        },
     };
     // The tree is saved before the index: after a crash between the two, the next
     // checkpoint finds the same changes again and applies them to a tree that has them.
-    save_tree_id(last_tree, tree)
+    save_last_tree(last_tree, &written)
         .map_err(|e| Error::Internal(format!("cannot save {}: {e}", last_tree.display())))?;
     // The stat data kept is what spares the next checkpoint the hashing.
     index
         .write()
         .map_err(|e| git("saving the scratch index", e))?;
-    Ok(tree)
+    Ok(written.tree)
 }
 
 /// A path `add_changes` changed, with its entry now (none: removed).
@@ -200,13 +211,37 @@ fn file_mode(mode: u32) -> Result<FileMode, git2::Error> {
     }
 }
 
-fn read_tree_id(path: &Path) -> Option<Oid> {
-    Oid::from_str(std::fs::read_to_string(path).ok()?.trim()).ok()
+/// How often the whole tree is written again rather than updated: a full write checks
+/// that every object it names exists and freshens the trees, so that `git gc` never
+/// prunes a subtree an updated tree still names but no ref reaches (an agent's old
+/// uncommitted work), and a scratch index naming pruned blobs is dropped and seeded
+/// again, as with any failed checkpoint.
+const FULL_TREE_EVERY_SECS: u64 = 3600;
+
+/// The last tree written, and when the last full write was (unix seconds).
+struct LastTree {
+    tree: Oid,
+    full_at: u64,
 }
 
-fn save_tree_id(path: &Path, tree: Oid) -> std::io::Result<()> {
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn read_last_tree(path: &Path) -> Option<LastTree> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let (tree, full_at) = text.trim().split_once(' ')?;
+    Some(LastTree {
+        tree: Oid::from_str(tree).ok()?,
+        full_at: full_at.parse().ok()?,
+    })
+}
+
+fn save_last_tree(path: &Path, last: &LastTree) -> std::io::Result<()> {
     let part = path.with_extension("tree.part");
-    std::fs::write(&part, format!("{tree}\n"))?;
+    std::fs::write(&part, format!("{} {}\n", last.tree, last.full_at))?;
     std::fs::rename(&part, path)
 }
 
