@@ -710,19 +710,19 @@ impl Core {
     /// automatic and goes with it.
     fn keep_session_owners(&self, ids: Vec<String>) -> Vec<String> {
         let going: HashSet<&str> = ids.iter().map(String::as_str).collect();
-        let used_by_others = |id: &str| {
-            self.agents
-                .values()
-                .any(|row| row.record.session == id && !going.contains(row.record.id.as_str()))
-        };
-        let owners_kept: HashSet<String> = ids
+        // One pass over the table, however many records go.
+        let still_used: HashSet<&str> = self
+            .agents
+            .values()
+            .filter(|row| !going.contains(row.record.id.as_str()))
+            .map(|row| row.record.session.as_str())
+            .collect();
+        let kept: HashSet<String> = ids
             .iter()
-            .filter(|id| used_by_others(id))
+            .filter(|id| still_used.contains(id.as_str()))
             .cloned()
             .collect();
-        ids.into_iter()
-            .filter(|id| !owners_kept.contains(id))
-            .collect()
+        ids.into_iter().filter(|id| !kept.contains(id)).collect()
     }
 
     /// The automatic session of an agent goes with its record, once no agent left in
