@@ -155,3 +155,72 @@ fn an_agents_own_session_exists_only_once_the_agent_writes_state() {
     let out = g.run(&["state", "get", "--session", &silent]);
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+/// A grandchild writes into the automatic session of the agent at the top (its parent
+/// spawned it there): the session goes once the last of them goes, not before, and is
+/// not left behind when the grandchild outlives both.
+#[test]
+fn an_own_session_goes_after_a_grandchild_that_used_it() {
+    let g = Grove::new().with_env(&[("GROVE_RETENTION", "1ms")]);
+    with_schema(&g);
+    let gate = g.dir.path().join("gate");
+    let grandchild_sh = g.dir.path().join("grandchild.sh");
+    let child_sh = g.dir.path().join("child.sh");
+    std::fs::write(
+        &grandchild_sh,
+        format!(
+            "\"$GROVE_BIN\" state update count 1\nwhile [ ! -e '{}' ]; do sleep 0.02; done\n",
+            gate.display()
+        ),
+    )
+    .expect("grandchild.sh");
+    let spawn_into_session = |script: &std::path::Path| {
+        format!(
+            "\"$GROVE_BIN\" spawn --session \"$GROVE_SESSION\" --env \"GROVE_BIN=$GROVE_BIN\" \
+             -- sh '{}'",
+            script.display()
+        )
+    };
+    std::fs::write(&child_sh, spawn_into_session(&grandchild_sh)).expect("child.sh");
+    let top = g.spawn(
+        &["--env", &format!("GROVE_BIN={BIN}")],
+        &spawn_into_session(&child_sh),
+    );
+    g.wait(&top);
+    let child_of = |parent: &str| {
+        let mut found = None;
+        eventually("a child", Duration::from_secs(30), || {
+            found = g.json(&["list", "--all"])["agents"]
+                .as_array()
+                .expect("agents")
+                .iter()
+                .find(|a| a["parent"] == parent)
+                .and_then(|a| a["id"].as_str().map(String::from));
+            found.is_some()
+        });
+        found.expect("child")
+    };
+    let child = child_of(&top);
+    g.wait(&child);
+    let grandchild = child_of(&child);
+    assert_eq!(g.record(&grandchild)["session"], top.as_str());
+    eventually("the grandchild wrote", Duration::from_secs(30), || {
+        session_names(&g).contains(&top)
+    });
+
+    g.ok(&["gc"]);
+    assert!(
+        session_names(&g).contains(&top),
+        "still used by {grandchild}"
+    );
+    std::fs::write(&gate, "").expect("gate");
+    g.wait(&grandchild);
+    g.ok(&["gc"]);
+    assert!(!session_names(&g).contains(&top), "left behind");
+    assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
+    let rows = removed_sessions(&g);
+    assert!(
+        rows.iter().any(|r| r["session"] == top.as_str()),
+        "{rows:?}"
+    );
+}

@@ -269,3 +269,241 @@ fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
     let names = g.ok(&["session", "list"]);
     assert!(!names.contains("nope"), "{names}");
 }
+
+/// The recording reads the worktree in the daemon: a link there is recorded as the
+/// link it is (mode 120000, its target as the blob), never followed to what it names
+/// outside the jail; a FIFO is skipped, never opened (which would hang the recording).
+#[test]
+fn a_jailed_agents_links_are_recorded_as_links_and_its_fifos_never_opened() {
+    let g = Grove::new();
+    with_schema(&g);
+    let outside = g.dir.path().join("outside");
+    fs::create_dir_all(&outside).expect("outside");
+    let secret = "secret of the user, never to be recorded\n";
+    fs::write(outside.join("key"), secret).expect("key");
+    let script = format!(
+        r#"set -e
+        ln -s '{o}/key' link-to-file
+        ln -s '{o}' link-to-dir
+        mkfifo pipe
+        echo data > file.txt
+        "$GROVE_BIN" state update count 1
+        echo "update done""#,
+        o = outside.display()
+    );
+    let id = g.spawn(
+        &[
+            "--session",
+            "links",
+            "--jail",
+            "--env",
+            &format!("GROVE_BIN={BIN}"),
+        ],
+        &script,
+    );
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    assert!(log.contains("update done"), "{log}");
+    let history = checkpoints(&g, "links");
+    let tree = history[0]["code"]["tree"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no tree: {history:?}"));
+    let listing = git_in(&g.repo, &["ls-tree", "-r", tree]);
+    for (link, target) in [
+        ("link-to-file", outside.join("key")),
+        ("link-to-dir", outside.clone()),
+    ] {
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.starts_with("120000 blob") && l.ends_with(&format!("\t{link}"))),
+            "{link} is not recorded as a link: {listing}"
+        );
+        assert_eq!(tree_file(&g.repo, tree, link), target.display().to_string());
+    }
+    assert!(
+        !listing.contains("link-to-dir/") && !listing.contains("\tpipe"),
+        "{listing}"
+    );
+    // Nothing read through a link reached the user's repository.
+    let key = outside.join("key");
+    let blob = git_in(&g.repo, &["hash-object", &key.display().to_string()]);
+    let present = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&g.repo)
+        .args(["cat-file", "-e", blob.trim()])
+        .status()
+        .expect("git cat-file");
+    assert!(!present.success(), "the secret's blob is in the repository");
+}
+
+/// `refs/grove/checkpoints/<session>/<n>` in the user's repository, sorted.
+fn checkpoint_refs(g: &Grove) -> Vec<String> {
+    let out = git_in(
+        &g.repo,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/grove/checkpoints/",
+        ],
+    );
+    out.lines().map(String::from).collect()
+}
+
+fn wait_for_refs(g: &Grove, want: &[&str]) {
+    eventually(
+        &format!("checkpoint refs {want:?}"),
+        std::time::Duration::from_secs(10),
+        || checkpoint_refs(g) == want,
+    );
+}
+
+/// The ref `state.code` makes for a checkpoint goes when the checkpoint goes:
+/// compacted, unpinned after compaction, or with its session. An agent started on one
+/// keeps its code: its branch holds the commit from its start on.
+#[test]
+fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
+    let g = Grove::new();
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    let writer = g.spawn(
+        &["--session", "orig", "--env", &bin],
+        r#"set -e
+        for n in 1 2 3 4; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
+    );
+    assert_eq!(
+        g.wait(&writer)["outcome"],
+        "succeeded",
+        "{}",
+        g.ok(&["logs", &writer])
+    );
+    let mut c = client(&g);
+    for at in [1, 2, 4] {
+        call(
+            &mut c,
+            "state.code",
+            serde_json::json!({"session": "orig", "at": at}),
+        )
+        .expect("state.code");
+    }
+    let all = [1, 2, 4].map(|n| format!("refs/grove/checkpoints/orig/{n}"));
+    assert_eq!(checkpoint_refs(&g), all);
+
+    // An agent on the code of checkpoint 4, running while its ref goes.
+    let gate = g.dir.path().join("gate");
+    let on_code = g.spawn(
+        &["--base", &all[2]],
+        &format!(
+            "cat work.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
+            gate.display()
+        ),
+    );
+    eventually(
+        "the agent on checkpoint 4 runs",
+        std::time::Duration::from_secs(30),
+        || g.ok(&["logs", &on_code]) == "4\n",
+    );
+    let base = g.record(&on_code)["base_commit"]
+        .as_str()
+        .expect("base_commit")
+        .to_string();
+
+    // Pinned 2 outlives the compaction that takes 1; unpinned, it goes too.
+    g.ok(&["state", "pin", "--session", "orig", "2"]);
+    g.ok(&["state", "compact", "--session", "orig", "--keep", "2"]);
+    wait_for_refs(&g, &[&all[1], &all[2]]);
+    g.ok(&["state", "pin", "--session", "orig", "2", "--remove"]);
+    wait_for_refs(&g, &[&all[2]]);
+    g.ok(&["session", "rm", "orig"]);
+    wait_for_refs(&g, &[]);
+
+    // Its branch names the commit: no `git gc` can take it.
+    let branch = g.record(&on_code)["branch"]
+        .as_str()
+        .expect("branch")
+        .to_string();
+    git_in(&g.repo, &["merge-base", "--is-ancestor", &base, &branch]);
+    fs::write(&gate, "").expect("gate");
+    let done = g.wait(&on_code);
+    assert_eq!(done["outcome"], "succeeded", "{done}");
+    assert_eq!(g.ok(&["logs", &on_code]), "4\n");
+}
+
+/// A queued agent spawned on a checkpoint's code has no branch yet: the ref is what
+/// keeps the commit until it starts, so it stays when its session goes.
+#[test]
+fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    let writer = g.spawn(
+        &["--session", "orig", "--env", &bin],
+        r#"set -e
+        for n in 1 2; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
+    );
+    assert_eq!(g.wait(&writer)["outcome"], "succeeded");
+    let mut c = client(&g);
+    for at in [1, 2] {
+        call(
+            &mut c,
+            "state.code",
+            serde_json::json!({"session": "orig", "at": at}),
+        )
+        .expect("state.code");
+    }
+    let hold = g.dir.path().join("hold");
+    let holder = g.spawn(
+        &[],
+        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", hold.display()),
+    );
+    let queued = g.spawn(&["--base", "refs/grove/checkpoints/orig/2"], "cat work.txt");
+    assert_eq!(g.status(&queued), "queued");
+
+    g.ok(&["session", "rm", "orig"]);
+    wait_for_refs(&g, &["refs/grove/checkpoints/orig/2"]);
+    fs::write(&hold, "").expect("hold");
+    assert_eq!(g.wait(&holder)["outcome"], "succeeded");
+    let done = g.wait(&queued);
+    assert_eq!(done["outcome"], "succeeded", "{done}");
+    assert_eq!(g.ok(&["logs", &queued]), "2\n");
+}
+
+/// Each checkpoint writes only the trees along what changed since the last: the trees
+/// recorded are the very ones `git add -A && git write-tree` makes, through a file
+/// that becomes a directory and back, a mode change, a link, a deleted directory and
+/// a file touched without a change.
+#[test]
+fn trees_written_from_the_last_one_are_the_ones_git_writes() {
+    let g = Grove::new();
+    with_schema(&g);
+    let script = r#"set -e
+        idx=$(mktemp -u)
+        step() { "$GROVE_BIN" state update count 1; GIT_INDEX_FILE=$idx git add -A; echo "tree $(GIT_INDEX_FILE=$idx git write-tree)"; }
+        echo a > a.txt; step
+        rm a.txt; mkdir a.txt; echo in > a.txt/inner; step
+        chmod +x README.md; step
+        rm -r a.txt; echo back > a.txt; step
+        ln -s README.md link; echo skip > x.ignored; step
+        rm -r src; step
+        touch README.md; step
+        rm "$idx""#;
+    let id = g.spawn(
+        &["--session", "trees", "--env", &format!("GROVE_BIN={BIN}")],
+        script,
+    );
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let expected: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("tree "))
+        .collect();
+    // The history lists the newest first.
+    let recorded: Vec<String> = checkpoints(&g, "trees")
+        .iter()
+        .rev()
+        .map(|c| c["code"]["tree"].as_str().unwrap_or("none").to_string())
+        .collect();
+    assert_eq!(recorded, expected, "{log}");
+}

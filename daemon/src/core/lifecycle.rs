@@ -14,6 +14,7 @@ use crate::supervisor::{procfs, watch};
 use grove_agent_shim::{now_ms, read_exit_record, EXIT_RECORD_FILE};
 use grove_proto::methods::SpawnParams;
 use grove_proto::types::{AgentRecord, AgentStatus, Removal};
+use std::collections::HashSet;
 use tokio::sync::oneshot;
 
 /// What the spawn handler has worked out before the agent gets an id.
@@ -680,6 +681,7 @@ impl Core {
                 })
             })
             .collect();
+        let ids = self.keep_session_owners(ids);
         let owned = ids.clone();
         self.db
             .call(move |conn| crate::db::agents::delete_many(conn, &owned))
@@ -700,6 +702,27 @@ impl Core {
         // Their directories go in the janitor, off this turn (janitor/prune.rs).
         self.forget_own_sessions(own_sessions).await;
         Ok(ids)
+    }
+
+    /// Of `ids`, those whose record may go now: an agent whose automatic session an
+    /// agent staying on record still uses (a child, a grandchild...) keeps its record
+    /// until the last of them goes, because the record is what says the session was
+    /// automatic and goes with it.
+    fn keep_session_owners(&self, ids: Vec<String>) -> Vec<String> {
+        let going: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        // One pass over the table, however many records go.
+        let still_used: HashSet<&str> = self
+            .agents
+            .values()
+            .filter(|row| !going.contains(row.record.id.as_str()))
+            .map(|row| row.record.session.as_str())
+            .collect();
+        let kept: HashSet<String> = ids
+            .iter()
+            .filter(|id| still_used.contains(id.as_str()))
+            .cloned()
+            .collect();
+        ids.into_iter().filter(|id| !kept.contains(id)).collect()
     }
 
     /// The automatic session of an agent goes with its record, once no agent left in

@@ -1,61 +1,255 @@
 //! The code an agent had when it wrote a checkpoint: its branch tip and a tree of its
 //! worktree as it is, written through a scratch index of grove's (never the agent's
 //! index, never its branch). Only agents' writes pay for it; the user's record nothing.
+//!
+//! It is written in process with libgit2, which runs no hook, no fsmonitor and no
+//! filter driver (none is registered), reads the worktree with lstat (a symlink is
+//! recorded as a link, never followed; FIFOs and sockets are skipped), and is steered
+//! only by the user's repository and the user's own git config: the repository opened
+//! is always the user's common git dir. Of a jailed agent's own repository only its
+//! branch tip is read (refs, no config that could run anything); of an agent that is
+//! not jailed, its index seeds the scratch index.
 
+use super::store::DroppedCode;
 use crate::error::Error;
-use crate::git::hardened_git;
 use crate::git::own_repo;
+use git2::build::TreeUpdateBuilder;
+use git2::{FileMode, Oid, Repository};
 use grove_proto::state::CodeRef;
 use grove_proto::types::AgentRecord;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The scratch index of an agent's checkpoints, in its private state directory: kept
-/// between checkpoints, so that `git add -A` finds unchanged files by their stat data
-/// and hashes only what changed. It goes once the agent is collected.
+/// between checkpoints, so that unchanged files are found by their stat data and only
+/// what changed is hashed. It goes once the agent is collected.
 pub const CHECKPOINT_INDEX: &str = "checkpoint.index";
 
-/// `git` arguments naming the repository and worktree.
-struct Layout {
-    args: Vec<std::ffi::OsString>,
-}
+/// The tree of the scratch index as last written, beside it, and when it was last
+/// written in full: the next checkpoint writes only the trees along the paths that
+/// changed.
+const CHECKPOINT_TREE: &str = "checkpoint.tree";
 
-/// Records the code of `record` (a running agent) now. Runs git: call it off the async
-/// threads.
+/// `git update-index --skip-worktree`: the entry is not in the worktree on purpose
+/// (a sparse checkout).
+const SKIP_WORKTREE: u16 = 0x4000;
+
+/// Records the code of `record` (a running agent) now. Reads the whole worktree: call
+/// it off the async threads.
 pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<CodeRef, Error> {
     let lock = agent_lock(&record.id);
     // One checkpoint of an agent at a time: they share its scratch index.
     let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
     let scratch = agent_dir.join(CHECKPOINT_INDEX);
-    let commit = branch_tip(record);
-    let layout = layout(record)?;
+    let repo = users_repo(record)?;
+    let commit = branch_tip(record, &repo);
     // Only this daemon writes the scratch index, one checkpoint at a time: a lock file
-    // there now is a git's that a crashed daemon took down with it.
+    // there now is one a crashed daemon left.
     let _ = std::fs::remove_file(agent_dir.join(format!("{CHECKPOINT_INDEX}.lock")));
-    let run = |args: &[&str]| run_git(&layout, Some(&scratch), &record.worktree, args);
+    let last_tree = agent_dir.join(CHECKPOINT_TREE);
     if !scratch.exists() {
-        seed(record, &layout, &scratch)?;
+        let _ = std::fs::remove_file(&last_tree);
+        seed(record, &scratch);
     }
-    if let Err(e) = run(&["add", "-A", "--", "."]) {
-        // A scratch index a crash left half-written costs one fresh seed next time.
-        let _ = std::fs::remove_file(&scratch);
-        return Err(e);
-    }
-    let tree = String::from_utf8_lossy(&run(&["write-tree"])?)
-        .trim()
-        .to_string();
+    let tree = match write_tree(&repo, &record.worktree, &scratch, &last_tree) {
+        Ok(tree) => tree,
+        Err(e) => {
+            // A scratch index a crash left half-written costs one fresh seed next time.
+            let _ = std::fs::remove_file(&scratch);
+            let _ = std::fs::remove_file(&last_tree);
+            return Err(e);
+        }
+    };
     Ok(CodeRef {
         commit,
-        tree,
+        tree: tree.to_string(),
         repo: Some(record.repo.clone()),
     })
+}
+
+/// The user's repository (its common git dir), with the agent's worktree as its work
+/// tree. A linked worktree's own git dir (and a jailed agent's repository, config
+/// included) is the agent's to write: it is never opened here, so nothing the agent
+/// wrote there steers the recording, and the tree's objects land in the user's
+/// repository with every blob it needs (where a fork's spawn needs them).
+fn users_repo(record: &AgentRecord) -> Result<Repository, Error> {
+    let git = |what: &Path, e: git2::Error| {
+        Error::Git(format!("cannot open {}: {}", what.display(), e.message()))
+    };
+    let common = Repository::open(&record.repo)
+        .map_err(|e| git(&record.repo, e))?
+        .commondir()
+        .to_path_buf();
+    let repo = Repository::open_bare(&common).map_err(|e| git(&common, e))?;
+    repo.set_workdir(&record.worktree, false)
+        .map_err(|e| git(&record.worktree, e))?;
+    Ok(repo)
+}
+
+/// `git add -A` into the scratch index, then its tree: the last one with the trees
+/// along the changed paths rewritten (all of them the first time, or when that cannot
+/// be done, e.g. a file became a directory).
+fn write_tree(
+    repo: &Repository,
+    worktree: &Path,
+    scratch: &Path,
+    last_tree: &Path,
+) -> Result<Oid, Error> {
+    let git = |step: &str, e: git2::Error| {
+        Error::Git(format!(
+            "{step} of {} failed: {}",
+            worktree.display(),
+            e.message()
+        ))
+    };
+    let (mut index, started_again) =
+        open_scratch(scratch).map_err(|e| git("reading the scratch index", e))?;
+    let now = now_secs();
+    let last = read_last_tree(last_tree)
+        .filter(|_| !started_again)
+        .filter(|last| now.saturating_sub(last.full_at) < FULL_TREE_EVERY_SECS);
+    repo.set_index(&mut index)
+        .map_err(|e| git("reading the scratch index", e))?;
+    let changed = add_changes(repo, &mut index).map_err(|e| git("reading the worktree", e))?;
+    let updated = last.and_then(|last| {
+        let tree = updated_tree(repo, last.tree, &changed).ok()?;
+        Some(LastTree { tree, ..last })
+    });
+    let written = match updated {
+        Some(written) => written,
+        None => LastTree {
+            tree: index
+                .write_tree_to(repo)
+                .map_err(|e| git("writing the tree", e))?,
+            full_at: now,
+        },
+    };
+    // The tree is saved before the index: after a crash between the two, the next
+    // checkpoint finds the same changes again and applies them to a tree that has them.
+    save_last_tree(last_tree, &written)
+        .map_err(|e| Error::Internal(format!("cannot save {}: {e}", last_tree.display())))?;
+    // The stat data kept is what spares the next checkpoint the hashing.
+    index
+        .write()
+        .map_err(|e| git("saving the scratch index", e))?;
+    Ok(written.tree)
+}
+
+/// A path `add_changes` changed, with its entry now (none: removed).
+type Change = (PathBuf, Option<(Oid, u32)>);
+
+/// `git add -A` into `index`: what differs from the worktree is added or removed, and
+/// the stat data of files found unchanged is refreshed (or they would be hashed again
+/// at every checkpoint). Entries the worktree lacks on purpose (skip-worktree, from a
+/// sparse checkout's index) stay as they are. Ignored files are left out.
+fn add_changes(repo: &Repository, index: &mut git2::Index) -> Result<Vec<Change>, git2::Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let sparse: HashSet<Vec<u8>> = index
+        .iter()
+        .filter(|e| e.flags_extended & SKIP_WORKTREE != 0)
+        .map(|e| e.path)
+        .collect();
+    let mut options = git2::DiffOptions::new();
+    options
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_typechange(true)
+        .update_index(true);
+    let deltas: Vec<(PathBuf, bool)> = repo
+        .diff_index_to_workdir(Some(index), Some(&mut options))?
+        .deltas()
+        .filter_map(|d| {
+            let path = d.new_file().path().or_else(|| d.old_file().path())?;
+            Some((path.to_path_buf(), d.new_file().exists()))
+        })
+        .filter(|(path, _)| !sparse.contains(path.as_os_str().as_bytes()))
+        .collect();
+    let mut changed = Vec::with_capacity(deltas.len());
+    for (path, exists) in deltas {
+        if exists {
+            index.add_path(&path)?;
+        } else {
+            index.remove_path(&path)?;
+        }
+        // A nested repository comes as `dir/`; its entry is `dir`.
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(
+            path.as_os_str()
+                .as_bytes()
+                .strip_suffix(b"/")
+                .unwrap_or(path.as_os_str().as_bytes()),
+        ));
+        let entry = index.get_path(&path, 0).map(|e| (e.id, e.mode));
+        changed.push((path, entry));
+    }
+    Ok(changed)
+}
+
+/// `last` with `changed` applied: only the trees along those paths are written.
+fn updated_tree(repo: &Repository, last: Oid, changed: &[Change]) -> Result<Oid, git2::Error> {
+    if changed.is_empty() {
+        return Ok(last);
+    }
+    let base = repo.find_tree(last)?;
+    let mut update = TreeUpdateBuilder::new();
+    for (path, entry) in changed {
+        match entry {
+            Some((id, mode)) => update.upsert(path, *id, file_mode(*mode)?),
+            None => update.remove(path),
+        };
+    }
+    update.create_updated(repo, &base)
+}
+
+fn file_mode(mode: u32) -> Result<FileMode, git2::Error> {
+    match mode {
+        0o100644 => Ok(FileMode::Blob),
+        0o100755 => Ok(FileMode::BlobExecutable),
+        0o120000 => Ok(FileMode::Link),
+        0o160000 => Ok(FileMode::Commit),
+        other => Err(git2::Error::from_str(&format!("index mode {other:o}"))),
+    }
+}
+
+/// How often the whole tree is written again rather than updated: a full write checks
+/// that every object it names exists and freshens the trees, so that `git gc` never
+/// prunes a subtree an updated tree still names but no ref reaches (an agent's old
+/// uncommitted work), and a scratch index naming pruned blobs is dropped and seeded
+/// again, as with any failed checkpoint.
+const FULL_TREE_EVERY_SECS: u64 = 3600;
+
+/// The last tree written, and when the last full write was (unix seconds).
+struct LastTree {
+    tree: Oid,
+    full_at: u64,
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn read_last_tree(path: &Path) -> Option<LastTree> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let (tree, full_at) = text.trim().split_once(' ')?;
+    Some(LastTree {
+        tree: Oid::from_str(tree).ok()?,
+        full_at: full_at.parse().ok()?,
+    })
+}
+
+fn save_last_tree(path: &Path, last: &LastTree) -> std::io::Result<()> {
+    let part = path.with_extension("tree.part");
+    std::fs::write(&part, format!("{} {}\n", last.tree, last.full_at))?;
+    std::fs::rename(&part, path)
 }
 
 /// The scratch index and its lock go with the agent's work (at collect).
 pub fn forget(id: &str, agent_dir: &Path) {
     locks().lock().unwrap_or_else(|e| e.into_inner()).remove(id);
     let _ = std::fs::remove_file(agent_dir.join(CHECKPOINT_INDEX));
+    let _ = std::fs::remove_file(agent_dir.join(CHECKPOINT_TREE));
 }
 
 fn locks() -> &'static Mutex<HashMap<String, Arc<Mutex<()>>>> {
@@ -68,87 +262,98 @@ fn agent_lock(id: &str) -> Arc<Mutex<()>> {
     all.entry(id.to_string()).or_default().clone()
 }
 
-/// A linked worktree is reached through its own git dir (the user's repository). A
-/// jailed agent's repository, config included, is the agent's to write, and git run
-/// with that config would run whatever filter it names outside the jail: its worktree
-/// is read through the user's repository instead, and the tree lands there with every
-/// blob it needs (where a fork's spawn needs it), whatever becomes of the agent's
-/// repository. The agent's objects are not borrowed: git then writes each blob the
-/// user's repository lacks, committed or not.
-fn layout(record: &AgentRecord) -> Result<Layout, Error> {
-    if !record.jail {
-        return Ok(Layout {
-            args: vec!["-C".into(), record.worktree.clone().into_os_string()],
-        });
+/// The scratch index, and whether it was started again: one libgit2 cannot read (a
+/// split or sparse index copied from the agent's, a file a crash cut short) is
+/// started again, empty.
+fn open_scratch(scratch: &Path) -> Result<(git2::Index, bool), git2::Error> {
+    match git2::Index::open(scratch) {
+        Ok(index) => Ok((index, false)),
+        Err(_) => {
+            let _ = std::fs::remove_file(scratch);
+            Ok((git2::Index::open(scratch)?, true))
+        }
     }
-    let common = git2::Repository::open(&record.repo)
-        .map_err(|e| {
-            Error::Git(format!(
-                "cannot open {}: {}",
-                record.repo.display(),
-                e.message()
-            ))
-        })?
-        .commondir()
-        .to_path_buf();
-    let mut git_dir_arg = std::ffi::OsString::from("--git-dir=");
-    git_dir_arg.push(&common);
-    let mut work_tree_arg = std::ffi::OsString::from("--work-tree=");
-    work_tree_arg.push(&record.worktree);
-    Ok(Layout {
-        args: vec![git_dir_arg, work_tree_arg],
-    })
-}
-
-/// Runs git on the agent's worktree; with `index`, on that index (not the agent's).
-fn run_git(
-    layout: &Layout,
-    index: Option<&Path>,
-    worktree: &Path,
-    args: &[&str],
-) -> Result<Vec<u8>, Error> {
-    let mut git = hardened_git();
-    git.args(&layout.args);
-    crate::git::output_on_index(git, index, worktree, args)
 }
 
 /// The scratch index starts as a copy of the agent's own, stat data included, so that
-/// the first `add -A` hashes only what changed. A jailed agent's index is its own to
+/// the first checkpoint hashes only what changed. A jailed agent's index is its own to
 /// write (and names objects of its repository): its scratch index starts empty, and the
-/// first checkpoint hashes the whole worktree.
-fn seed(record: &AgentRecord, layout: &Layout, scratch: &Path) -> Result<(), Error> {
+/// first checkpoint hashes the whole worktree (so does one whose copy fails).
+fn seed(record: &AgentRecord, scratch: &Path) {
     if record.jail {
-        return Ok(());
+        return;
     }
-    let index = run_git(
-        layout,
-        None,
-        &record.worktree,
-        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
-    )?;
-    let index = PathBuf::from(String::from_utf8_lossy(&index).trim());
-    match std::fs::copy(&index, scratch) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::Internal(format!(
-            "cannot copy {}: {e}",
-            index.display()
-        ))),
+    if let Ok(own) = Repository::open(&record.worktree) {
+        let _ = std::fs::copy(own.path().join("index"), scratch);
     }
 }
 
 /// The agent's branch tip, read with libgit2 (no hook, filter or helper runs): in its
 /// own repository when jailed, else in the user's.
-fn branch_tip(record: &AgentRecord) -> Option<String> {
+fn branch_tip(record: &AgentRecord, users: &Repository) -> Option<String> {
     if record.jail {
         let git_dir = own_repo::git_dir(&record.worktree).ok()?;
         return own_repo::read_tips(&git_dir, &record.branch)
             .0
             .map(|oid| oid.to_string());
     }
-    let repo = git2::Repository::open(&record.repo).ok()?;
-    let reference = repo
+    let reference = users
         .find_reference(&format!("refs/heads/{}", record.branch))
         .ok()?;
     reference.target().map(|oid| oid.to_string())
+}
+
+/// Where `state.code` names the code of checkpoint `at` of `session`.
+pub fn checkpoint_ref(session: &str, at: u64) -> String {
+    format!("refs/grove/checkpoints/{session}/{at}")
+}
+
+/// Deletes the `refs/grove/checkpoints/<session>/<n>` of checkpoints that were deleted,
+/// off the state task (it touches the user's repositories), but those in `keep`.
+pub fn drop_refs_later(dropped: DroppedCode) {
+    if dropped.is_empty() {
+        return;
+    }
+    tokio::task::spawn_blocking(move || {
+        for (repo, ids) in &dropped.repos {
+            if let Err(e) = drop_refs(repo, &dropped.session, ids.as_deref(), &dropped.keep) {
+                tracing::warn!(
+                    session = %dropped.session,
+                    repo = %repo.display(),
+                    error = %e.message(),
+                    "cannot delete the refs of deleted checkpoints"
+                );
+            }
+        }
+    });
+}
+
+/// libgit2 only reads and deletes refs here: no hook runs.
+fn drop_refs(
+    path: &Path,
+    session: &str,
+    ids: Option<&[u64]>,
+    keep: &HashSet<String>,
+) -> Result<(), git2::Error> {
+    let repo = Repository::open(path)?;
+    let names: Vec<String> = match ids {
+        Some(ids) => ids.iter().map(|&id| checkpoint_ref(session, id)).collect(),
+        None => {
+            let prefix = format!("refs/grove/checkpoints/{session}/");
+            repo.references_glob(&format!("{prefix}*"))?
+                .names()
+                .filter_map(Result::ok)
+                .filter(|name| name.starts_with(&prefix))
+                .map(String::from)
+                .collect()
+        }
+    };
+    for name in names.iter().filter(|name| !keep.contains(*name)) {
+        match repo.find_reference(name) {
+            Ok(mut reference) => reference.delete()?,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -403,18 +403,41 @@ enum Next {
 }
 
 /// Every session's row (not its head) and pins.
+/// Sessions' rows read per database call at start: the database thread is never held
+/// for long by the read of all of them, so that start-up's other calls pass between.
+const LOAD_PAGE: usize = 2_000;
+
 async fn load_sessions(db: &Db) -> Result<HashMap<String, Session>, Error> {
-    let rows = db.call(|conn| store::load_sessions(conn)).await?;
     let mut pins = db.call(|conn| store::load_pins(conn)).await?;
-    // Sized once: growing it would move every session again at each doubling.
-    let mut sessions = HashMap::with_capacity(rows.len());
-    // Heads are read on first use, not here.
-    for row in rows {
-        let mut session = Session::from_row(row);
-        session.pins = pins.remove(&session.name).unwrap_or_default();
-        sessions.insert(session.name.clone(), session);
+    let mut sessions = HashMap::new();
+    // Thousands of sessions share a few schemas: each distinct text is parsed once.
+    let mut schemas: HashMap<String, Result<Schema, String>> = HashMap::new();
+    let mut after = 0;
+    loop {
+        let page = db
+            .call(move |conn| store::load_sessions_page(conn, after, LOAD_PAGE))
+            .await?;
+        let Some(&(last, ..)) = page.last() else {
+            break;
+        };
+        after = last;
+        sessions.reserve(page.len());
+        // Heads are read on first use, not here.
+        for (_, row, text) in page {
+            let parsed = schemas
+                .entry(text)
+                .or_insert_with_key(|text| parse_schema(text));
+            let mut session = Session::from_parsed(row, parsed.clone());
+            session.pins = pins.remove(&session.name).unwrap_or_default();
+            sessions.insert(session.name.clone(), session);
+        }
     }
     Ok(sessions)
+}
+
+fn parse_schema(text: &str) -> Result<Schema, String> {
+    let json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    Schema::from_json(&json).map_err(|e| e.to_string())
 }
 
 /// Starts the state task. It reads the sessions' rows before it takes its first
@@ -1100,10 +1123,11 @@ impl StateService {
         row.oldest = oldest;
         let schema = session.schema.clone();
         let pins = session.pins.clone();
-        let dropped = self
+        let (dropped, code) = self
             .db
             .call(move |conn| store::compact(conn, &row, &schema, &pins))
             .await?;
+        code::drop_refs_later(code);
         if let Some(session) = self.sessions.get_mut(name) {
             session.oldest = oldest;
         }
@@ -1213,11 +1237,13 @@ impl StateService {
                     checkpoints,
                     live_agents,
                 };
-                store::remove_session(conn, &removal)?;
-                Ok(removal)
+                let code = store::remove_session(conn, &removal)?;
+                Ok((removal, code))
             })
             .await?;
         self.sessions.remove(name);
+        let (removal, code) = removal;
+        code::drop_refs_later(code);
         Ok(removal)
     }
 
@@ -1262,9 +1288,11 @@ impl StateService {
             )));
         }
         let (owned, oldest) = (name.to_string(), session.oldest);
-        self.db
+        let code = self
+            .db
             .call(move |conn| store::set_pin(conn, &owned, at, pinned, oldest))
             .await?;
+        code::drop_refs_later(code.unwrap_or_default());
         let Some(session) = self.sessions.get_mut(name) else {
             return Ok(Vec::new());
         };

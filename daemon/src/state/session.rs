@@ -104,26 +104,30 @@ impl Session {
 
     /// Rebuilds a session from its row; `current` is filled in by the caller.
     pub fn from_row(row: SessionRow) -> Session {
-        let mut unreadable = (row.schema_version > SCHEMA_VERSION).then(|| {
-            format!(
+        let parsed = Schema::from_json(&row.schema).map_err(|e| e.to_string());
+        Session::from_parsed(row, parsed)
+    }
+
+    /// [`Session::from_row`] with the row's schema already parsed (`row.schema` is not
+    /// read): a schema that could not be is kept with why, and the session refuses
+    /// every operation rather than misread its data.
+    pub fn from_parsed(row: SessionRow, parsed: Result<Schema, String>) -> Session {
+        let unreadable = if row.schema_version > SCHEMA_VERSION {
+            Some(format!(
                 "session `{}` was stored with state schema version {}, newer than this grove \
                  understands ({SCHEMA_VERSION}); upgrade grove to read it",
                 row.name, row.schema_version
-            )
-        });
-        let parsed = match &unreadable {
-            Some(_) => None,
-            None => Schema::from_json(&row.schema)
-                .map_err(|e| {
-                    // Never read or write the state through a schema it was not made with.
-                    unreadable = Some(format!(
-                        "session `{}` has a stored schema this grove cannot read ({e}); \
-                         its data is kept as it is",
-                        row.name
-                    ));
-                })
-                .ok(),
+            ))
+        } else {
+            parsed.as_ref().err().map(|e| {
+                format!(
+                    "session `{}` has a stored schema this grove cannot read ({e}); \
+                     its data is kept as it is",
+                    row.name
+                )
+            })
         };
+        let parsed = parsed.ok().filter(|_| unreadable.is_none());
         let schema = parsed.unwrap_or(Schema {
             version: SCHEMA_VERSION,
             channels: Default::default(),

@@ -3,7 +3,8 @@
 use grove_proto::state::CheckpointInfo;
 use grove_state::{replay_batch, LastChange, Schema, State, Write};
 use rusqlite::{params, Connection, OptionalExtension};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::PathBuf;
 
 /// A full snapshot is stored after every this many checkpoints, so reading any
 /// checkpoint costs one snapshot plus at most this many batches.
@@ -237,9 +238,17 @@ const SESSION_COLUMNS: &str = "name, schema, schema_version, created_at_ms, fork
     reserved";
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    session_row_with(r, from_json(&r.get::<_, String>(1)?, 1)?)
+}
+
+/// A session's row with `schema` for its schema (column 1 is left to the caller).
+fn session_row_with(
+    r: &rusqlite::Row<'_>,
+    schema: serde_json::Value,
+) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
         name: r.get(0)?,
-        schema: from_json(&r.get::<_, String>(1)?, 1)?,
+        schema,
         schema_version: r.get(2)?,
         created_at_ms: r.get::<_, i64>(3)? as u64,
         forked_from: r.get(4)?,
@@ -255,11 +264,21 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
-pub fn load_sessions(conn: &Connection) -> rusqlite::Result<Vec<SessionRow>> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at_ms, name"
+/// One page of the stored sessions: the `limit` rows after rowid `after`, each with its
+/// rowid and its schema as stored (text), its `schema` left `null`: thousands of
+/// sessions share a few schemas, which the caller parses once each.
+pub fn load_sessions_page(
+    conn: &Connection,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<(i64, SessionRow, String)>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS}, rowid FROM sessions WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"
     ))?;
-    let rows = stmt.query_map([], session_row)?;
+    let rows = stmt.query_map(params![after, limit as i64], |r| {
+        let row = session_row_with(r, serde_json::Value::Null)?;
+        Ok((r.get::<_, i64>(14)?, row, r.get::<_, String>(1)?))
+    })?;
     rows.collect()
 }
 
@@ -375,7 +394,7 @@ pub fn compact(
     session: &SessionRow,
     schema: &Schema,
     pins: &BTreeSet<u64>,
-) -> rusqlite::Result<u64> {
+) -> rusqlite::Result<(u64, DroppedCode)> {
     let mut kept = vec![session.oldest];
     kept.extend(pins.iter().copied().filter(|&pin| pin < session.oldest));
     let mut snapshots = Vec::new();
@@ -390,6 +409,7 @@ pub fn compact(
             params![session.name, *id as i64, state],
         )?;
     }
+    let code = dropped_code(&tx, &session.name, Dropping::Before(session.oldest))?;
     let pinned = "(SELECT id FROM pins WHERE session = ?1)";
     tx.execute(
         &format!("DELETE FROM snapshots WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"),
@@ -401,7 +421,7 @@ pub fn compact(
     )?;
     upsert_session(&tx, session)?;
     tx.commit()?;
-    Ok(dropped as u64)
+    Ok((dropped as u64, code))
 }
 
 /// Bytes a session's checkpoints and snapshots take.
@@ -421,9 +441,10 @@ pub fn stored_bytes(conn: &Connection, name: &str) -> rusqlite::Result<u64> {
 pub fn remove_session(
     conn: &mut Connection,
     removal: &grove_proto::state::SessionRemoval,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<DroppedCode> {
     let record = serde_json::to_string(removal).map_err(json_err)?;
     let tx = conn.transaction()?;
+    let code = dropped_code(&tx, &removal.session, Dropping::All)?;
     for table in ["snapshots", "checkpoints", "pins", "session_schemas"] {
         tx.execute(
             &format!("DELETE FROM {table} WHERE session = ?1"),
@@ -436,7 +457,8 @@ pub fn remove_session(
         params![removal.at_ms as i64, record],
     )?;
     crate::faults::point("mid_session_rm");
-    tx.commit()
+    tx.commit()?;
+    Ok(code)
 }
 
 /// The most recent `limit` session removals, oldest first.
@@ -493,8 +515,9 @@ pub fn set_pin(
     id: u64,
     pinned: bool,
     oldest: u64,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<Option<DroppedCode>> {
     let tx = conn.transaction()?;
+    let mut code = None;
     if pinned {
         tx.execute(
             "INSERT OR IGNORE INTO pins (session, id, at_ms) VALUES (?1, ?2, ?3)",
@@ -506,6 +529,7 @@ pub fn set_pin(
             params![session, id as i64],
         )?;
         if id < oldest {
+            code = Some(dropped_code(&tx, session, Dropping::One(id))?);
             for table in ["checkpoints", "snapshots"] {
                 tx.execute(
                     &format!("DELETE FROM {table} WHERE session = ?1 AND id = ?2"),
@@ -514,7 +538,8 @@ pub fn set_pin(
             }
         }
     }
-    tx.commit()
+    tx.commit()?;
+    Ok(code)
 }
 
 /// Stores where the GC pass left sessions: their lifecycle state and last use.
@@ -555,4 +580,97 @@ pub fn commit_migrate(
     )?;
     crate::faults::point("mid_session_migrate");
     tx.commit()
+}
+
+/// Which checkpoints of a session are being deleted.
+#[derive(Clone, Copy)]
+pub enum Dropping {
+    All,
+    /// Those before this one, but the pinned ones (compaction).
+    Before(u64),
+    One(u64),
+}
+
+/// The code recorded by checkpoints about to be deleted: the repositories where
+/// `refs/grove/checkpoints/<session>/<n>` may name it, and the refs that must stay
+/// because an agent not yet finished was spawned on one (`base_ref`).
+#[derive(Debug, Default)]
+pub struct DroppedCode {
+    pub session: String,
+    /// Per repository, the checkpoints; `None`: all of the session's.
+    pub repos: BTreeMap<PathBuf, Option<Vec<u64>>>,
+    pub keep: HashSet<String>,
+}
+
+impl DroppedCode {
+    pub fn is_empty(&self) -> bool {
+        self.repos.is_empty()
+    }
+}
+
+/// What [`DroppedCode`] the deletion of `which` checkpoints of `session` leaves to
+/// clean up; read in the deleting transaction, before the rows go.
+pub fn dropped_code(
+    conn: &Connection,
+    session: &str,
+    which: Dropping,
+) -> rusqlite::Result<DroppedCode> {
+    let (filter, arg) = match which {
+        Dropping::All => ("id >= ?2", 0),
+        Dropping::Before(oldest) => (
+            "id < ?2 AND id NOT IN (SELECT id FROM pins WHERE session = ?1)",
+            oldest,
+        ),
+        Dropping::One(id) => ("id = ?2", id),
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT id, code FROM checkpoints WHERE session = ?1 AND code IS NOT NULL AND {filter}"
+    ))?;
+    let rows = stmt.query_map(params![session, arg as i64], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
+    })?;
+    let mut dropped = DroppedCode {
+        session: session.to_string(),
+        ..Default::default()
+    };
+    for row in rows {
+        let (id, code) = row?;
+        // A code column this grove cannot read names no repository to clean.
+        let Some(repo) = serde_json::from_str::<grove_proto::state::CodeRef>(&code)
+            .ok()
+            .and_then(|c| c.repo)
+        else {
+            continue;
+        };
+        let ids = dropped
+            .repos
+            .entry(repo)
+            .or_insert_with(|| Some(Vec::new()));
+        match (which, ids) {
+            (Dropping::All, ids) => *ids = None,
+            (_, Some(ids)) => ids.push(id),
+            (_, None) => {}
+        }
+    }
+    if !dropped.is_empty() {
+        dropped.keep = live_bases(conn)?;
+    }
+    Ok(dropped)
+}
+
+/// The base refs of agents not started yet. A spawn resolves its base to a commit at
+/// once (the record's `base_commit`, which diffs and collect use), but makes the
+/// agent's branch from it only when the agent starts: until then the ref is all that
+/// keeps the commit from `git gc`. Once started, the agent's branch holds it.
+fn live_bases(conn: &Connection) -> rusqlite::Result<HashSet<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT json_extract(record, '$.base_ref') FROM agents
+         WHERE status IN ('queued', 'preparing')",
+    )?;
+    let rows = stmt.query_map([], |r| r.get::<_, Option<String>>(0))?;
+    let mut bases = HashSet::new();
+    for base in rows {
+        bases.extend(base?);
+    }
+    Ok(bases)
 }
