@@ -64,7 +64,7 @@ pub async fn run(
     // Says now, not at the first spawn, which shim agents will get.
     crate::supervisor::launch::shim_program(&exe);
     let events = EventBus::default();
-    let state = crate::state::start(
+    let state = crate::sessions::start(
         db.clone(),
         events.clone(),
         config.state_limits,
@@ -92,7 +92,7 @@ pub async fn run(
         config.clone(),
         events.clone(),
     );
-    crate::state::gc::start(
+    crate::sessions::gc::start(
         state.clone(),
         core.clone(),
         config.session_lifecycle,

@@ -17,8 +17,8 @@ pub mod notify;
 mod owner;
 pub mod presets;
 mod server;
+mod sessions;
 mod spawn_defaults;
-mod state;
 mod supervisor;
 mod worktree_setup;
 

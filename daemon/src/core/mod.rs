@@ -24,7 +24,7 @@ use crate::error::Error;
 use crate::events::EventBus;
 use crate::git::collect::Collected;
 use crate::git::lane::Lanes;
-use crate::state::StateHandle;
+use crate::sessions::StateHandle;
 use grove_proto::types::AgentRecord;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;

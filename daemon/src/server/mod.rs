@@ -14,7 +14,7 @@ use crate::db::Db;
 use crate::events::EventBus;
 use crate::git::lane::Lanes;
 use crate::janitor::JanitorHandle;
-use crate::state::StateHandle;
+use crate::sessions::StateHandle;
 use grove_proto::framing::encode_line;
 use grove_proto::{codes, Response, RpcError};
 use std::sync::Arc;

@@ -25,7 +25,7 @@ pub async fn handle(
             .map_err(|e| Error::BadInput(e.to_string()))?,
         (None, None) => None,
     };
-    crate::state::validate_session_name(&params.name)?;
+    crate::sessions::validate_session_name(&params.name)?;
     if ctx.state.info(&params.name).await.is_ok() {
         return Err(Error::BadInput(format!(
             "session `{}` already exists",

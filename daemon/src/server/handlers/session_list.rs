@@ -31,7 +31,7 @@ pub async fn handle(
     let mut fits = sessions.len();
     for (n, session) in sessions.iter_mut().enumerate() {
         super::session_show::attach_agents(session, &agents);
-        bytes += crate::state::json_bytes(session) + 1;
+        bytes += crate::sessions::json_bytes(session) + 1;
         if n > 0 && bytes > MAX_PAGE_BYTES {
             fits = n;
             break;

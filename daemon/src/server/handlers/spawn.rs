@@ -246,7 +246,7 @@ fn validate(params: &SpawnParams) -> Result<(), Error> {
         }
     }
     if let Some(session) = &params.session {
-        crate::state::validate_session_name(session)?;
+        crate::sessions::validate_session_name(session)?;
     }
     if params.timeout_ms == Some(0) {
         return bad("timeout must be longer than zero".into());

@@ -22,7 +22,7 @@ pub async fn handle(
             params.at, caller.session
         )));
     };
-    let reference = crate::state::code::checkpoint_ref(&caller.session, params.at);
+    let reference = crate::sessions::code::checkpoint_ref(&caller.session, params.at);
     let (session, at) = (caller.session.clone(), params.at);
     let commit = {
         let (repo, reference) = (repo.clone(), reference.clone());

@@ -31,7 +31,7 @@ pub async fn handle(
             ))
         })?,
     };
-    let whole = crate::state::json_bytes(&state) as usize;
+    let whole = crate::sessions::json_bytes(&state) as usize;
     if params.offset.is_none() && whole <= MAX_PAGE_BYTES {
         return Ok(StateGetResult {
             session: caller.session,

@@ -34,7 +34,7 @@ pub async fn handle(
 fn fitting<T: serde::Serialize>(items: &[T], max_bytes: u64) -> usize {
     let mut bytes = 0;
     for (n, item) in items.iter().enumerate() {
-        bytes += crate::state::json_bytes(item) + 1;
+        bytes += crate::sessions::json_bytes(item) + 1;
         if n > 0 && bytes > max_bytes {
             return n;
         }

@@ -54,7 +54,8 @@ async fn agent_code(ctx: &Ctx, id: &str) -> Option<CodeRef> {
     let agent_dir = ctx.config.dirs.agent_dir(&record.id);
     let begun = std::time::Instant::now();
     let recorded =
-        tokio::task::spawn_blocking(move || crate::state::code::record(&record, &agent_dir)).await;
+        tokio::task::spawn_blocking(move || crate::sessions::code::record(&record, &agent_dir))
+            .await;
     match recorded {
         Ok(Ok(code)) => {
             tracing::debug!(agent = %id, ms = begun.elapsed().as_millis() as u64, "code recorded");

@@ -1,0 +1,473 @@
+//! Every request but an update: each waits until the updates before it are stored, so
+//! that it sees them (and only stored state).
+
+use super::commit::COMPACT_SLACK;
+use super::*;
+
+impl StateService {
+    /// An update is applied and put in the outbox at once; anything else waits until
+    /// every update before it is stored, so that it sees them (and only stored state).
+    pub(super) async fn take(&mut self, req: Req) {
+        match req {
+            Req::Update {
+                session,
+                writer,
+                writes,
+                key,
+                code,
+                reply,
+            } => {
+                if let Err(e) = self.use_session(&session).await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                self.stage(&session, &writer, &writes, key, code, reply);
+                self.keep_checkpoints(&session).await;
+            }
+            other => {
+                self.drain().await;
+                self.handle(other).await;
+            }
+        }
+    }
+
+    pub(super) fn session(&self, name: &str) -> Result<&Session, Error> {
+        let session = self.sessions.get(name).ok_or_else(|| {
+            Error::NotFound(format!(
+                "no session `{name}`; sessions start with `grove spawn --session {name}` or \
+                 the session.create method (`grove session list` shows them)"
+            ))
+        })?;
+        session.check_readable()?;
+        Ok(session)
+    }
+
+    pub(super) async fn handle(&mut self, req: Req) {
+        match req {
+            Req::Update { .. } => {}
+            Req::Ensure {
+                name,
+                schema,
+                explicit,
+                reserve,
+                reply,
+            } => {
+                let _ = reply.send(self.ensure(&name, schema, explicit, reserve).await);
+            }
+            Req::Get { session, at, reply } => match self.use_session(&session).await {
+                Ok(()) => self.get(&session, at, reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Req::History {
+                session,
+                limit,
+                before,
+                reply,
+            } => {
+                let _ = self.use_session(&session).await;
+                self.history(&session, limit, before, reply);
+            }
+            Req::Migrate {
+                name,
+                schema,
+                drop,
+                reply,
+            } => {
+                let _ = reply.send(self.migrate(&name, schema, drop).await);
+            }
+            Req::Gc {
+                live,
+                lifecycle,
+                reply,
+            } => {
+                let _ = reply.send(self.gc(&live, lifecycle).await);
+            }
+            Req::Pin {
+                session,
+                at,
+                pinned,
+                reply,
+            } => {
+                let _ = reply.send(self.pin(&session, at, pinned).await);
+            }
+            Req::Fork {
+                session,
+                at,
+                new_session,
+                writer,
+                reply,
+            } => {
+                let forked = match self.use_session(&session).await {
+                    Ok(()) => self.fork(&session, at, &new_session, &writer).await,
+                    Err(e) => Err(e),
+                };
+                if forked.is_ok() {
+                    self.keep_cache(&new_session);
+                }
+                let _ = reply.send(forked);
+            }
+            Req::Compact {
+                session,
+                keep,
+                reply,
+            } => {
+                let _ = reply.send(self.compact(&session, keep).await);
+            }
+            Req::Info { name, reply } => {
+                let _ = reply.send(self.session(&name).map(Session::info));
+            }
+            Req::Remove {
+                name,
+                by,
+                reason,
+                live_agents,
+                reply,
+            } => {
+                let _ = reply.send(self.remove(&name, by, reason, live_agents).await);
+            }
+            Req::DropUnused { name } => {
+                if self.sessions.get(&name).is_some_and(|s| s.head == 0) {
+                    self.sessions.remove(&name);
+                    let owned = name.clone();
+                    if let Err(e) = self
+                        .db
+                        .call(move |conn| store::delete_session(conn, &owned))
+                        .await
+                    {
+                        tracing::error!(session = %name, error = %e, "cannot delete an unused session");
+                    }
+                }
+            }
+            Req::List { reply } => {
+                let mut all: Vec<SessionInfo> = self
+                    .sessions
+                    .values()
+                    .filter(|s| !s.reserved)
+                    .map(Session::info)
+                    .collect();
+                all.sort_by(|a, b| a.name.cmp(&b.name));
+                let _ = reply.send(Ok(all));
+            }
+        }
+    }
+
+    pub(super) async fn ensure(
+        &mut self,
+        name: &str,
+        schema: Option<Schema>,
+        explicit: bool,
+        reserve: bool,
+    ) -> Result<(), Error> {
+        if let Some(existing) = self.sessions.get_mut(name) {
+            let differs = schema
+                .as_ref()
+                .is_some_and(|s| s.to_json() != existing.schema.to_json());
+            if explicit && differs {
+                return Err(Error::BadInput(format!(
+                    "session `{name}` already exists with another schema; use a new session \
+                     name, or spawn without --schema to join it"
+                )));
+            }
+            if existing.reserved && !reserve {
+                // Named on purpose (a spawn or session.create): a session from now on.
+                existing.reserved = false;
+                let row = existing.row();
+                self.db
+                    .call(move |conn| store::upsert_session(conn, &row))
+                    .await?;
+            }
+            return Ok(());
+        }
+        validate_session_name(name)?;
+        let schema = schema.unwrap_or(Schema {
+            version: grove_state::SCHEMA_VERSION,
+            channels: Default::default(),
+        });
+        let mut session = Session::new(name, schema, now_ms());
+        session.reserved = reserve;
+        let row = session.row();
+        self.db
+            .call(move |conn| store::upsert_session(conn, &row))
+            .await?;
+        self.sessions.insert(name.to_string(), session);
+        self.keep_cache(name);
+        Ok(())
+    }
+
+    /// The head is in memory; older checkpoints are read on the database thread
+    /// without holding up this task.
+    pub(super) fn get(&self, name: &str, at: Option<u64>, reply: Reply<(u64, State)>) {
+        let session = match self.session(name) {
+            Ok(session) => session,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let at = at.unwrap_or(session.head);
+        if let Err(e) = session.check_checkpoint(at) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        if at == session.head {
+            let _ = reply.send(Ok((at, session.current.clone())));
+            return;
+        }
+        let (db, name, schema) = (self.db.clone(), name.to_string(), session.schema.clone());
+        tokio::spawn(async move {
+            let state = db
+                .call(move |conn| store::state_at(conn, &name, &schema, at))
+                .await
+                .map_err(Error::from);
+            let _ = reply.send(state.map(|s| (at, s)));
+        });
+    }
+
+    pub(super) fn history(
+        &self,
+        name: &str,
+        limit: u32,
+        before: Option<u64>,
+        reply: Reply<Vec<CheckpointInfo>>,
+    ) {
+        if let Err(e) = self.session(name) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let (db, name) = (self.db.clone(), name.to_string());
+        tokio::spawn(async move {
+            let history = db
+                .call(move |conn| store::history(conn, &name, limit, before))
+                .await
+                .map_err(Error::from);
+            let _ = reply.send(history);
+        });
+    }
+
+    pub(super) async fn fork(
+        &mut self,
+        name: &str,
+        at: u64,
+        new_name: &str,
+        writer: &str,
+    ) -> Result<SessionInfo, Error> {
+        let source = self.session(name)?;
+        source.check_checkpoint(at)?;
+        validate_session_name(new_name)?;
+        if self.sessions.contains_key(new_name) {
+            return Err(Error::BadInput(format!(
+                "session `{new_name}` already exists; fork into a new name"
+            )));
+        }
+        let (schema, head, current) = (source.schema.clone(), source.head, source.current.clone());
+        let state = if at == head {
+            current
+        } else {
+            let (n, s) = (name.to_string(), schema.clone());
+            self.db
+                .call(move |conn| store::state_at(conn, &n, &s, at))
+                .await?
+        };
+        let n = name.to_string();
+        // The fork starts on the code its checkpoint recorded.
+        let code = self
+            .db
+            .call(move |conn| store::checkpoint_code(conn, &n, at))
+            .await?;
+        let at_ms = now_ms();
+        let mut fork = Session::new(new_name, schema, at_ms);
+        fork.current = state.clone();
+        let mut fork = fork.measured();
+        fork.head = 1;
+        fork.oldest = 1;
+        fork.last_at_ms = Some(at_ms);
+        fork.forked_from = Some(name.to_string());
+        fork.forked_at = Some(at);
+        let info = CheckpointInfo {
+            id: 1,
+            parent: Some(at),
+            parent_session: Some(name.to_string()),
+            at_ms,
+            writer: writer.to_string(),
+            source: "fork".into(),
+            channels: Vec::new(),
+            schema_version: fork.schema_version,
+            code,
+        };
+        let first = CheckpointRow::new(new_name, info, &[], Some(&state))
+            .map_err(|e| Error::Internal(format!("cannot encode the state: {e}")))?;
+        let row = fork.row();
+        self.db
+            .call(move |conn| store::commit_fork(conn, &first, &row))
+            .await?;
+        let info = fork.info();
+        self.sessions.insert(new_name.to_string(), fork);
+        Ok(info)
+    }
+
+    pub(super) async fn compact(&mut self, name: &str, keep: u64) -> Result<(u64, u64), Error> {
+        if keep == 0 {
+            return Err(Error::BadInput("--keep must be at least 1".into()));
+        }
+        let session = self.session(name)?;
+        let oldest = session.head.saturating_sub(keep) + 1;
+        if session.head == 0 || oldest <= session.oldest.max(1) {
+            return Ok((0, session.oldest));
+        }
+        let mut row = session.row();
+        row.oldest = oldest;
+        let schema = session.schema.clone();
+        let pins = session.pins.clone();
+        let (dropped, code) = self
+            .db
+            .call(move |conn| store::compact(conn, &row, &schema, &pins))
+            .await?;
+        code::drop_refs_later(code);
+        if let Some(session) = self.sessions.get_mut(name) {
+            session.oldest = oldest;
+        }
+        Ok((dropped, oldest))
+    }
+}
+
+impl StateService {
+    /// Compacts a session that holds `COMPACT_SLACK` checkpoints more than
+    /// `checkpoint_keep`, down to `checkpoint_keep` (pinned ones stay).
+    pub(super) async fn keep_checkpoints(&mut self, name: &str) {
+        let keep = self.limits.checkpoint_keep;
+        let over = self
+            .sessions
+            .get(name)
+            .is_some_and(|s| s.head.saturating_sub(s.oldest.max(1)) + 1 > keep + COMPACT_SLACK);
+        if !over {
+            return;
+        }
+        // Compaction works on what is stored.
+        self.drain().await;
+        if let Err(e) = self.compact(name, keep).await {
+            tracing::error!(session = %name, error = %e, "cannot compact a session");
+        }
+    }
+
+    pub(super) async fn remove(
+        &mut self,
+        name: &str,
+        by: String,
+        reason: String,
+        live_agents: Vec<String>,
+    ) -> Result<SessionRemoval, Error> {
+        // An unreadable session may be deleted too: nothing of it is read.
+        let Some(session) = self.sessions.get(name) else {
+            return Err(Error::NotFound(format!(
+                "no session `{name}` (`grove session list` shows them)"
+            )));
+        };
+        if session.reserved {
+            return self.remove_reserved(name, by, reason).await;
+        }
+        let pinned_older = session.pins.iter().filter(|&&p| p < session.oldest).count();
+        let checkpoints = session.info().checkpoints + pinned_older as u64;
+        let owned = name.to_string();
+        let removal = self
+            .db
+            .call(move |conn| {
+                let removal = SessionRemoval {
+                    at_ms: now_ms(),
+                    bytes: store::stored_bytes(conn, &owned)?,
+                    session: owned,
+                    by,
+                    reason,
+                    checkpoints,
+                    live_agents,
+                };
+                let code = store::remove_session(conn, &removal)?;
+                Ok((removal, code))
+            })
+            .await?;
+        self.sessions.remove(name);
+        let (removal, code) = removal;
+        code::drop_refs_later(code);
+        Ok(removal)
+    }
+
+    /// A session never written held nothing: it goes without an audit row.
+    pub(super) async fn remove_reserved(
+        &mut self,
+        name: &str,
+        by: String,
+        reason: String,
+    ) -> Result<SessionRemoval, Error> {
+        let owned = name.to_string();
+        self.db
+            .call(move |conn| store::delete_session(conn, &owned))
+            .await?;
+        self.sessions.remove(name);
+        Ok(SessionRemoval {
+            at_ms: now_ms(),
+            bytes: 0,
+            session: name.to_string(),
+            by,
+            reason,
+            checkpoints: 0,
+            live_agents: Vec::new(),
+        })
+    }
+
+    pub(super) async fn pin(
+        &mut self,
+        name: &str,
+        at: u64,
+        pinned: bool,
+    ) -> Result<Vec<u64>, Error> {
+        let session = self.session(name)?;
+        if pinned {
+            if at == 0 {
+                return Err(Error::BadInput(
+                    "checkpoint 0 is the initial state and is always readable; pin a \
+                     checkpoint from 1 on"
+                        .into(),
+                ));
+            }
+            session.check_checkpoint(at)?;
+        } else if !session.pins.contains(&at) {
+            return Err(Error::NotFound(format!(
+                "checkpoint {at} of session `{name}` is not pinned (pinned: {})",
+                list_ids(&session.pins)
+            )));
+        }
+        let (owned, oldest) = (name.to_string(), session.oldest);
+        let code = self
+            .db
+            .call(move |conn| store::set_pin(conn, &owned, at, pinned, oldest))
+            .await?;
+        code::drop_refs_later(code.unwrap_or_default());
+        let Some(session) = self.sessions.get_mut(name) else {
+            return Ok(Vec::new());
+        };
+        if pinned {
+            session.pins.insert(at);
+        } else {
+            session.pins.remove(&at);
+        }
+        Ok(session.pins.iter().copied().collect())
+    }
+}
+
+pub(super) fn list_ids(ids: &std::collections::BTreeSet<u64>) -> String {
+    if ids.is_empty() {
+        return "none".into();
+    }
+    ids.iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(super) fn batch_error(e: BatchError) -> Error {
+    match e {
+        BatchError::Conflict { .. } => Error::Conflict(e.to_string()),
+        other => Error::BadInput(other.to_string()),
+    }
+}
