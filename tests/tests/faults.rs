@@ -282,9 +282,12 @@ fn a_git_of_a_killed_daemon_dies_with_it() {
     );
     let g = g.with_env(&[("PATH", path.as_str())]);
     g.ok(&["list"]);
+    // No retry: a retried spawn would start the next daemon, whose own (living) git
+    // would run through the wrapper too.
     let mut spawn = g
         .command()
         .args(["spawn", "--", "true"])
+        .env("GROVE_RETRY_FOR", "0")
         .spawn()
         .expect("spawn");
     let pid_of = |name: &str| -> Option<i32> {

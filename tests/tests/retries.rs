@@ -340,3 +340,58 @@ fn an_mcp_clients_spawn_and_state_update_cut_off_by_a_crash_complete_once() {
     let state = g.json(&["state", "get", "--session", "m"]);
     assert_eq!(state["state"]["n"], json!(1), "counted once: {state}");
 }
+
+/// A spawn sent again while its agent is still being prepared (here: a restart's
+/// rollback of the preparation the crash interrupted, held until a gate exists) is
+/// answered as the first spawn would have been: once the agent runs, not `preparing`.
+#[test]
+fn a_spawn_sent_again_while_its_agent_is_prepared_answers_once_it_runs() {
+    let g = Grove::new();
+    g.ok(&["daemon", "stop"]);
+    let out = g.run_env(&["list"], &[("GROVE_TEST_HOLD_AT", "prepared_worktree")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let repo = g.repo.clone();
+    let spawn = move |retry: bool| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "agent.spawn", "params": {
+            "argv": ["sh", "-c", "exit 0"], "repo": repo, "idempotency_key": "spawn-1",
+            "idempotency_retry": retry}})
+    };
+    let mut first = Raw::open(&g);
+    writeln!(first.stream, "{}", spawn(false)).expect("send");
+    eventually(
+        "the agent is held in preparation",
+        Duration::from_secs(10),
+        || g.json(&["list"])["agents"][0]["status"] == "preparing",
+    );
+    g.crash_daemon();
+    drop(first);
+
+    let gate = g.dir.path().join("rollback-gate");
+    let gate_text = gate.display().to_string();
+    let out = g.run_env(
+        &["list"],
+        &[
+            ("GROVE_TEST_HOLD_AT", "rolling_back"),
+            ("GROVE_TEST_HOLD_UNTIL", &gate_text),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(g.json(&["list"])["agents"][0]["status"], "preparing");
+    let mut retry = Raw::open(&g);
+    let asking = std::thread::spawn(move || retry.ask(spawn(true)));
+    // The retry waits in the daemon (its connection stays open) until the agent runs.
+    eventually("the retry is in flight", Duration::from_secs(10), || {
+        asking.is_finished() || open_connections(&g) >= 2.0
+    });
+    fs::write(&gate, "").expect("gate");
+    let answer = asking.join().expect("retry");
+    assert_eq!(answer["result"]["status"], "running", "{answer}");
+    let id = answer["result"]["id"].as_str().expect("id").to_string();
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    let agents = g.json(&["list", "--all"])["agents"].clone();
+    assert_eq!(
+        agents.as_array().map(Vec::len),
+        Some(1),
+        "one agent: {agents}"
+    );
+}

@@ -127,6 +127,27 @@ impl Core {
         })
     }
 
+    /// The agent a spawn sent again made, answered as the first spawn was: once it runs
+    /// (or with the error that ended its preparation) while it is being prepared, as it
+    /// is otherwise (queued, running, ended). A preparation already awaited by a client
+    /// keeps that client; the retry then gets the record as it is.
+    pub(super) fn respawn(&mut self, id: &str) -> Option<Accepted> {
+        let record = self.agents.get(id)?.record.clone();
+        let awaited = self.pending_starts.contains_key(id);
+        if record.status != AgentStatus::Preparing || awaited {
+            return Some(Accepted {
+                record,
+                started: None,
+            });
+        }
+        let (reply, started) = oneshot::channel();
+        self.pending_starts.insert(id.to_string(), reply);
+        Some(Accepted {
+            record,
+            started: Some(started),
+        })
+    }
+
     /// Refuses a spawn by `parent` beyond its share: live children, and children
     /// waiting in the queue, so that one agent cannot fill the queue for everyone.
     fn check_child_quota(&self, parent: &str) -> Result<(), Error> {

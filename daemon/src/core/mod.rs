@@ -35,6 +35,10 @@ type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
 pub enum Msg {
     Spawn(Box<NewAgent>, Reply<Accepted>),
+    /// A spawn sent again names the agent it made (by exact id): answered as the first
+    /// spawn would be, with the promise of its start while it is still being prepared;
+    /// `None` when no such agent exists.
+    Respawn(String, Reply<Option<Accepted>>),
     Prepared(String, Result<prepare::Prepared, Error>),
     ShimExited(String),
     Collected(String, Result<Collected, Error>),
@@ -246,6 +250,9 @@ impl Core {
         match msg {
             Msg::Spawn(new, reply) => {
                 let _ = reply.send(self.spawn(*new).await);
+            }
+            Msg::Respawn(id, reply) => {
+                let _ = reply.send(Ok(self.respawn(&id)));
             }
             Msg::Prepared(id, result) => self.prepared(&id, result).await,
             Msg::ShimExited(id) => self.shim_exited(&id).await,
