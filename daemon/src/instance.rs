@@ -57,7 +57,7 @@ pub async fn run(
     crate::metrics::daemon_started(start);
     let db_at_exit = db.clone();
     let config = Arc::new(config);
-    let lanes = Lanes::default();
+    let lanes = Lanes::new(config.repo_idle_release);
     let (stop, stopped) = watch::channel(false);
     let exe = std::env::current_exe()
         .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
