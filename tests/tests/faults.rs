@@ -463,3 +463,35 @@ fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
     });
     assert_git_is_clean(&g);
 }
+
+/// An agent that exits normally while the disk holding grove's state is full keeps its
+/// outcome (issue 20): its shim reserved the exit record's room when it started, so the
+/// record is written and the agent is not taken for `lost`.
+#[test]
+fn a_normal_exit_on_a_full_disk_keeps_its_outcome() {
+    let scratch = tempfile::Builder::new()
+        .prefix("ge")
+        .tempdir_in("/tmp")
+        .expect("tmp");
+    let home_fs = scratch.path().join("hf");
+    let _home = match Tmpfs::mount(&home_fs, "16m") {
+        Ok(mounted) => mounted,
+        Err(why) => {
+            can_run("tmpfs", Some(why));
+            return;
+        }
+    };
+    let mut g = Grove::new().with_env(&[("GROVE_DISK_HIGH", "100"), ("GROVE_DISK_LOW", "99")]);
+    g.home = home_fs.join("h");
+    let gate = g.dir.path().join("gate");
+    let id = g.spawn(
+        &[],
+        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display()),
+    );
+    let filler = fill_up(&home_fs);
+    fs::write(&gate, "").expect("gate");
+    let record = g.wait(&id);
+    fs::remove_file(filler).expect("free");
+    assert_eq!(record["outcome"], "succeeded", "{record}");
+    assert_eq!(g.record(&id)["outcome"], "succeeded");
+}
