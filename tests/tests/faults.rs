@@ -495,3 +495,51 @@ fn a_normal_exit_on_a_full_disk_keeps_its_outcome() {
     assert_eq!(record["outcome"], "succeeded", "{record}");
     assert_eq!(g.record(&id)["outcome"], "succeeded");
 }
+
+/// A restart that cannot write the abandon marker of an interrupted start does not roll
+/// it back (a shim of that start could still claim it and run the agent in a worktree
+/// being removed): it keeps the agent `preparing` and tries again, and once the marker
+/// is written the agent starts afresh, once.
+#[test]
+fn an_abandon_marker_that_cannot_be_written_holds_the_rollback_until_it_can() {
+    let g = Grove::new();
+    let runs = g.dir.path().join("runs");
+    g.crash_during(
+        "after_worktree_add",
+        &[
+            "spawn",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo run >> '{}'", runs.display()),
+        ],
+    );
+    let agent_dirs: Vec<_> = fs::read_dir(g.home.join("agents"))
+        .expect("agents")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(agent_dirs.len(), 1, "{agent_dirs:?}");
+    // A directory where the marker goes: writing the marker fails.
+    let marker = agent_dirs[0].join("start-1.abandon");
+    fs::create_dir(&marker).expect("block the marker");
+    g.ok(&["list"]);
+    eventually("the failure is said", Duration::from_secs(10), || {
+        !g.daemon_log_lines("cannot mark an interrupted start as given up")
+            .is_empty()
+    });
+    let id = g.json(&["list", "--all"])["agents"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    assert_eq!(g.status(&id), "preparing");
+    assert_eq!(g.json(&["daemon", "status"])["recovery_pending"], 1);
+    assert_eq!(g.worktree_dirs().len(), 1, "no rollback without the marker");
+    fs::remove_dir(&marker).expect("unblock the marker");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert_eq!(
+        fs::read_to_string(&runs).unwrap_or_default(),
+        "run\n",
+        "the agent ran once"
+    );
+}

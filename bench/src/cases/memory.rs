@@ -61,7 +61,9 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
         binaries.insert(binary_name(shim as u32)?);
     }
     env.kill_live_agents()?;
-    std::thread::sleep(Duration::from_secs(1));
+    // The collects are done; the pool refills behind them, its last use of the
+    // repository.
+    wait_for_warm_pool(ctx, repo)?;
     let after = Split::sampled(pid, 5)?;
     std::thread::sleep(Duration::from_secs(RELEASE_AFTER_S + 1));
     let released = Split::sampled(pid, 5)?;
@@ -142,6 +144,8 @@ fn sampling_while<T>(pid: u32, work: impl FnOnce() -> T) -> Result<(T, Split)> {
 struct Split {
     anon: Vec<f64>,
     file: Vec<f64>,
+    /// Pack files and pack indexes mapped.
+    packs: Vec<f64>,
 }
 
 impl Split {
@@ -164,6 +168,12 @@ impl Split {
             .with_context(|| format!("cannot read the memory of pid {pid}"))?;
         self.anon.push(anon as f64 / (1024.0 * 1024.0));
         self.file.push(file as f64 / (1024.0 * 1024.0));
+        let mapped = grove_sys::proc::mapped_files(pid)
+            .with_context(|| format!("cannot read the mappings of pid {pid}"))?;
+        let is_pack =
+            |p: &std::path::PathBuf| p.extension().is_some_and(|e| e == "pack" || e == "idx");
+        self.packs
+            .push(mapped.iter().filter(|p| is_pack(p)).count() as f64);
         Ok(())
     }
 
@@ -178,7 +188,14 @@ impl Split {
         let file = Row::new("6", format!("daemon file-backed memory, {moment}"), "MiB")
             .grove(Summary::of(&self.file))
             .note("mapped files (packs, indexes, the binary): RssFile + RssShmem");
-        vec![anon, file]
+        let packs = Row::new(
+            "6",
+            format!("daemon's mapped packs and indexes, {moment}"),
+            "",
+        )
+        .grove(Summary::of(&self.packs))
+        .note("git packs (.pack) and their indexes (.idx) in /proc/<pid>/maps");
+        vec![anon, file, packs]
     }
 }
 

@@ -792,13 +792,20 @@ impl Core {
             return;
         };
         let (claim, abandon) = start_markers(&self.config.dirs.agent_dir(id), attempt);
-        let _ = std::fs::write(&abandon, b"");
+        let marked = std::fs::write(&abandon, b"");
         let claimed: Option<(u32, u64)> = std::fs::read_to_string(&claim)
             .ok()
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
             .and_then(|v| Some((v["pid"].as_u64()? as u32, v["start_time"].as_u64()?)));
         let Some((pid, start_time)) = claimed else {
-            self.roll_back_preparation(id);
+            match marked {
+                Ok(()) => self.roll_back_preparation(id),
+                // The agent's directory is gone: no shim can claim a start in it.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.roll_back_preparation(id)
+                }
+                Err(e) => self.abandon_later(id, abandon, e),
+            }
             return;
         };
         if let Some(row) = self.agents.get_mut(id) {
@@ -817,6 +824,55 @@ impl Core {
             self.watch_shim(id, pid);
         } else {
             self.shim_exited(id).await;
+        }
+    }
+
+    /// The abandon marker of an interrupted start could not be written: without it, a
+    /// shim of that start that has not claimed it yet could still run the agent in the
+    /// worktree a rollback removes, and the agent would then run twice. So no rollback
+    /// yet: the marker is written again, with growing pauses, until it can be (the
+    /// agent stays `preparing` and counts as recovering), then the start is resolved
+    /// afresh ([`Msg::StartAbandoned`]), as a shim may have claimed it meanwhile.
+    fn abandon_later(&mut self, id: &str, marker: std::path::PathBuf, first: std::io::Error) {
+        tracing::error!(
+            agent = id,
+            marker = %marker.display(),
+            error = %first,
+            "cannot mark an interrupted start as given up; its rollback waits until the marker is written"
+        );
+        self.recovering.insert(id.to_string());
+        let (tx, id) = (self.tx.clone(), id.to_string());
+        tokio::spawn(async move {
+            let mut pause = std::time::Duration::from_millis(100);
+            loop {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                let path = marker.clone();
+                match tokio::task::spawn_blocking(move || std::fs::write(path, b"")).await {
+                    Ok(Ok(())) => break,
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    Ok(Err(e)) => {
+                        tracing::debug!(agent = %id, error = %e, "the abandon marker still cannot be written")
+                    }
+                    Err(e) => {
+                        tracing::debug!(agent = %id, error = %e, "the abandon marker's write failed")
+                    }
+                }
+            }
+            tracing::info!(agent = %id, "interrupted start marked as given up");
+            let _ = tx.send(Msg::StartAbandoned(id)).await;
+        });
+    }
+
+    /// The marker [`Core::abandon_later`] waited for is written: resolve the start again.
+    pub(super) async fn start_abandoned(&mut self, id: &str) {
+        self.recovering.remove(id);
+        if self
+            .agents
+            .get(id)
+            .is_some_and(|row| row.record.status == AgentStatus::Preparing)
+        {
+            self.resolve_interrupted_start(id).await;
         }
     }
 

@@ -44,6 +44,9 @@ pub enum Msg {
     Collected(String, Result<Collected, Error>),
     /// An interrupted preparation found at start-up is undone.
     RolledBack(String),
+    /// The abandon marker of an interrupted start, which could not be written at first,
+    /// is written now.
+    StartAbandoned(String),
     /// The agent an id (prefix) names; with a viewer, only among the viewer and the
     /// agents it spawned (others are answered as unknown).
     Get(String, Option<String>, Reply<AgentRecord>),
@@ -258,6 +261,7 @@ impl Core {
             Msg::ShimExited(id) => self.shim_exited(&id).await,
             Msg::Collected(id, result) => self.collected(&id, result).await,
             Msg::RolledBack(id) => self.rolled_back(&id).await,
+            Msg::StartAbandoned(id) => self.start_abandoned(&id).await,
             Msg::Get(prefix, viewer, reply) => {
                 let found = self.resolve_for(&prefix, viewer.as_deref());
                 let _ = reply.send(found.map(|row| row.record.clone()));
