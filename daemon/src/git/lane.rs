@@ -37,6 +37,8 @@ impl LaneSlot {
 
     fn release(&mut self) {
         if self.open.take().is_some() {
+            // What the work on it allocated is free now; the allocator would keep it.
+            grove_sys::memory::release_free_heap();
             tracing::debug!(repo = %self.target.common_dir.display(), "idle repository closed");
         }
     }
