@@ -484,10 +484,19 @@ fn a_normal_exit_on_a_full_disk_keeps_its_outcome() {
     let mut g = Grove::new().with_env(&[("GROVE_DISK_HIGH", "100"), ("GROVE_DISK_LOW", "99")]);
     g.home = home_fs.join("h");
     let gate = g.dir.path().join("gate");
+    let started = g.dir.path().join("started");
     let id = g.spawn(
         &[],
-        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display()),
+        &format!(
+            "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
+            started.display(),
+            gate.display()
+        ),
     );
+    // The command runs: its shim is past the start, where it reserves the room.
+    eventually("the agent runs", Duration::from_secs(10), || {
+        started.exists()
+    });
     let filler = fill_up(&home_fs);
     fs::write(&gate, "").expect("gate");
     let record = g.wait(&id);

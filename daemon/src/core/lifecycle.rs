@@ -520,6 +520,7 @@ impl Core {
         self.removal_reasons.insert(id.to_string(), why);
         let lanes = self.lanes.clone();
         let tx = self.tx.clone();
+        let salvages = self.salvages.clone();
         let span = tracing::info_span!("agent", id = %record.id, repo = %record.repo.display());
         let tmp = self.config.dirs.agent_dir(&record.id).join("tmp");
         let collect = async move {
@@ -535,11 +536,12 @@ impl Core {
                 let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
                 // Hashing the worktree happens here, outside the repository's lane.
                 let common = target.common_dir.clone();
-                let (job, staged) = tokio::task::spawn_blocking(move || {
-                    let staged = salvage(&common, &job);
-                    (job, staged)
-                })
-                .await?;
+                let (job, staged) = salvages
+                    .run(move || {
+                        let staged = salvage(&common, &job);
+                        (job, staged)
+                    })
+                    .await?;
                 let staged = staged?;
                 lanes
                     .run(&target, move |lane| finish(lane, &job, staged))
@@ -920,6 +922,49 @@ impl Core {
         self.queue.push_front(id.to_string());
         self.renumber_queue();
         self.admit_queued().await;
+    }
+}
+
+/// The salvages that may run at once (see `Core::salvages`).
+#[derive(Clone)]
+pub(super) struct Salvages {
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    total: usize,
+}
+
+impl Salvages {
+    pub(super) fn new(total: usize) -> Salvages {
+        let total = total.max(1);
+        Salvages {
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(total)),
+            total,
+        }
+    }
+
+    /// Runs a salvage once a permit is free. The last of a burst hands the allocator's
+    /// free memory back: what the salvages held is free by then, and glibc would keep
+    /// it (the daemon stayed at 36 MiB idle after 20 collects on a big repo).
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        let salvages = self.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let done = work();
+            drop(permit);
+            if salvages.permits.available_permits() == salvages.total {
+                grove_sys::memory::release_free_heap();
+            }
+            done
+        })
+        .await?;
+        Ok(done)
     }
 }
 
