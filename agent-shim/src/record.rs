@@ -24,12 +24,31 @@ pub struct ExitRecord {
     pub peak_memory_bytes: Option<u64>,
 }
 
+/// Room taken for the record when the agent starts: far more than a record needs.
+const RESERVED_BYTES: usize = 64 * 1024;
+
 impl ExitRecord {
-    /// Writes the record so that a reader sees either nothing or all of it.
+    /// Takes the room the record at `path` will need, so that a disk that fills up
+    /// while the agent runs cannot keep its end from being recorded (it would be taken
+    /// for `lost`): the record is later written over these bytes.
+    pub fn reserve(path: &Path) -> io::Result<()> {
+        let mut file = fs::File::create(tmp_path(path))?;
+        file.write_all(&vec![b' '; RESERVED_BYTES])?;
+        file.sync_all()
+    }
+
+    /// Writes the record so that a reader sees either nothing or all of it, over the
+    /// room [`ExitRecord::reserve`] took when there is some.
     pub fn write_atomically(&self, path: &Path) -> io::Result<()> {
-        let tmp = path.with_extension("json.tmp");
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(&serde_json::to_vec_pretty(self).map_err(io::Error::other)?)?;
+        let tmp = tmp_path(path);
+        let bytes = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&tmp)?;
+        file.write_all(&bytes)?;
+        file.set_len(bytes.len() as u64)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
         if let Some(dir) = path.parent() {
@@ -37,6 +56,10 @@ impl ExitRecord {
         }
         Ok(())
     }
+}
+
+fn tmp_path(path: &Path) -> std::path::PathBuf {
+    path.with_extension("json.tmp")
 }
 
 /// Reads an exit record; `Ok(None)` when there is none yet.

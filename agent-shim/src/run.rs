@@ -75,6 +75,12 @@ fn run(spec: &ShimSpec) -> i32 {
         }
     }
     let started_at_ms = now_ms();
+    if let Err(e) = ExitRecord::reserve(&spec.exit_record) {
+        eprintln!(
+            "grove shim: cannot reserve room for the exit record {}: {e}",
+            spec.exit_record.display()
+        );
+    }
     let cgroup = (spec.cgroup || spec.jail.is_some())
         .then(|| AgentCgroup::create(&spec.agent_id))
         .flatten();

@@ -44,6 +44,9 @@ pub struct Env {
     metrics: Cell<bool>,
     /// GROVE_MAX_WORKTREES of the daemon, when a case sets one (case 10's queue).
     max_worktrees: Cell<Option<u32>>,
+    /// GROVE_REPO_IDLE_RELEASE of the daemon in seconds, when a case sets one (case 6
+    /// waits for the release rather than the default minute).
+    repo_idle_release: Cell<Option<u64>>,
 }
 
 impl Env {
@@ -60,6 +63,7 @@ impl Env {
             pool_size: Cell::new(0),
             metrics: Cell::new(true),
             max_worktrees: Cell::new(None),
+            repo_idle_release: Cell::new(None),
         })
     }
 
@@ -94,6 +98,11 @@ impl Env {
                 self.max_worktrees
                     .get()
                     .map(|n| ("GROVE_MAX_WORKTREES", n.to_string())),
+            )
+            .envs(
+                self.repo_idle_release
+                    .get()
+                    .map(|secs| ("GROVE_REPO_IDLE_RELEASE", format!("{secs}s"))),
             )
             .envs(GIT_IDENTITY.iter().copied());
     }
@@ -178,6 +187,15 @@ impl Env {
         self.kill_live_agents()?;
         self.stop_daemon()?;
         self.max_worktrees.set(cap);
+        Ok(())
+    }
+
+    /// Restarts the daemon (on the next command) closing idle repositories after
+    /// `secs`, or after the default.
+    pub fn set_repo_idle_release(&self, secs: Option<u64>) -> Result<()> {
+        self.kill_live_agents()?;
+        self.stop_daemon()?;
+        self.repo_idle_release.set(secs);
         Ok(())
     }
 

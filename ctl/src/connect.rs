@@ -4,10 +4,11 @@
 //! waits until it says it is ready; the others wait on the lock, then find it running.
 
 use anyhow::{anyhow, Context, Result};
+use grove_proto::client::Revive;
 use grove_proto::methods::{AgentList, List, ListParams, Method};
 use grove_proto::paths::Dirs;
 use grove_proto::types::AgentRecord;
-use grove_proto::{Client, ClientError, Envelope};
+use grove_proto::{AsyncClient, Client, ClientError, Envelope};
 use nix::fcntl::{Flock, FlockArg};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -45,12 +46,34 @@ pub fn connect(dirs: &Dirs) -> Result<Client> {
         Err(ClientError::Unreachable { .. }) => start_and_connect(dirs)?,
         Err(e) => return Err(e.into()),
     };
+    Ok(client.revive_with(revive(dirs)))
+}
+
+/// As [`connect`], for async callers (`grove mcp`). Starting a daemon waits for it, so
+/// it runs on a blocking thread.
+pub async fn connect_async(dirs: &Dirs) -> Result<AsyncClient> {
+    let client = match AsyncClient::connect(&dirs.socket).await {
+        Ok(client) => client,
+        Err(ClientError::Unreachable { .. }) => {
+            let for_start = dirs.clone();
+            tokio::task::spawn_blocking(move || start_and_connect(&for_start).map(drop))
+                .await
+                .context("starting the grove daemon")??;
+            AsyncClient::connect(&dirs.socket).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(client.revive_with(revive(dirs)))
+}
+
+/// What a client does when nothing answers while it retries: start a daemon.
+fn revive(dirs: &Dirs) -> Revive {
     let dirs = dirs.clone();
-    Ok(client.revive_with(Box::new(move |_| {
+    Box::new(move |_| {
         start_and_connect(&dirs)
             .map(drop)
             .map_err(|e| ClientError::Protocol(format!("{e:#}")))
-    })))
+    })
 }
 
 fn start_and_connect(dirs: &Dirs) -> Result<Client> {

@@ -21,6 +21,8 @@ pub struct Config {
     pub pool_size: usize,
     /// How long after a repository's last spawn its warm pool is kept.
     pub pool_idle: Duration,
+    /// How long a repository's lane keeps it open (its packs mapped) after its last job.
+    pub repo_idle_release: Duration,
     /// Disk usage (fraction of the worktree root's filesystem) that starts cleanup.
     pub disk_high: f64,
     /// Usage cleanup aims to get under.
@@ -177,6 +179,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_worktrees", "GROVE_MAX_WORKTREES", "20"),
     ("pool_size", "GROVE_POOL_SIZE", "2"),
     ("pool_idle", "GROVE_POOL_IDLE", "1h"),
+    ("repo_idle_release", "GROVE_REPO_IDLE_RELEASE", "60s"),
     ("disk_high", "GROVE_DISK_HIGH", "80"),
     ("disk_low", "GROVE_DISK_LOW", "50"),
     ("disk_check_interval", "GROVE_DISK_CHECK_INTERVAL", "60s"),
@@ -240,6 +243,7 @@ impl Config {
             max_worktrees: get("max_worktrees")?.number()? as usize,
             pool_size: get("pool_size")?.number()? as usize,
             pool_idle: get("pool_idle")?.duration()?,
+            repo_idle_release: get("repo_idle_release")?.duration()?,
             disk_high: get("disk_high")?.percent()?,
             disk_low: get("disk_low")?.percent()?,
             disk_check_interval: get("disk_check_interval")?.duration()?,

@@ -28,6 +28,21 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A commit id on record that git cannot parse: what it was, the text, git's cause.
+    #[error("bad {what} {text}: {source}")]
+    BadCommitId {
+        what: &'static str,
+        text: String,
+        #[source]
+        source: git2::Error,
+    },
+    /// A value of ours that could not be encoded as JSON: a bug, kept with its cause.
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
     /// The kernel gave no randomness for an id or a token.
     #[error("no randomness for an id or a token: {0}")]
     Randomness(#[source] std::io::Error),
@@ -56,6 +71,8 @@ impl Error {
             | Error::Task(_)
             | Error::OwnerGone(_)
             | Error::Io { .. }
+            | Error::BadCommitId { .. }
+            | Error::Encode { .. }
             | Error::Randomness(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
             Error::Conflict(_) => codes::CONFLICT,

@@ -57,7 +57,7 @@ pub async fn run(
     crate::metrics::daemon_started(start);
     let db_at_exit = db.clone();
     let config = Arc::new(config);
-    let lanes = Lanes::default();
+    let lanes = Lanes::new(config.repo_idle_release);
     let (stop, stopped) = watch::channel(false);
     let exe = std::env::current_exe()
         .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
@@ -184,7 +184,11 @@ fn make_private_dir(path: &Path) -> Result<(), Error> {
         .recursive(true)
         .mode(0o700)
         .create(path)
-        .map_err(|e| Error::Internal(format!("cannot create {}: {e}", path.display())))?;
+        .map_err(|source| Error::Io {
+            what: "create",
+            path: path.to_path_buf(),
+            source,
+        })?;
     restrict(path, 0o700);
     Ok(())
 }
@@ -236,7 +240,11 @@ fn take_instance_lock(path: &Path) -> Result<Flock<File>, Error> {
         .truncate(false)
         .mode(0o600)
         .open(path)
-        .map_err(|e| Error::Internal(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|source| Error::Io {
+            what: "open",
+            path: path.to_path_buf(),
+            source,
+        })?;
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(lock) => lock,
         Err((mut file, _)) => {
@@ -267,16 +275,23 @@ fn bind(socket: &Path) -> Result<UnixListener, Error> {
     match fs::remove_file(socket) {
         Ok(()) => tracing::info!(socket = %socket.display(), "removed a stale socket"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(Error::Internal(format!(
-                "cannot remove stale socket {}: {e}",
-                socket.display()
-            )))
+        Err(source) => {
+            return Err(Error::Io {
+                what: "remove the stale socket",
+                path: socket.to_path_buf(),
+                source,
+            })
         }
     }
-    let listener = UnixListener::bind(socket)
-        .map_err(|e| Error::Internal(format!("cannot listen on {}: {e}", socket.display())))?;
-    fs::set_permissions(socket, fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::Internal(format!("cannot restrict {}: {e}", socket.display())))?;
+    let listener = UnixListener::bind(socket).map_err(|source| Error::Io {
+        what: "listen on",
+        path: socket.to_path_buf(),
+        source,
+    })?;
+    fs::set_permissions(socket, fs::Permissions::from_mode(0o600)).map_err(|source| Error::Io {
+        what: "restrict",
+        path: socket.to_path_buf(),
+        source,
+    })?;
     Ok(listener)
 }

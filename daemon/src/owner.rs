@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::sync::mpsc;
 use std::thread;
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 type Job<T> = Box<dyn FnOnce(&mut T) + Send>;
@@ -23,10 +24,41 @@ impl<T> Clone for Owner<T> {
     }
 }
 
+/// The next job; `None` once every sender is gone. While `armed`, a quiet spell of
+/// `idle.after` runs `idle.release` and disarms.
+fn next_job<T>(
+    queue: &mpsc::Receiver<Job<T>>,
+    idle: Option<&Idle<T>>,
+    armed: &mut bool,
+    resource: &mut T,
+) -> Option<Job<T>> {
+    loop {
+        match idle.filter(|_| *armed) {
+            None => return queue.recv().ok(),
+            Some(idle) => match queue.recv_timeout(idle.after) {
+                Ok(job) => return Some(job),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    (idle.release)(resource);
+                    *armed = false;
+                }
+            },
+        }
+    }
+}
+
 /// The owning thread is gone (it panicked, or the process is ending).
 #[derive(Debug, thiserror::Error)]
 #[error("the {0} thread is gone")]
 pub struct OwnerGone(pub &'static str);
+
+/// What an owning thread does when no job has come for a while: `release` runs once
+/// per quiet spell, `after` the last job (a timer armed as the thread goes idle, not a
+/// poll: a thread that released waits for the next job without a timeout).
+pub struct Idle<T> {
+    pub after: Duration,
+    pub release: fn(&mut T),
+}
 
 impl<T: 'static> Owner<T> {
     /// Starts the owning thread; `init` builds the resource on that thread. A thread
@@ -34,6 +66,15 @@ impl<T: 'static> Owner<T> {
     pub fn spawn<E: From<OwnerGone> + Send + 'static>(
         name: &'static str,
         init: impl FnOnce() -> Result<T, E> + Send + 'static,
+    ) -> Result<Owner<T>, E> {
+        Owner::spawn_with_idle(name, init, None)
+    }
+
+    /// As [`Owner::spawn`], and the thread runs `idle` when it has been quiet.
+    pub fn spawn_with_idle<E: From<OwnerGone> + Send + 'static>(
+        name: &'static str,
+        init: impl FnOnce() -> Result<T, E> + Send + 'static,
+        idle: Option<Idle<T>>,
     ) -> Result<Owner<T>, E> {
         let (jobs, queue) = mpsc::channel::<Job<T>>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), E>>();
@@ -50,8 +91,10 @@ impl<T: 'static> Owner<T> {
                         return;
                     }
                 };
-                for job in queue {
+                let mut armed = false;
+                while let Some(job) = next_job(&queue, idle.as_ref(), &mut armed, &mut resource) {
                     job(&mut resource);
+                    armed = idle.is_some();
                 }
             })
             .map_err(|_| OwnerGone(name))?;

@@ -9,65 +9,10 @@ use serde_json::Value;
 use std::io::{self, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How long a client keeps trying to reach a restarting daemon unless told otherwise
-/// (`GROVE_RETRY_FOR`, in seconds; 0 turns retries off).
-pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(300);
-
-/// How long a client waits for a socket file that is gone to come back (a daemon
-/// restarting binds its socket first thing) before it takes the daemon for stopped.
-const RESTART_GRACE: Duration = Duration::from_secs(5);
-
-/// `GROVE_RETRY_FOR` (seconds), else [`DEFAULT_RETRY_FOR`].
-pub fn retry_for_from_env() -> Duration {
-    std::env::var("GROVE_RETRY_FOR")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|secs| secs.is_finite() && *secs >= 0.0)
-        .map_or(DEFAULT_RETRY_FOR, Duration::from_secs_f64)
-}
-
-/// Called when nothing answers at the socket while a client retries: a chance to start
-/// a daemon (the CLI does). Its errors are not final: the client keeps trying.
-pub type Revive = Box<dyn FnMut(&Path) -> Result<(), ClientError> + Send>;
-
-/// A fresh idempotency key: 128 random bits in hex.
-pub fn new_idempotency_key() -> String {
-    let mut bytes = [0u8; 16];
-    if grove_sys::random::fill(&mut bytes).is_err() {
-        // No randomness: time and pid still tell this request from any other.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        return format!("{nanos:x}-{:x}", std::process::id());
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `params` as sent: a request sent again says so, which makes the daemon look its
-/// idempotency key up.
-fn again(params: &Value, sent_before: bool) -> Value {
-    let mut params = params.clone();
-    if let (true, Value::Object(map)) = (sent_before, &mut params) {
-        if map.contains_key(crate::methods::IDEMPOTENCY_KEY) {
-            map.insert(crate::methods::IDEMPOTENCY_RETRY.into(), true.into());
-        }
-    }
-    params
-}
-
-/// `params` with an idempotency key when `method` changes something and the caller
-/// chose none: the same key goes out again with every retry of this request.
-fn with_key(method: &str, mut params: Value) -> Value {
-    use crate::methods::{CHANGING_METHODS, IDEMPOTENCY_KEY};
-    if let Value::Object(map) = &mut params {
-        if CHANGING_METHODS.contains(&method) && !map.contains_key(IDEMPOTENCY_KEY) {
-            map.insert(IDEMPOTENCY_KEY.into(), new_idempotency_key().into());
-        }
-    }
-    params
-}
+pub use crate::retry::{new_idempotency_key, retry_for_from_env, Revive, DEFAULT_RETRY_FOR};
+use crate::retry::{Next, Outgoing};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -209,11 +154,12 @@ impl Client {
             other => return other,
         };
         let (method, params) = self.subscription.clone().unwrap_or_default();
-        let deadline = Instant::now() + self.retry_for;
+        let mut outgoing = Outgoing::new(&method, params);
         loop {
-            self.reconnect(deadline, lost)?;
+            let attempts = outgoing.lost(self.retry_for, lost)?;
+            self.reconnect(attempts)?;
             // The new subscription's answer is a response: the next read skips it.
-            match self.send_request(&method, params.clone()) {
+            match self.send_request(&method, outgoing.attempt()) {
                 Ok(()) => break,
                 Err(ClientError::Io(e)) => lost = e,
                 Err(e) => return Err(e),
@@ -325,33 +271,27 @@ impl Client {
     }
 
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
-        let params = with_key(method, params);
-        let mut sent = false;
-        self.retrying(method, &params, |client| {
-            client.send_request(method, again(&params, sent))?;
-            sent = true;
+        self.retrying(Outgoing::new(method, params), |client, method, params| {
+            client.send_request(method, params)?;
             client.next_response()
         })
     }
 
     /// Runs `once` (one request and its answer), and after a lost connection reconnects
-    /// and runs it again, until `retry_for` has passed since the first loss.
+    /// and runs it again, as [`Outgoing`] says.
     fn retrying<T>(
         &mut self,
-        method: &str,
-        params: &Value,
-        mut once: impl FnMut(&mut Client) -> Result<T, ClientError>,
+        mut outgoing: Outgoing<'_>,
+        mut once: impl FnMut(&mut Client, &str, Value) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
-        if crate::methods::SUBSCRIPTIONS.contains(&method) {
-            self.subscription = Some((method.to_string(), params.clone()));
+        if outgoing.is_subscription() {
+            self.subscription = Some((outgoing.method().to_string(), outgoing.params().clone()));
         }
-        let retried = !crate::methods::NEVER_RETRIED.contains(&method);
-        let mut deadline = None;
         loop {
-            match once(self) {
-                Err(ClientError::Io(e)) if retried => {
-                    let deadline = *deadline.get_or_insert(Instant::now() + self.retry_for);
-                    self.reconnect(deadline, e)?;
+            match once(self, outgoing.method(), outgoing.attempt()) {
+                Err(ClientError::Io(e)) => {
+                    let reconnect = outgoing.lost(self.retry_for, e)?;
+                    self.reconnect(reconnect)?;
                 }
                 other => return other,
             }
@@ -367,23 +307,15 @@ impl Client {
         Ok(())
     }
 
-    /// Replaces a lost connection, trying until `deadline`; `lost` is the error when it
-    /// passes without one.
-    fn reconnect(&mut self, deadline: Instant, lost: io::Error) -> Result<(), ClientError> {
-        let mut pause = Duration::from_millis(20);
-        let mut last = ClientError::Io(lost);
-        let mut absent_since = None;
-        let mut cut_at_hello = 0;
+    /// Replaces a lost connection, as `attempts` says.
+    fn reconnect(&mut self, mut attempts: crate::retry::Reconnect) -> Result<(), ClientError> {
         loop {
-            if Instant::now() >= deadline {
-                return Err(last);
-            }
-            std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-            pause = (pause * 2).min(Duration::from_secs(1));
-            match Client::open(&self.path).and_then(|mut fresh| {
+            std::thread::sleep(attempts.pause()?);
+            let fresh = Client::open(&self.path).and_then(|mut fresh| {
                 fresh.hello()?;
                 Ok(fresh)
-            }) {
+            });
+            match fresh {
                 Ok(fresh) => {
                     self.reader = fresh.reader;
                     self.writer = fresh.writer;
@@ -391,35 +323,13 @@ impl Client {
                     self.next_id = fresh.next_id;
                     return Ok(());
                 }
-                // No socket file: the daemon was stopped on purpose (it removes its
-                // socket) or is restarting (the next binds it at once). Wait a little for
-                // a restart; never start a daemon someone stopped.
-                Err(ClientError::Unreachable { cause, path })
-                    if cause.kind() == io::ErrorKind::NotFound =>
-                {
-                    let since = *absent_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= RESTART_GRACE {
-                        return Err(ClientError::Unreachable { cause, path });
+                Err(e) => {
+                    if attempts.failed(e)? == Next::Revive {
+                        if let Some(revive) = self.revive.as_mut() {
+                            let _ = revive(&self.path);
+                        }
                     }
-                    last = ClientError::Unreachable { cause, path };
                 }
-                // A socket nobody answers: its daemon died.
-                Err(e @ ClientError::Unreachable { .. }) => {
-                    if let Some(revive) = self.revive.as_mut() {
-                        let _ = revive(&self.path);
-                    }
-                    last = e;
-                }
-                // A new connection cut before `hello` was answered, again and again, is
-                // a daemon turning us away rather than one restarting.
-                Err(e @ ClientError::Io(_)) => {
-                    cut_at_hello += 1;
-                    if cut_at_hello >= 3 {
-                        return Err(e);
-                    }
-                    last = e;
-                }
-                Err(e) => return Err(e),
             }
         }
     }
@@ -486,11 +396,8 @@ impl Client {
         params: Value,
         mut parse: impl FnMut(Vec<u8>) -> Result<Option<T>, ClientError>,
     ) -> Result<T, ClientError> {
-        let params = with_key(method, params);
-        let mut sent = false;
-        self.retrying(method, &params, |client| {
-            client.send_request(method, again(&params, sent))?;
-            sent = true;
+        self.retrying(Outgoing::new(method, params), |client, method, params| {
+            client.send_request(method, params)?;
             loop {
                 match read_frame(&mut client.reader, MAX_LINE_BYTES)? {
                     Frame::Line(line) => {
@@ -543,16 +450,44 @@ impl<'de, R: Deserialize<'de>> Envelope<R> {
     }
 }
 
-/// An async connection that has said hello.
+/// An async connection that has said hello. It rides out a daemon restart as
+/// [`Client`] does, under the same policy ([`crate::retry`]): a call whose connection
+/// drops reconnects and is sent again, with the same idempotency key, for up to
+/// `GROVE_RETRY_FOR` seconds. It reads no notifications (no subscriptions).
 pub struct AsyncClient {
     reader: tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
     writer: tokio::net::unix::OwnedWriteHalf,
     next_id: u64,
     pub hello: Option<HelloResult>,
+    path: PathBuf,
+    retry_for: Duration,
+    /// Run on a blocking thread: starting a daemon waits for it.
+    revive: Option<Revive>,
 }
 
 impl AsyncClient {
+    /// Connects and waits for the answer to `hello`; later calls retry for
+    /// `GROVE_RETRY_FOR` seconds.
     pub async fn connect(path: &Path) -> Result<AsyncClient, ClientError> {
+        let mut client = AsyncClient::open(path).await?;
+        client.retry_for = retry_for_from_env();
+        Ok(client)
+    }
+
+    /// Sets how long calls keep retrying after a lost connection (zero: never).
+    pub fn retry_for(mut self, retry_for: Duration) -> AsyncClient {
+        self.retry_for = retry_for;
+        self
+    }
+
+    /// Sets what to do when nothing answers at the socket during a retry.
+    pub fn revive_with(mut self, revive: Revive) -> AsyncClient {
+        self.revive = Some(revive);
+        self
+    }
+
+    /// A connection that has said hello, without retries.
+    async fn open(path: &Path) -> Result<AsyncClient, ClientError> {
         check_socket_dir(path)?;
         let stream = tokio::net::UnixStream::connect(path)
             .await
@@ -567,8 +502,14 @@ impl AsyncClient {
             writer: write,
             next_id: 1,
             hello: None,
+            path: path.to_path_buf(),
+            retry_for: Duration::ZERO,
+            revive: None,
         };
-        client.hello = Some(client.call::<Hello>(&hello_params()).await?);
+        let params = serde_json::to_value(hello_params())
+            .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
+        let hello = client.call_once(Hello::NAME, params).await?;
+        client.hello = Some(decode::<Hello>(hello)?);
         Ok(client)
     }
 
@@ -579,6 +520,19 @@ impl AsyncClient {
     }
 
     pub async fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
+        let mut outgoing = Outgoing::new(method, params);
+        loop {
+            match self.call_once(method, outgoing.attempt()).await {
+                Err(ClientError::Io(e)) => {
+                    let attempts = outgoing.lost(self.retry_for, e)?;
+                    self.reconnect(attempts).await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn call_once(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
         use tokio::io::AsyncWriteExt;
         let id = self.next_id;
         self.next_id += 1;
@@ -591,6 +545,45 @@ impl AsyncClient {
                 return Ok(response);
             }
         }
+    }
+
+    /// Replaces a lost connection, as `attempts` says.
+    async fn reconnect(
+        &mut self,
+        mut attempts: crate::retry::Reconnect,
+    ) -> Result<(), ClientError> {
+        loop {
+            tokio::time::sleep(attempts.pause()?).await;
+            match AsyncClient::open(&self.path).await {
+                Ok(fresh) => {
+                    self.reader = fresh.reader;
+                    self.writer = fresh.writer;
+                    self.hello = fresh.hello;
+                    self.next_id = fresh.next_id;
+                    return Ok(());
+                }
+                Err(e) => {
+                    if attempts.failed(e)? == Next::Revive {
+                        self.revive().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs the revive hook on a blocking thread; its errors are not final.
+    async fn revive(&mut self) {
+        let Some(mut revive) = self.revive.take() else {
+            return;
+        };
+        let path = self.path.clone();
+        let ran = tokio::task::spawn_blocking(move || {
+            let _ = revive(&path);
+            revive
+        })
+        .await;
+        // A hook that panicked is dropped: retries go on without it.
+        self.revive = ran.ok();
     }
 }
 

@@ -13,6 +13,7 @@ pub mod git;
 pub mod jsonrpc;
 pub mod methods;
 pub mod paths;
+pub mod retry;
 pub mod state;
 pub mod types;
 

@@ -21,7 +21,8 @@ pub mod term;
 
 pub use os::MAX_SOCKET_PATH_BYTES;
 pub use os::{
-    cgroup, fs, landlock, no_sockets, peer, pidfd, pids, proc, random, signal, supervise, watch,
+    cgroup, fs, landlock, memory, no_sockets, peer, pidfd, pids, proc, random, signal, supervise,
+    watch,
 };
 
 /// The name of this OS, for messages.

@@ -282,9 +282,12 @@ fn a_git_of_a_killed_daemon_dies_with_it() {
     );
     let g = g.with_env(&[("PATH", path.as_str())]);
     g.ok(&["list"]);
+    // No retry: a retried spawn would start the next daemon, whose own (living) git
+    // would run through the wrapper too.
     let mut spawn = g
         .command()
         .args(["spawn", "--", "true"])
+        .env("GROVE_RETRY_FOR", "0")
         .spawn()
         .expect("spawn");
     let pid_of = |name: &str| -> Option<i32> {
@@ -459,4 +462,93 @@ fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
         g.json(&["daemon", "status"])["recovering"] == false
     });
     assert_git_is_clean(&g);
+}
+
+/// An agent that exits normally while the disk holding grove's state is full keeps its
+/// outcome (issue 20): its shim reserved the exit record's room when it started, so the
+/// record is written and the agent is not taken for `lost`.
+#[test]
+fn a_normal_exit_on_a_full_disk_keeps_its_outcome() {
+    let scratch = tempfile::Builder::new()
+        .prefix("ge")
+        .tempdir_in("/tmp")
+        .expect("tmp");
+    let home_fs = scratch.path().join("hf");
+    let _home = match Tmpfs::mount(&home_fs, "16m") {
+        Ok(mounted) => mounted,
+        Err(why) => {
+            can_run("tmpfs", Some(why));
+            return;
+        }
+    };
+    let mut g = Grove::new().with_env(&[("GROVE_DISK_HIGH", "100"), ("GROVE_DISK_LOW", "99")]);
+    g.home = home_fs.join("h");
+    let gate = g.dir.path().join("gate");
+    let started = g.dir.path().join("started");
+    let id = g.spawn(
+        &[],
+        &format!(
+            "touch '{}'; while [ ! -e '{}' ]; do sleep 0.02; done",
+            started.display(),
+            gate.display()
+        ),
+    );
+    // The command runs: its shim is past the start, where it reserves the room.
+    eventually("the agent runs", Duration::from_secs(10), || {
+        started.exists()
+    });
+    let filler = fill_up(&home_fs);
+    fs::write(&gate, "").expect("gate");
+    let record = g.wait(&id);
+    fs::remove_file(filler).expect("free");
+    assert_eq!(record["outcome"], "succeeded", "{record}");
+    assert_eq!(g.record(&id)["outcome"], "succeeded");
+}
+
+/// A restart that cannot write the abandon marker of an interrupted start does not roll
+/// it back (a shim of that start could still claim it and run the agent in a worktree
+/// being removed): it keeps the agent `preparing` and tries again, and once the marker
+/// is written the agent starts afresh, once.
+#[test]
+fn an_abandon_marker_that_cannot_be_written_holds_the_rollback_until_it_can() {
+    let g = Grove::new();
+    let runs = g.dir.path().join("runs");
+    g.crash_during(
+        "after_worktree_add",
+        &[
+            "spawn",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo run >> '{}'", runs.display()),
+        ],
+    );
+    let agent_dirs: Vec<_> = fs::read_dir(g.home.join("agents"))
+        .expect("agents")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(agent_dirs.len(), 1, "{agent_dirs:?}");
+    // A directory where the marker goes: writing the marker fails.
+    let marker = agent_dirs[0].join("start-1.abandon");
+    fs::create_dir(&marker).expect("block the marker");
+    g.ok(&["list"]);
+    eventually("the failure is said", Duration::from_secs(10), || {
+        !g.daemon_log_lines("cannot mark an interrupted start as given up")
+            .is_empty()
+    });
+    let id = g.json(&["list", "--all"])["agents"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    assert_eq!(g.status(&id), "preparing");
+    assert_eq!(g.json(&["daemon", "status"])["recovery_pending"], 1);
+    assert_eq!(g.worktree_dirs().len(), 1, "no rollback without the marker");
+    fs::remove_dir(&marker).expect("unblock the marker");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert_eq!(
+        fs::read_to_string(&runs).unwrap_or_default(),
+        "run\n",
+        "the agent ran once"
+    );
 }

@@ -45,7 +45,11 @@ impl Raw {
     }
 
     fn create_session(&mut self, name: &str) {
-        let text = "[state]\nversion = 1\n[state.channels]\nx = { reducer = \"overwrite\" }\n";
+        self.create_session_with(name, "x = { reducer = \"overwrite\" }");
+    }
+
+    fn create_session_with(&mut self, name: &str, channels: &str) {
+        let text = format!("[state]\nversion = 1\n[state.channels]\n{channels}\n");
         let made = self.ask(
             json!({"jsonrpc": "2.0", "id": 0, "method": "session.create",
             "params": {"name": name, "schema_text": {"origin": "t.toml", "text": text}}}),
@@ -242,4 +246,152 @@ fn a_daemon_stopped_on_purpose_is_not_started_again_by_a_waiting_client() {
     let status: serde_json::Value = serde_json::from_str(&status.stdout).expect("json");
     assert_eq!(status["running"], false, "{status}");
     g.ok(&["kill", &id]);
+}
+
+/// One MCP tool call by the official Python SDK through `grove mcp` (started as an MCP
+/// host starts it, with this grove's environment): `{"error", "text"}` of the result.
+fn mcp_tool(g: &Grove, python: &str, tool: &str, args: serde_json::Value) -> serde_json::Value {
+    const CLIENT: &str = r#"
+import asyncio, json, os, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main(tool, args):
+    server = StdioServerParameters(
+        command=os.environ["GROVE_BIN"], args=["mcp"], env=dict(os.environ), cwd=os.getcwd())
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            r = await session.call_tool(tool, json.loads(args))
+            error = getattr(r, "is_error", None) or getattr(r, "isError", False)
+            print(json.dumps({"error": bool(error), "text": r.content[0].text}))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"#;
+    let out = std::process::Command::new(python)
+        .args(["-c", CLIENT, tool, &args.to_string()])
+        .current_dir(&g.repo)
+        .envs(grove_env(g))
+        .env("GROVE_BIN", BIN)
+        .output()
+        .expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
+}
+
+#[test]
+fn an_mcp_clients_spawn_and_state_update_cut_off_by_a_crash_complete_once() {
+    let Some(python) = mcp_python() else {
+        return;
+    };
+    let g = Grove::new();
+    Raw::open(&g).create_session_with("m", "n = { reducer = \"add\" }");
+    let runs_dir = g.dir.path().join("runs");
+    fs::create_dir(&runs_dir).expect("runs");
+    let crashes = || {
+        g.daemon_log_lines("GROVE_TEST_CRASH_AT: crashing on purpose")
+            .len()
+    };
+
+    crash_before_answering(&g);
+    let script = format!("echo run >> '{}'/$GROVE_AGENT_ID", runs_dir.display());
+    let spawned = mcp_tool(
+        &g,
+        &python,
+        "spawn_agent",
+        json!({"argv": ["sh", "-c", script], "name": "mcp-crash"}),
+    );
+    assert_eq!(spawned["error"], false, "{spawned}");
+    assert_eq!(
+        crashes(),
+        1,
+        "the daemon crashed before answering the spawn"
+    );
+    let spawned: serde_json::Value =
+        serde_json::from_str(spawned["text"].as_str().unwrap_or_default()).expect("record");
+    let id = spawned["id"].as_str().expect("id").to_string();
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    let agents = g.json(&["list", "--all"])["agents"].clone();
+    assert_eq!(
+        agents.as_array().map(Vec::len),
+        Some(1),
+        "one agent: {agents}"
+    );
+    assert_eq!(runs(&runs_dir, &id), 1, "the agent ran once");
+
+    crash_before_answering(&g);
+    let updated = mcp_tool(
+        &g,
+        &python,
+        "state_update",
+        json!({"session": "m", "writes": [{"channel": "n", "value": 1}]}),
+    );
+    assert_eq!(updated["error"], false, "{updated}");
+    assert_eq!(
+        crashes(),
+        2,
+        "the daemon crashed before answering the update"
+    );
+    let state = g.json(&["state", "get", "--session", "m"]);
+    assert_eq!(state["state"]["n"], json!(1), "counted once: {state}");
+}
+
+/// A spawn sent again while its agent is still being prepared (here: a restart's
+/// rollback of the preparation the crash interrupted, held until a gate exists) is
+/// answered as the first spawn would have been: once the agent runs, not `preparing`.
+#[test]
+fn a_spawn_sent_again_while_its_agent_is_prepared_answers_once_it_runs() {
+    let g = Grove::new();
+    g.ok(&["daemon", "stop"]);
+    let out = g.run_env(&["list"], &[("GROVE_TEST_HOLD_AT", "prepared_worktree")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let repo = g.repo.clone();
+    let spawn = move |retry: bool| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "agent.spawn", "params": {
+            "argv": ["sh", "-c", "exit 0"], "repo": repo, "idempotency_key": "spawn-1",
+            "idempotency_retry": retry}})
+    };
+    let mut first = Raw::open(&g);
+    writeln!(first.stream, "{}", spawn(false)).expect("send");
+    eventually(
+        "the agent is held in preparation",
+        Duration::from_secs(10),
+        || g.json(&["list"])["agents"][0]["status"] == "preparing",
+    );
+    g.crash_daemon();
+    drop(first);
+
+    let gate = g.dir.path().join("rollback-gate");
+    let gate_text = gate.display().to_string();
+    let out = g.run_env(
+        &["list"],
+        &[
+            ("GROVE_TEST_HOLD_AT", "rolling_back"),
+            ("GROVE_TEST_HOLD_UNTIL", &gate_text),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(g.json(&["list"])["agents"][0]["status"], "preparing");
+    let mut retry = Raw::open(&g);
+    let asking = std::thread::spawn(move || retry.ask(spawn(true)));
+    // The retry waits in the daemon (its connection stays open) until the agent runs.
+    eventually("the retry is in flight", Duration::from_secs(10), || {
+        asking.is_finished() || open_connections(&g) >= 2.0
+    });
+    fs::write(&gate, "").expect("gate");
+    let answer = asking.join().expect("retry");
+    assert_eq!(answer["result"]["status"], "running", "{answer}");
+    let id = answer["result"]["id"].as_str().expect("id").to_string();
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    let agents = g.json(&["list", "--all"])["agents"].clone();
+    assert_eq!(
+        agents.as_array().map(Vec::len),
+        Some(1),
+        "one agent: {agents}"
+    );
 }

@@ -9,7 +9,7 @@ use crate::stats::{ms, Summary};
 use anyhow::{Context, Result};
 use std::time::Duration;
 
-const POOL_SIZE: u32 = 2;
+pub(super) const POOL_SIZE: u32 = 2;
 
 pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     ctx.env.set_pool_size(POOL_SIZE)?;
@@ -61,7 +61,7 @@ fn measure(ctx: &Ctx<'_>, repo: &Repo, big: bool) -> Result<Row> {
 }
 
 /// Waits until the daemon reports a full, ready pool for `repo` (the bench may poll).
-fn wait_for_warm_pool(ctx: &Ctx<'_>, repo: &Repo) -> Result<()> {
+pub(super) fn wait_for_warm_pool(ctx: &Ctx<'_>, repo: &Repo) -> Result<()> {
     let workdir = repo.path.canonicalize().context("canonical repo path")?;
     poll_until(
         "a warm pool",

@@ -122,6 +122,7 @@ fn value_of(config: &Config, key: &str) -> String {
         "max_worktrees" => config.max_worktrees.to_string(),
         "pool_size" => config.pool_size.to_string(),
         "pool_idle" => duration(config.pool_idle),
+        "repo_idle_release" => duration(config.repo_idle_release),
         "disk_high" => percent(config.disk_high),
         "disk_low" => percent(config.disk_low),
         "disk_check_interval" => duration(config.disk_check_interval),

@@ -9,7 +9,7 @@ mod args;
 mod tools;
 mod wait;
 
-use crate::connect::{connect, dirs};
+use crate::connect::{connect_async, dirs};
 use anyhow::{Context, Result};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -74,21 +74,24 @@ fn answer(result: Answer) -> CallToolResult {
     }
 }
 
-/// Calls one protocol method on a blocking thread.
+/// Calls one protocol method; a daemon restarting meanwhile is ridden out (the call
+/// is sent again with its idempotency key, docs/protocol.md).
 async fn rpc(method: &'static str, params: Value) -> Answer {
-    blocking(move || {
-        let mut client = connect(&dirs()?)?;
-        let response = client.call_raw(method, params)?;
-        match response.error {
-            Some(error) => Err(anyhow::anyhow!(
-                "{} (code {})",
+    let call = async {
+        let mut client = connect_async(&dirs()?).await?;
+        anyhow::Ok(client.call_raw(method, params).await?)
+    };
+    match call.await {
+        Ok(response) => match response.error {
+            Some(error) => Err(format!(
+                "grove: {} (code {})",
                 for_mcp(&error.message),
                 error.code
             )),
             None => Ok(response.result.unwrap_or(Value::Null)),
-        }
-    })
-    .await
+        },
+        Err(e) => Err(format!("grove: {e:#}")),
+    }
 }
 
 /// The daemon's words point at commands of the command line; an MCP caller has tools.

@@ -127,8 +127,10 @@ impl Core {
             deleted = merged.deleted,
             "merged by grove merge"
         );
-        let mut params = serde_json::to_value(&record)
-            .map_err(|e| Error::Internal(format!("cannot encode the record: {e}")))?;
+        let mut params = serde_json::to_value(&record).map_err(|source| Error::Encode {
+            what: "the record",
+            source,
+        })?;
         params["merged"] = serde_json::json!({
             "target": merged.target,
             "mode": merged.mode,

@@ -49,6 +49,22 @@ impl CoreHandle {
         }
     }
 
+    /// The agent that spawn `id` made, for a spawn sent again: waits for its start as
+    /// the first spawn did; `None` when no such agent exists (it never came to be).
+    pub async fn respawn(&self, id: &str) -> Result<Option<AgentRecord>, Error> {
+        let accepted = self
+            .ask(|reply| Msg::Respawn(id.to_string(), reply))
+            .await?;
+        match accepted {
+            None => Ok(None),
+            Some(Accepted {
+                started: Some(started),
+                ..
+            }) => started.await.map_err(|_| Error::ShuttingDown)?.map(Some),
+            Some(Accepted { record, .. }) => Ok(Some(record)),
+        }
+    }
+
     pub async fn get(&self, prefix: &str) -> Result<AgentRecord, Error> {
         self.ask(|reply| Msg::Get(prefix.to_string(), None, reply))
             .await

@@ -128,6 +128,27 @@ impl Core {
         })
     }
 
+    /// The agent a spawn sent again made, answered as the first spawn was: once it runs
+    /// (or with the error that ended its preparation) while it is being prepared, as it
+    /// is otherwise (queued, running, ended). A preparation already awaited by a client
+    /// keeps that client; the retry then gets the record as it is.
+    pub(super) fn respawn(&mut self, id: &str) -> Option<Accepted> {
+        let record = self.agents.get(id)?.record.clone();
+        let awaited = self.pending_starts.contains_key(id);
+        if record.status != AgentStatus::Preparing || awaited {
+            return Some(Accepted {
+                record,
+                started: None,
+            });
+        }
+        let (reply, started) = oneshot::channel();
+        self.pending_starts.insert(id.to_string(), reply);
+        Some(Accepted {
+            record,
+            started: Some(started),
+        })
+    }
+
     /// Refuses a spawn by `parent` beyond its share: live children, and children
     /// waiting in the queue, so that one agent cannot fill the queue for everyone.
     fn check_child_quota(&self, parent: &str) -> Result<(), Error> {
@@ -500,6 +521,7 @@ impl Core {
         self.removal_reasons.insert(id.to_string(), why);
         let lanes = self.lanes.clone();
         let tx = self.tx.clone();
+        let salvages = self.salvages.clone();
         let span = tracing::info_span!("agent", id = %record.id, repo = %record.repo.display());
         let tmp = self.config.dirs.agent_dir(&record.id).join("tmp");
         let collect = async move {
@@ -515,11 +537,12 @@ impl Core {
                 let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
                 // Hashing the worktree happens here, outside the repository's lane.
                 let common = target.common_dir.clone();
-                let (job, staged) = tokio::task::spawn_blocking(move || {
-                    let staged = salvage(&common, &job);
-                    (job, staged)
-                })
-                .await?;
+                let (job, staged) = salvages
+                    .run(move || {
+                        let staged = salvage(&common, &job);
+                        (job, staged)
+                    })
+                    .await?;
                 let staged = staged?;
                 lanes
                     .run(&target, move |lane| finish(lane, &job, staged))
@@ -794,13 +817,20 @@ impl Core {
             return;
         };
         let (claim, abandon) = start_markers(&self.config.dirs.agent_dir(id), attempt);
-        let _ = std::fs::write(&abandon, b"");
+        let marked = std::fs::write(&abandon, b"");
         let claimed: Option<(u32, u64)> = std::fs::read_to_string(&claim)
             .ok()
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
             .and_then(|v| Some((v["pid"].as_u64()? as u32, v["start_time"].as_u64()?)));
         let Some((pid, start_time)) = claimed else {
-            self.roll_back_preparation(id);
+            match marked {
+                Ok(()) => self.roll_back_preparation(id),
+                // The agent's directory is gone: no shim can claim a start in it.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.roll_back_preparation(id)
+                }
+                Err(e) => self.abandon_later(id, abandon, e),
+            }
             return;
         };
         if let Some(row) = self.agents.get_mut(id) {
@@ -819,6 +849,55 @@ impl Core {
             self.watch_shim(id, pid);
         } else {
             self.shim_exited(id).await;
+        }
+    }
+
+    /// The abandon marker of an interrupted start could not be written: without it, a
+    /// shim of that start that has not claimed it yet could still run the agent in the
+    /// worktree a rollback removes, and the agent would then run twice. So no rollback
+    /// yet: the marker is written again, with growing pauses, until it can be (the
+    /// agent stays `preparing` and counts as recovering), then the start is resolved
+    /// afresh ([`Msg::StartAbandoned`]), as a shim may have claimed it meanwhile.
+    fn abandon_later(&mut self, id: &str, marker: std::path::PathBuf, first: std::io::Error) {
+        tracing::error!(
+            agent = id,
+            marker = %marker.display(),
+            error = %first,
+            "cannot mark an interrupted start as given up; its rollback waits until the marker is written"
+        );
+        self.recovering.insert(id.to_string());
+        let (tx, id) = (self.tx.clone(), id.to_string());
+        tokio::spawn(async move {
+            let mut pause = std::time::Duration::from_millis(100);
+            loop {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                let path = marker.clone();
+                match tokio::task::spawn_blocking(move || std::fs::write(path, b"")).await {
+                    Ok(Ok(())) => break,
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    Ok(Err(e)) => {
+                        tracing::debug!(agent = %id, error = %e, "the abandon marker still cannot be written")
+                    }
+                    Err(e) => {
+                        tracing::debug!(agent = %id, error = %e, "the abandon marker's write failed")
+                    }
+                }
+            }
+            tracing::info!(agent = %id, "interrupted start marked as given up");
+            let _ = tx.send(Msg::StartAbandoned(id)).await;
+        });
+    }
+
+    /// The marker [`Core::abandon_later`] waited for is written: resolve the start again.
+    pub(super) async fn start_abandoned(&mut self, id: &str) {
+        self.recovering.remove(id);
+        if self
+            .agents
+            .get(id)
+            .is_some_and(|row| row.record.status == AgentStatus::Preparing)
+        {
+            self.resolve_interrupted_start(id).await;
         }
     }
 
@@ -866,6 +945,49 @@ impl Core {
         self.queue.push_front(id.to_string());
         self.renumber_queue();
         self.admit_queued().await;
+    }
+}
+
+/// The salvages that may run at once (see `Core::salvages`).
+#[derive(Clone)]
+pub(super) struct Salvages {
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    total: usize,
+}
+
+impl Salvages {
+    pub(super) fn new(total: usize) -> Salvages {
+        let total = total.max(1);
+        Salvages {
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(total)),
+            total,
+        }
+    }
+
+    /// Runs a salvage once a permit is free. The last of a burst hands the allocator's
+    /// free memory back: what the salvages held is free by then, and glibc would keep
+    /// it (the daemon stayed at 36 MiB idle after 20 collects on a big repo).
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        let salvages = self.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let done = work();
+            drop(permit);
+            if salvages.permits.available_permits() == salvages.total {
+                grove_sys::memory::release_free_heap();
+            }
+            done
+        })
+        .await?;
+        Ok(done)
     }
 }
 

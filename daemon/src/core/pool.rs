@@ -179,8 +179,11 @@ impl Core {
         let workers = self.config.checkout_workers;
         tokio::spawn(async move {
             let result = async {
-                let oid = git2::Oid::from_str(&commit)
-                    .map_err(|_| Error::Internal(format!("bad base commit {commit}")))?;
+                let oid = git2::Oid::from_str(&commit).map_err(|source| Error::BadCommitId {
+                    what: "base commit",
+                    text: commit.clone(),
+                    source,
+                })?;
                 let at = path.clone();
                 lanes
                     .run(&target, move |lane| pool::register(lane, &at, oid))

@@ -64,8 +64,11 @@ async fn create_worktree(
     job: &PrepareJob,
 ) -> Result<(), Error> {
     let record = &job.record;
-    let base = git2::Oid::from_str(&record.base_commit)
-        .map_err(|_| Error::Internal(format!("bad base commit {}", record.base_commit)))?;
+    let base = git2::Oid::from_str(&record.base_commit).map_err(|source| Error::BadCommitId {
+        what: "base commit",
+        text: record.base_commit.clone(),
+        source,
+    })?;
     let path = record.worktree.clone();
     let branch = record.branch.clone();
     let reason = format!("grove agent {} is using this worktree", record.id);
@@ -222,7 +225,12 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     let exe = job.exe.clone();
     let cwd = start_dir(record);
     let log = record.log_path.clone();
+    let program = crate::supervisor::launch::shim_program(&exe);
     tokio::task::spawn_blocking(move || launch(&exe, &spec, &cwd, &log))
         .await?
-        .map_err(|e| Error::Internal(format!("cannot start the agent's shim: {e}")))
+        .map_err(|source| Error::Io {
+            what: "start the agent's shim",
+            path: program,
+            source,
+        })
 }

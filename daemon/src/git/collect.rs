@@ -390,7 +390,11 @@ fn verify_linked(repo: &Repository, common: &Path, worktree: &Path) -> Result<Pa
 }
 
 fn oid(text: &str) -> Result<Oid, Error> {
-    Oid::from_str(text).map_err(|_| Error::Internal(format!("bad commit id {text}")))
+    Oid::from_str(text).map_err(|source| Error::BadCommitId {
+        what: "commit id",
+        text: text.to_string(),
+        source,
+    })
 }
 
 /// Files changed, insertions and deletions of `tip` against its merge-base with `base`.

@@ -161,15 +161,17 @@ async fn stored(ctx: &Ctx, key: &str, method: &str) -> Result<Option<Json>, RpcE
     if method != m::Spawn::NAME {
         return Ok(Some(Json::raw(answer.into_bytes())));
     }
-    // A spawn's key names its agent: the answer is that agent as it is now. A key
-    // whose agent never came to be (a crash in between) is no answer: spawn again.
+    // A spawn's key names its agent: the answer is that agent as the first answer
+    // would have shown it (running once prepared, or queued). A key whose agent never
+    // came to be (a crash in between) is no answer: spawn again.
     let agent = serde_json::from_str::<Value>(&answer)
         .ok()
         .and_then(|v| v["agent"].as_str().map(String::from))
         .unwrap_or_default();
-    match ctx.core.get(&agent).await {
-        Ok(record) if record.id == agent => Json::of(&record).map(Some),
-        _ => {
+    match ctx.core.respawn(&agent).await {
+        Ok(Some(record)) => Json::of(&record).map(Some),
+        Err(e) => Err(e.into()),
+        Ok(None) => {
             let owned = key.to_string();
             let _ = ctx
                 .db

@@ -6,6 +6,7 @@ pub const MAX_SOCKET_PATH_BYTES: usize = 107;
 pub mod cgroup;
 pub mod fs;
 pub mod landlock;
+pub mod memory;
 pub mod no_sockets;
 pub mod peer;
 pub mod pidfd;

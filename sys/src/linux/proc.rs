@@ -121,6 +121,24 @@ pub fn rss_split(pid: u32) -> Option<(u64, u64)> {
     Some((kib("RssAnon")? * 1024, file * 1024))
 }
 
+/// The files `pid` has mapped, each once (/proc/<pid>/maps): which packs a process
+/// keeps mapped. `None` when the process is gone or not ours to read.
+pub fn mapped_files(pid: u32) -> Option<Vec<PathBuf>> {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let mut files: Vec<PathBuf> = maps
+        .lines()
+        // address perms offset dev inode path: the path is the sixth field and may
+        // hold spaces; anonymous mappings have none, or a [name].
+        .filter_map(|line| line.splitn(6, ' ').nth(5))
+        .map(str::trim_start)
+        .filter(|path| path.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    files.sort();
+    files.dedup();
+    Some(files)
+}
+
 /// Clock ticks per second, the unit of [`Stat::cpu_ticks`].
 pub fn clock_ticks_per_second() -> u64 {
     rustix::param::clock_ticks_per_second()

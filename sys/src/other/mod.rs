@@ -8,6 +8,7 @@ pub const MAX_SOCKET_PATH_BYTES: usize = 103;
 pub mod cgroup;
 pub mod fs;
 pub mod landlock;
+pub mod memory;
 pub mod no_sockets;
 pub mod peer;
 pub mod pidfd;

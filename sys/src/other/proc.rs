@@ -49,6 +49,10 @@ pub fn rss_split(_pid: u32) -> Option<(u64, u64)> {
     None
 }
 
+pub fn mapped_files(_pid: u32) -> Option<Vec<PathBuf>> {
+    None
+}
+
 pub fn clock_ticks_per_second() -> u64 {
     100
 }

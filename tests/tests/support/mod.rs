@@ -438,6 +438,22 @@ pub fn have_python3() -> bool {
     can_run("python3", missing)
 }
 
+/// The python of a virtualenv with the official MCP SDK (GROVE_MCP_PYTHON, which CI
+/// sets); otherwise [`can_run`] says why (and fails in CI).
+pub fn mcp_python() -> Option<String> {
+    let missing = match std::env::var("GROVE_MCP_PYTHON") {
+        Err(_) => "GROVE_MCP_PYTHON is not set (CI sets it to a virtualenv with `pip install mcp`)"
+            .to_string(),
+        Ok(python) => match Command::new(&python).args(["-c", "import mcp"]).status() {
+            Ok(status) if status.success() => return Some(python),
+            Ok(_) => format!("{python} cannot import mcp"),
+            Err(e) => format!("cannot run {python}: {e}"),
+        },
+    };
+    can_run("python-mcp", Some(missing));
+    None
+}
+
 /// Every tool `grove mcp` lists, sorted: the MCP tests check the server against it.
 #[allow(dead_code)]
 pub const MCP_TOOLS: &[&str] = &[

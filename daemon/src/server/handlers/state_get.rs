@@ -40,8 +40,10 @@ pub async fn handle(
             page: None,
         });
     }
-    let text = serde_json::to_string(&state)
-        .map_err(|e| Error::Internal(format!("cannot encode the state: {e}")))?;
+    let text = serde_json::to_string(&state).map_err(|source| Error::Encode {
+        what: "the state",
+        source,
+    })?;
     let page = page(&text, params.offset.unwrap_or(0), MAX_PAGE_BYTES)?;
     Ok(StateGetResult {
         session: caller.session,
