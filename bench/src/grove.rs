@@ -67,6 +67,12 @@ impl Env {
         })
     }
 
+    /// Another environment with the same grove: its own temp dir and daemon, for
+    /// daemons measured side by side.
+    pub fn sibling(&self) -> Result<Env> {
+        Env::new(self.grove.clone(), self.keep)
+    }
+
     pub fn socket(&self) -> PathBuf {
         self.home.join("grove.sock")
     }

@@ -126,35 +126,49 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// Update rates, and the daemon's CPU time per update, with its metrics on against off,
-/// in the same run: rounds alternate (a daemon restart between), so that neither always
-/// runs on a warmer cache. The CPU time is the cost itself; the rate on a shared
-/// machine swings by a few percent from round to round, so more rounds are run here.
+/// Update rates, and each daemon's CPU time per update, with metrics on against off:
+/// two fresh daemons side by side, one with its metrics on and one off, each written by
+/// half the writers at the same moments, so that whatever else the machine does falls
+/// on both alike (rounds one after the other swung by ±7 % here, more than the cost
+/// to be measured).
 fn metrics_cost(ctx: &Ctx<'_>, per_writer: usize) -> Result<Vec<Row>> {
-    let socket = ctx.env.socket();
+    let (with, without) = (ctx.env.sibling()?, ctx.env.sibling()?);
+    without.set_metrics(false)?;
+    let schema = json!({ "version": 1, "channels": { "n": { "reducer": "add" } } });
+    let mut pids = Vec::new();
+    for env in [&with, &without] {
+        let mut client = env.client()?;
+        call(
+            &mut client,
+            "session.create",
+            json!({ "name": SESSION, "schema": schema }),
+        )?;
+        pids.push(env.daemon_pid()?);
+    }
+    let sockets = [with.socket(), without.socket()];
     let rounds = if ctx.quick { ctx.runs } else { ctx.runs.max(5) };
     let (mut on, mut off) = (Vec::new(), Vec::new());
     let (mut cpu_on, mut cpu_off) = (Vec::new(), Vec::new());
     for run in 0..=rounds {
-        for metrics in [run % 2 == 0, run % 2 != 0] {
-            ctx.env.set_metrics(metrics)?;
-            let pid = ctx.env.daemon_pid()?;
-            let before = cpu_seconds(pid)?;
-            let round = write_round(&socket, per_writer)?;
-            let cpu_us = (cpu_seconds(pid)? - before) * 1e6 / round.acks_ms.len() as f64;
-            if run > 0 {
-                if metrics { &mut on } else { &mut off }.push(round.per_second);
-                if metrics { &mut cpu_on } else { &mut cpu_off }.push(cpu_us);
-            }
+        let before = [cpu_seconds(pids[0])?, cpu_seconds(pids[1])?];
+        let [with_metrics, without_metrics] = write_rounds(&sockets, WRITERS / 2, per_writer)?;
+        let cpu_us = |i: usize, round: &Round| -> Result<f64> {
+            Ok((cpu_seconds(pids[i])? - before[i]) * 1e6 / round.acks_ms.len() as f64)
+        };
+        let (cpu_with, cpu_without) = (cpu_us(0, &with_metrics)?, cpu_us(1, &without_metrics)?);
+        if run > 0 {
+            on.push(with_metrics.per_second);
+            off.push(without_metrics.per_second);
+            cpu_on.push(cpu_with);
+            cpu_off.push(cpu_without);
         }
     }
-    ctx.env.set_metrics(true)?;
     Ok(vec![
         Row::new("5", "state updates/s with metrics on", "/s")
             .grove(Summary::of(&on))
             .baseline("metrics off", Summary::of(&off))
             .goal(Goal::at_least(Metric::Ratio, 0.97))
-            .note("the cost of the daemon's metrics: GROVE_METRICS=true against false"),
+            .note("two daemons side by side, GROVE_METRICS=true and false, 10 writers each"),
         Row::new("5", "daemon CPU per state update, metrics on", "µs")
             .grove(Summary::of(&cpu_on))
             .baseline("metrics off", Summary::of(&cpu_off))
@@ -178,46 +192,70 @@ struct Round {
 /// `WRITERS` threads, each on its own connection, each sending `per_writer` updates one
 /// after the other; they start together.
 fn write_round(socket: &Path, per_writer: usize) -> Result<Round> {
-    let barrier = Arc::new(Barrier::new(WRITERS + 1));
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|_| {
-            let barrier = Arc::clone(&barrier);
-            let socket = socket.to_path_buf();
-            std::thread::spawn(move || -> Result<(Vec<f64>, Option<u64>)> {
-                let client = Client::connect(&socket);
-                barrier.wait();
-                let mut client = client?;
-                let mut acks = Vec::with_capacity(per_writer);
-                let mut last = None;
-                for _ in 0..per_writer {
-                    let start = Instant::now();
-                    let response = client.call_raw("state.update", update_params())?;
-                    acks.push(ms(start.elapsed()));
-                    if let Some(e) = response.error {
-                        bail!("state.update: {} (code {})", e.message, e.code);
-                    }
-                    last = last.max(response.result.as_ref().and_then(checkpoint_of));
-                }
-                Ok((acks, last))
-            })
+    let [round] = write_rounds(&[socket.to_path_buf()], WRITERS, per_writer)?;
+    Ok(round)
+}
+
+/// `writers` threads per socket, all starting together; a round per socket, its rate
+/// counted until its own last writer is done.
+fn write_rounds<const N: usize>(
+    sockets: &[std::path::PathBuf; N],
+    writers: usize,
+    per_writer: usize,
+) -> Result<[Round; N]> {
+    let barrier = Arc::new(Barrier::new(N * writers + 1));
+    let threads: Vec<Vec<_>> = sockets
+        .iter()
+        .map(|socket| {
+            (0..writers)
+                .map(|_| {
+                    let barrier = Arc::clone(&barrier);
+                    let socket = socket.clone();
+                    std::thread::spawn(move || -> Result<(Vec<f64>, Option<u64>, Instant)> {
+                        let client = Client::connect(&socket);
+                        barrier.wait();
+                        let mut client = client?;
+                        let mut acks = Vec::with_capacity(per_writer);
+                        let mut last = None;
+                        for _ in 0..per_writer {
+                            let start = Instant::now();
+                            let response = client.call_raw("state.update", update_params())?;
+                            acks.push(ms(start.elapsed()));
+                            if let Some(e) = response.error {
+                                bail!("state.update: {} (code {})", e.message, e.code);
+                            }
+                            last = last.max(response.result.as_ref().and_then(checkpoint_of));
+                        }
+                        Ok((acks, last, Instant::now()))
+                    })
+                })
+                .collect()
         })
         .collect();
     barrier.wait();
     let start = Instant::now();
-    let mut round = Round {
-        per_second: 0.0,
-        acks_ms: Vec::with_capacity(WRITERS * per_writer),
-        last_checkpoint: None,
-    };
-    for writer in writers {
-        let (acks, last) = writer
-            .join()
-            .map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
-        round.acks_ms.extend(acks);
-        round.last_checkpoint = round.last_checkpoint.max(last);
+    let mut rounds = Vec::with_capacity(N);
+    for writers in threads {
+        let mut round = Round {
+            per_second: 0.0,
+            acks_ms: Vec::with_capacity(writers.len() * per_writer),
+            last_checkpoint: None,
+        };
+        let mut done = start;
+        for writer in writers {
+            let (acks, last, finished) = writer
+                .join()
+                .map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
+            round.acks_ms.extend(acks);
+            round.last_checkpoint = round.last_checkpoint.max(last);
+            done = done.max(finished);
+        }
+        round.per_second = round.acks_ms.len() as f64 / (done - start).as_secs_f64();
+        rounds.push(round);
     }
-    round.per_second = round.acks_ms.len() as f64 / start.elapsed().as_secs_f64();
-    Ok(round)
+    rounds
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("one round per socket"))
 }
 
 /// Reads the state at `READS` random checkpoints in `1..=checkpoints`, of those still

@@ -3,9 +3,8 @@
 //! are read when someone asks (see `gather`), not recorded.
 
 use grove_agent_shim::now_ms;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{LazyLock, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::LazyLock;
 use std::time::Instant;
 
 /// Samples kept for the service levels' windows: enough for a percentile, bounded so that
@@ -17,26 +16,46 @@ pub const SECONDS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Recent (time, value) pairs, for percentiles and counts over the service-level window.
-#[derive(Default)]
-pub struct Recent(Mutex<VecDeque<(u64, f64)>>);
+/// Recent (time, value) pairs, for percentiles and counts over the service-level window:
+/// a ring of atomics, so that recording on every state update takes no lock (a mutex here,
+/// contended by the runtime's threads, cost the updates several percent).
+pub struct Recent {
+    next: AtomicUsize,
+    /// When (ms since the epoch; 0: empty) and what (f64 bits), slot by slot. A reader
+    /// racing a writer may pair one sample's time with another's value, which a window's
+    /// percentile does not notice.
+    at: Box<[AtomicU64]>,
+    values: Box<[AtomicU64]>,
+}
+
+impl Default for Recent {
+    fn default() -> Recent {
+        let slots = || (0..RECENT).map(|_| AtomicU64::new(0)).collect();
+        Recent {
+            next: AtomicUsize::new(0),
+            at: slots(),
+            values: slots(),
+        }
+    }
+}
 
 impl Recent {
     fn push(&self, value: f64) {
-        let mut recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.len() == RECENT {
-            recent.pop_front();
-        }
-        recent.push_back((now_ms(), value));
+        let slot = self.next.fetch_add(1, Ordering::Relaxed) % RECENT;
+        self.values[slot].store(value.to_bits(), Ordering::Relaxed);
+        self.at[slot].store(now_ms().max(1), Ordering::Release);
     }
 
     /// Values recorded at or after `since_ms`.
     pub fn since(&self, since_ms: u64) -> Vec<f64> {
-        let recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        recent
+        self.at
             .iter()
-            .filter(|(at, _)| *at >= since_ms)
-            .map(|(_, v)| *v)
+            .zip(self.values.iter())
+            .filter(|(at, _)| {
+                let at = at.load(Ordering::Acquire);
+                at != 0 && at >= since_ms
+            })
+            .map(|(_, value)| f64::from_bits(value.load(Ordering::Relaxed)))
             .collect()
     }
 }
