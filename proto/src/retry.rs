@@ -42,17 +42,25 @@ pub fn retry_for_from_env() -> Duration {
 /// a daemon (the CLI does). Its errors are not final: the client keeps trying.
 pub type Revive = Box<dyn FnMut(&Path) -> Result<(), ClientError> + Send>;
 
-/// A fresh idempotency key: 128 random bits in hex.
+/// A fresh idempotency key: the time in ms, then 128 random bits, in hex. The time
+/// first makes keys sort in the order they are made, so the daemon's index of them
+/// grows at its end: random keys landed on a random page of it each, and a group of
+/// state updates then wrote hundreds of index pages to the database (14k against 25k
+/// updates/s on bench case 5).
 pub fn new_idempotency_key() -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     let mut bytes = [0u8; 16];
     if grove_sys::random::fill(&mut bytes).is_err() {
         // No randomness: time and pid still tell this request from any other.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        return format!("{nanos:x}-{:x}", std::process::id());
+        return format!("{millis:012x}-{nanos:x}-{:x}", std::process::id());
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let random: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{millis:012x}-{random}")
 }
 
 /// One request across its attempts: the same idempotency key every time (one is

@@ -17,8 +17,26 @@ pub fn record(
     answer: &str,
     at_ms: u64,
 ) -> rusqlite::Result<()> {
+    prune(conn, at_ms)?;
+    insert(conn, key, method, answer, at_ms)
+}
+
+/// Drops keys past [`KEEP_MS`] at `now_ms`: once per transaction is enough (a group of
+/// state updates stores hundreds of keys in one).
+pub fn prune(conn: &Connection, now_ms: u64) -> rusqlite::Result<()> {
     conn.prepare_cached("DELETE FROM idempotency WHERE at_ms < ?1")?
-        .execute([at_ms.saturating_sub(KEEP_MS) as i64])?;
+        .execute([now_ms.saturating_sub(KEEP_MS) as i64])?;
+    Ok(())
+}
+
+/// Stores `key` with its method and answer.
+pub fn insert(
+    conn: &Connection,
+    key: &str,
+    method: &str,
+    answer: &str,
+    at_ms: u64,
+) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO idempotency (key, method, answer, at_ms) VALUES (?1, ?2, ?3, ?4)",
     )?

@@ -168,7 +168,7 @@ fn insert_checkpoint(conn: &Connection, row: &CheckpointRow) -> rusqlite::Result
         row.code,
     ])?;
     if let Some((key, answer)) = &row.idempotency {
-        crate::db::idempotency::record(conn, key, "state.update", answer, info.at_ms)?;
+        crate::db::idempotency::insert(conn, key, "state.update", answer, info.at_ms)?;
     }
     if let Some(state) = &row.snapshot {
         conn.prepare_cached(
@@ -211,6 +211,9 @@ pub fn commit_group(
     heads: &[SessionHead],
 ) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
+    if let Some(last) = checkpoints.iter().rfind(|row| row.idempotency.is_some()) {
+        crate::db::idempotency::prune(&tx, last.info.at_ms)?;
+    }
     for row in checkpoints {
         insert_checkpoint(&tx, row)?;
     }
