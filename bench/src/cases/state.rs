@@ -127,40 +127,43 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
 }
 
 /// Update rates, and each daemon's CPU time per update, with metrics on against off:
-/// two fresh daemons side by side, one with its metrics on and one off, each written by
-/// half the writers at the same moments, so that whatever else the machine does falls
-/// on both alike (rounds one after the other swung by ±7 % here, more than the cost
-/// to be measured).
+/// two fresh daemons side by side, each written by half the writers at the same moments,
+/// so that whatever else the machine does falls on both alike (rounds one after the
+/// other swung by ±7 %, more than the cost to be measured). Which of the two has its
+/// metrics on swaps every round (a restart each), so that neither daemon's luck (its
+/// place in the scheduler, its cache) counts for one side only.
 fn metrics_cost(ctx: &Ctx<'_>, per_writer: usize) -> Result<Vec<Row>> {
-    let (with, without) = (ctx.env.sibling()?, ctx.env.sibling()?);
-    without.set_metrics(false)?;
+    let envs = [ctx.env.sibling()?, ctx.env.sibling()?];
     let schema = json!({ "version": 1, "channels": { "n": { "reducer": "add" } } });
-    let mut pids = Vec::new();
-    for env in [&with, &without] {
+    for env in &envs {
         let mut client = env.client()?;
         call(
             &mut client,
             "session.create",
             json!({ "name": SESSION, "schema": schema }),
         )?;
-        pids.push(env.daemon_pid()?);
     }
-    let sockets = [with.socket(), without.socket()];
-    let rounds = if ctx.quick { ctx.runs } else { ctx.runs.max(5) };
+    let sockets = [envs[0].socket(), envs[1].socket()];
+    let rounds = if ctx.quick { ctx.runs } else { ctx.runs.max(9) };
     let (mut on, mut off) = (Vec::new(), Vec::new());
     let (mut cpu_on, mut cpu_off) = (Vec::new(), Vec::new());
     for run in 0..=rounds {
+        let first_on = run % 2 == 0;
+        envs[0].set_metrics(first_on)?;
+        envs[1].set_metrics(!first_on)?;
+        let pids = [envs[0].daemon_pid()?, envs[1].daemon_pid()?];
         let before = [cpu_seconds(pids[0])?, cpu_seconds(pids[1])?];
-        let [with_metrics, without_metrics] = write_rounds(&sockets, WRITERS / 2, per_writer)?;
-        let cpu_us = |i: usize, round: &Round| -> Result<f64> {
-            Ok((cpu_seconds(pids[i])? - before[i]) * 1e6 / round.acks_ms.len() as f64)
-        };
-        let (cpu_with, cpu_without) = (cpu_us(0, &with_metrics)?, cpu_us(1, &without_metrics)?);
+        let written = write_rounds(&sockets, WRITERS / 2, per_writer)?;
+        let mut cpu_us = [0.0; 2];
+        for (i, round) in written.iter().enumerate() {
+            cpu_us[i] = (cpu_seconds(pids[i])? - before[i]) * 1e6 / round.acks_ms.len() as f64;
+        }
+        let (with, without) = if first_on { (0, 1) } else { (1, 0) };
         if run > 0 {
-            on.push(with_metrics.per_second);
-            off.push(without_metrics.per_second);
-            cpu_on.push(cpu_with);
-            cpu_off.push(cpu_without);
+            on.push(written[with].per_second);
+            off.push(written[without].per_second);
+            cpu_on.push(cpu_us[with]);
+            cpu_off.push(cpu_us[without]);
         }
     }
     Ok(vec![
@@ -168,7 +171,7 @@ fn metrics_cost(ctx: &Ctx<'_>, per_writer: usize) -> Result<Vec<Row>> {
             .grove(Summary::of(&on))
             .baseline("metrics off", Summary::of(&off))
             .goal(Goal::at_least(Metric::Ratio, 0.97))
-            .note("two daemons side by side, GROVE_METRICS=true and false, 10 writers each"),
+            .note("two daemons side by side, 10 writers each, GROVE_METRICS on in one and off in the other, swapped every round"),
         Row::new("5", "daemon CPU per state update, metrics on", "µs")
             .grove(Summary::of(&cpu_on))
             .baseline("metrics off", Summary::of(&cpu_off))
