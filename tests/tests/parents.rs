@@ -288,10 +288,14 @@ fn agents_spawn_children_up_to_the_depth_limit_and_kill_takes_them_along() {
     );
     let parent = g.spawn(&["--env", &format!("GROVE_BIN={BIN}")], &script);
     let child_file = g.dir.path().join("child.id");
+    // A file the shell redirects into exists before anything is written to it: wait
+    // for what it holds, not for the file.
+    let written =
+        |name: &str| fs::read_to_string(g.dir.path().join(name)).is_ok_and(|s| s.ends_with('\n'));
     eventually("child spawned", std::time::Duration::from_secs(30), || {
         fs::read_to_string(&child_file).is_ok_and(|s| s.trim().len() == 8)
-            && g.dir.path().join("grandchild.code").exists()
-            && g.dir.path().join("parent.list").exists()
+            && written("grandchild.code")
+            && written("parent.list")
     });
     let child = fs::read_to_string(&child_file)
         .expect("child")

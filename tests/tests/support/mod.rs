@@ -398,12 +398,16 @@ pub fn process_exists(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// The pid a script wrote to `path`. A file a shell redirects into exists before the
+/// pid is written to it: this waits (10 s at most) for one that parses.
 pub fn read_pid(path: &Path) -> i32 {
-    fs::read_to_string(path)
-        .expect("pid file")
-        .trim()
-        .parse()
-        .expect("pid")
+    let parsed = || fs::read_to_string(path).ok()?.trim().parse().ok();
+    eventually(
+        &format!("a pid in {}", path.display()),
+        Duration::from_secs(10),
+        || parsed().is_some(),
+    );
+    parsed().expect("pid")
 }
 
 /// Whether a test that needs `capability` (root, cgroup2, landlock, tmpfs, python3,
