@@ -272,7 +272,6 @@ impl Core {
     pub(super) async fn prepared(&mut self, id: &str, result: Result<Prepared, Error>) {
         let pooled = self.adopting.remove(id).is_some();
         let waiting = self.pending_starts.remove(id);
-        let env = self.preparing_env.remove(id);
         match result {
             Ok(prepared) => {
                 if let Some(row) = self.agents.get(id) {
@@ -291,23 +290,6 @@ impl Core {
                 }
             }
             Err(e) => {
-                let attempt = self
-                    .agents
-                    .get(id)
-                    .filter(|row| row.record.status == AgentStatus::Preparing)
-                    .map(|row| row.record.attempt);
-                if let (Error::Git(_), Some(attempt), Some(env)) = (&e, attempt, env) {
-                    if attempt < MAX_PREPARE_ATTEMPTS {
-                        // Rolled back already; what a crash left behind (a dead git's
-                        // files) may have failed it, and a second try starts clean.
-                        tracing::warn!(agent = id, attempt, error = %e, "preparation failed; rolled back, trying again");
-                        if let Some(reply) = waiting {
-                            self.pending_starts.insert(id.to_string(), reply);
-                        }
-                        self.begin_prepare(id, env).await;
-                        return;
-                    }
-                }
                 tracing::warn!(agent = id, error = %e, "preparation failed; rolled back");
                 match waiting {
                     // The client is still there: it gets the error, and no trace remains.
@@ -1023,10 +1005,6 @@ fn with_collect_note(previous: Option<String>, note: &str) -> String {
         },
     }
 }
-
-/// Attempts at preparing an agent (crash retries included) before a failure of git is
-/// final.
-const MAX_PREPARE_ATTEMPTS: u32 = 3;
 
 /// The claim and abandon markers of one start attempt (see `ShimSpec::claim`).
 pub(super) fn start_markers(

@@ -146,9 +146,6 @@ pub struct Core {
     pending_env: HashMap<String, Vec<(String, String)>>,
     /// Spawn requests waiting to hear that their agent started.
     pending_starts: HashMap<String, Reply<AgentRecord>>,
-    /// The environment of each preparation under way, for another attempt when git
-    /// fails it (debris of a crash can make `git worktree add` fail once).
-    preparing_env: HashMap<String, Vec<(String, String)>>,
     /// `rm`/prune requests waiting for their agent's worktree to be removed.
     pending_removals: HashMap<String, Reply<AgentRecord>>,
     /// Why the next collect of an agent removes its worktree (for the removal log).
@@ -203,7 +200,6 @@ impl Core {
             queue: VecDeque::new(),
             pending_env: HashMap::new(),
             pending_starts: HashMap::new(),
-            preparing_env: HashMap::new(),
             pending_removals: HashMap::new(),
             removal_reasons: HashMap::new(),
             disk_hold: None,

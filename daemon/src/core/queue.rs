@@ -168,7 +168,6 @@ impl Core {
         if let Some(taken) = &pooled {
             self.adopting.insert(id.to_string(), taken.path.clone());
         }
-        self.preparing_env.insert(id.to_string(), env.clone());
         let job = PrepareJob {
             pooled,
             record,
