@@ -38,6 +38,7 @@ pub async fn run(
     make_private_dir(&dirs.agents_dir())?;
     make_state_private(&dirs);
     let _lock = take_instance_lock(&dirs.daemon_lock())?;
+    crate::git::take_over_git_of(&dirs.state_dir);
     match grove_agent_shim::leave_agent_cgroup() {
         Ok(true) => tracing::info!("started inside an agent's cgroup; moved out of it"),
         Ok(false) => {}

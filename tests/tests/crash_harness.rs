@@ -233,24 +233,21 @@ fn slow_checkout_run(seed: u64) {
     eprintln!("slow-checkout crash run, seed {seed} (replay with GROVE_TEST_SEED={seed})");
     let mut rng = Rng(seed | 1);
     let g = Grove::new();
-    let dirs = ["runs", "cgroups", "fails", "marks", "bin"].map(|d| {
+    let dirs = ["runs", "cgroups", "fails", "marks"].map(|d| {
         let path = g.dir.path().join(d);
         fs::create_dir_all(&path).expect("mkdir");
         path
     });
-    let [runs, cgroups, fails, marks, bin] = &dirs;
+    let [runs, cgroups, fails, marks] = &dirs;
     fill_slow_repo(&g);
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    install_marking_git(bin, marks);
-    let g = g.with_env(&[
-        ("GROVE_MAX_WORKTREES", "4"),
-        ("GROVE_BIN", BIN),
-        ("PATH", path.as_str()),
-    ]);
+    // Each `git worktree add` is noted by its pid (which the real git keeps: it is
+    // exec'd), so the test can strike while one runs.
+    let g = g
+        .with_git_wrapper(&format!(
+            "case \"$*\" in *'worktree add'*) : > '{m}'/add.$$;; esac",
+            m = marks.display()
+        ))
+        .with_env(&[("GROVE_MAX_WORKTREES", "4"), ("GROVE_BIN", BIN)]);
     let script = format!(
         r#"echo run >> '{runs}'/$GROVE_AGENT_ID
 cat /proc/self/cgroup > '{cgroups}'/$GROVE_AGENT_ID
@@ -547,28 +544,6 @@ fn fill_slow_repo(g: &Grove) {
         .expect("feed fast-import");
     assert!(import.wait().expect("fast-import").success());
     g.git(&["reset", "-q", "--hard", "main"]);
-}
-
-/// A `git` first on PATH that notes each `git worktree add` by its pid (which the real
-/// git keeps: it is exec'd), so the test can strike while one runs.
-fn install_marking_git(bin: &std::path::Path, marks: &std::path::Path) {
-    let real = String::from_utf8(
-        std::process::Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .expect("which git")
-            .stdout,
-    )
-    .expect("utf8");
-    let wrapper = format!(
-        "#!/bin/sh\ncase \"$*\" in *'worktree add'*) : > '{m}'/add.$$;; esac\nexec '{real}' \"$@\"\n",
-        m = marks.display(),
-        real = real.trim()
-    );
-    let git = bin.join("git");
-    fs::write(&git, wrapper).expect("write");
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&git, fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 /// Pids of `git worktree add` running now.

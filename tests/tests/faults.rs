@@ -254,33 +254,12 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
 #[test]
 fn a_git_of_a_killed_daemon_dies_with_it() {
     let g = Grove::new();
-    let bin = g.dir.path().join("slowgit");
-    fs::create_dir_all(&bin).expect("mkdir");
-    let real = String::from_utf8(
-        std::process::Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .expect("which git")
-            .stdout,
-    )
-    .expect("utf8");
     let marks = g.dir.path().join("marks");
     fs::create_dir_all(&marks).expect("mkdir");
-    let wrapper = format!(
-        "#!/bin/sh\ncase \"$*\" in *'worktree add'*)\n  echo $$ > {m}/wrapper.pid\n  sleep 3 & echo $! > {m}/sleep.pid; wait\n  echo ran > {m}/git-ran;;\nesac\nexec {real} \"$@\"\n",
+    let g = g.with_git_wrapper(&format!(
+        "case \"$*\" in *'worktree add'*)\n  echo $$ > {m}/wrapper.pid\n  sleep 3 & echo $! > {m}/sleep.pid; wait\n  echo ran > {m}/git-ran;;\nesac",
         m = marks.display(),
-        real = real.trim()
-    );
-    let git = bin.join("git");
-    fs::write(&git, wrapper).expect("write");
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&git, fs::Permissions::from_mode(0o755)).expect("chmod");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let g = g.with_env(&[("PATH", path.as_str())]);
+    ));
     g.ok(&["list"]);
     // No retry: a retried spawn would start the next daemon, whose own (living) git
     // would run through the wrapper too.
@@ -314,6 +293,53 @@ fn a_git_of_a_killed_daemon_dies_with_it() {
         || !process_exists(sleeper),
     );
     assert!(!marks.join("git-ran").exists(), "git ran for a dead daemon");
+}
+
+/// What git itself starts (`git worktree add` runs `git reset --hard`, which runs
+/// `checkout--worker`s) escapes the parent-death signal of the git the daemon started;
+/// the next daemon kills it before it touches anything (issue 20). Here the first
+/// `git worktree add` leaves a helper behind that would write into grove's paths after
+/// a long sleep; once the restarted daemon answers, the helper is gone.
+#[test]
+fn a_git_helper_of_a_killed_daemon_is_killed_before_the_next_daemon_starts() {
+    let g = Grove::new();
+    let marks = g.dir.path().join("marks");
+    fs::create_dir_all(&marks).expect("mkdir");
+    let helper = format!(
+        "echo $$ > {m}/helper.tmp; mv {m}/helper.tmp {m}/helper.pid; sleep 60; echo late > {m}/late",
+        m = marks.display()
+    );
+    let g = g.with_git_wrapper(&format!(
+        "case \"$*\" in *'worktree add'*)\n  if [ ! -e {m}/helper.pid ]; then sh -c '{helper}' & fi;;\nesac",
+        m = marks.display(),
+    ));
+    g.ok(&["list"]);
+    let mut spawn = g
+        .command()
+        .args(["spawn", "--", "true"])
+        .env("GROVE_RETRY_FOR", "0")
+        .spawn()
+        .expect("spawn");
+    let helper = read_pid(&marks.join("helper.pid"));
+    g.crash_daemon();
+    let _ = spawn.wait();
+    assert!(
+        process_exists(helper),
+        "the helper died with the daemon: this test shows nothing"
+    );
+    g.ok(&["list"]);
+    assert!(
+        !process_exists(helper),
+        "a git helper of the killed daemon still runs after the next daemon answered"
+    );
+    assert!(!marks.join("late").exists());
+    assert_eq!(
+        g.daemon_log_lines("killed git processes a crashed daemon left running")
+            .len(),
+        1,
+        "{}",
+        g.daemon_log()
+    );
 }
 
 /// A stale trash directory of an earlier removal of the same worktree (its deletion

@@ -1017,32 +1017,17 @@ pub(super) fn start_markers(
     )
 }
 
-/// Kills every process whose environment carries the agent's token: the tree of a shim
-/// that died without a cgroup (its processes went to init). A process that dropped the
-/// token from its environment escapes this; the cgroup (which `--jail` requires) does
-/// not let it. Passes until none is left (bounded); returns how many were killed.
+/// Kills every process whose environment carries the agent's token, and waits for them
+/// to end: the tree of a shim that died without a cgroup (its processes went to init).
+/// A process that dropped the token from its environment escapes this; the cgroup
+/// (which `--jail` requires) does not let it. Returns how many were killed.
 fn kill_by_token(token: &str) -> usize {
     let entry = format!("GROVE_TOKEN={token}");
-    let me = std::process::id();
-    let mut killed = 0;
-    for _ in 0..50 {
-        let found: Vec<u32> = grove_sys::proc::all_pids()
-            .into_iter()
-            .filter(|&pid| pid != me && grove_sys::proc::environ_has(pid, entry.as_bytes()))
-            .collect();
-        if found.is_empty() {
-            break;
-        }
-        for pid in found {
-            let target = nix::unistd::Pid::from_raw(pid as i32);
-            if nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL).is_ok() {
-                killed += 1;
-            }
-        }
-        // Killed processes leave /proc once reaped; forks of the moment show next pass.
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    killed
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    grove_sys::supervise::kill_marked(entry.as_bytes(), deadline).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot kill what a lost agent left running");
+        0
+    })
 }
 
 #[cfg(test)]

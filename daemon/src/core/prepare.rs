@@ -36,7 +36,7 @@ pub struct Prepared {
 pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<Prepared, Error> {
     let repo = job.record.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
-    create_worktree_patiently(&lanes, &target, &job).await?;
+    create_worktree(&lanes, &target, &job).await?;
     crate::faults::hold("prepared_worktree").await;
     let started = async {
         let placed = set_up(&job).await?;
@@ -54,32 +54,6 @@ pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<Prepared, Error> {
                 })
                 .await;
             Err(e)
-        }
-    }
-}
-
-/// Tries after a failure of git: 2, a pause apart.
-const GIT_RETRIES: u32 = 2;
-const GIT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// [`create_worktree`], tried again from its rollback when git fails: a crashed
-/// daemon's git may still be finishing in the same place (git's own helper processes
-/// do not die with the daemon), and fails the first try (CI saw "Could not write new
-/// index file" after kills inside `git worktree add`).
-async fn create_worktree_patiently(
-    lanes: &Lanes,
-    target: &RepoTarget,
-    job: &PrepareJob,
-) -> Result<(), Error> {
-    let mut tries = 0;
-    loop {
-        match create_worktree(lanes, target, job).await {
-            Err(Error::Git(why)) if tries < GIT_RETRIES => {
-                tries += 1;
-                tracing::warn!(error = %why, tries, "git failed to create the worktree; trying again in a moment");
-                tokio::time::sleep(GIT_RETRY_PAUSE).await;
-            }
-            other => return other,
         }
     }
 }

@@ -14,21 +14,51 @@ pub mod scratch;
 pub mod target;
 pub mod worktree;
 
+use std::ffi::OsString;
 use std::process::Command;
+use std::sync::OnceLock;
 
 /// The scratch index of a running agent's live diffs, in its state directory
 /// (`agent.diff`); it goes once the agent is collected.
 pub const LIVE_DIFF_INDEX: &str = "live-diff.index";
+
+/// This daemon's mark on its git processes ([`grove_proto::env::DAEMON_GIT_VAR`]).
+static DAEMON_MARK: OnceLock<OsString> = OnceLock::new();
+
+/// Marks every git this daemon runs from now on as this daemon's (by its state
+/// directory, which one daemon at a time owns), after killing what a crashed daemon of
+/// the same directory left running. Must run under the instance lock and before
+/// anything touches a repository: git's helpers (`git worktree add` starts `git reset
+/// --hard`, which starts `checkout--worker`s) escape the parent-death signal and would
+/// go on writing the worktrees that recovery rolls back and re-creates.
+pub fn take_over_git_of(state_dir: &std::path::Path) {
+    let mark = state_dir.as_os_str().to_owned();
+    let mut entry = format!("{}=", grove_proto::env::DAEMON_GIT_VAR).into_bytes();
+    entry.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(mark.as_os_str()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    match grove_sys::supervise::kill_marked(&entry, deadline) {
+        Ok(0) => {}
+        Ok(killed) => tracing::warn!(killed, "killed git processes a crashed daemon left running"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot look for git processes a crashed daemon left running")
+        }
+    }
+    let _ = DAEMON_MARK.set(mark);
+}
 
 /// A `git` command that ignores the daemon's own GIT_* environment, so that a daemon
 /// started from inside a git hook or a worktree never acts on the wrong repository.
 /// It dies with the daemon (SIGKILL on parent death): a git of a crashed daemon must not
 /// go on writing a worktree that the next daemon rolls back or reuses. The parent-death
 /// signal follows the thread that started git, so git is only ever run by a thread
-/// that waits for it (a repository lane, a blocking task).
+/// that waits for it (a repository lane, a blocking task). git's own children escape
+/// that signal; the daemon's mark finds them ([`take_over_git_of`]).
 pub fn git_command() -> Command {
     use std::os::unix::process::CommandExt;
     let mut command = grove_proto::git::command();
+    if let Some(mark) = DAEMON_MARK.get() {
+        command.env(grove_proto::env::DAEMON_GIT_VAR, mark);
+    }
     let daemon = std::process::id();
     // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
     // calls (prctl, getppid); a daemon gone before the prctl means no start.

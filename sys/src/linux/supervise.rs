@@ -24,3 +24,66 @@ pub fn die_with_parent(parent: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// SIGKILLs every process (other than this one) whose environment carries `entry`
+/// (`NAME=value`) and waits, at most until `deadline`, for each to end: descendants that
+/// outlived the process that marked them (git's own helpers, which no parent-death
+/// signal reaches). Scans again after each round, for what forked in between, until a
+/// scan finds none; returns how many were killed. A process that dropped the entry from
+/// its environment escapes this.
+pub fn kill_marked(entry: &[u8], deadline: std::time::Instant) -> io::Result<usize> {
+    let me = std::process::id();
+    let mut killed = 0;
+    loop {
+        let marked: Vec<u32> = super::proc::all_pids()
+            .into_iter()
+            .filter(|&pid| pid != me && super::proc::environ_has(pid, entry))
+            .collect();
+        if marked.is_empty() {
+            return Ok(killed);
+        }
+        let mut dying = Vec::with_capacity(marked.len());
+        for pid in marked {
+            // The pidfd pins the process: checked again through it, a recycled pid
+            // that no longer carries the entry is left alone.
+            let Ok(pidfd) = super::pidfd::open(pid) else {
+                continue;
+            };
+            if !super::proc::environ_has(pid, entry) {
+                continue;
+            }
+            match rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL) {
+                Ok(()) => {
+                    killed += 1;
+                    dying.push(pidfd);
+                }
+                Err(rustix::io::Errno::SRCH) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for pidfd in &dying {
+            wait_until_ended(pidfd, deadline)?;
+        }
+    }
+}
+
+/// Waits until the process of `pidfd` has ended (its pidfd turns readable).
+fn wait_until_ended(pidfd: &std::os::fd::OwnedFd, deadline: std::time::Instant) -> io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "a killed process did not end in time",
+            ));
+        }
+        let timeout = Timespec::try_from(left).map_err(io::Error::other)?;
+        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(n) if n > 0 => return Ok(()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}

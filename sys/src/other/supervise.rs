@@ -17,3 +17,8 @@ pub fn set_no_new_privs() -> io::Result<()> {
 pub fn die_with_parent(_parent: u32) -> io::Result<()> {
     Ok(())
 }
+
+/// Finding processes by their environment needs /proc.
+pub fn kill_marked(_entry: &[u8], _deadline: std::time::Instant) -> io::Result<usize> {
+    Err(crate::unsupported("finding processes by their environment"))
+}

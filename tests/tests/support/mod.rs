@@ -82,6 +82,32 @@ impl Grove {
         self
     }
 
+    /// Puts a `git` first on PATH for every command of this grove (and so for the
+    /// daemon): a shell script that runs `prelude` with git's arguments, then the real
+    /// git. For tests that watch or slow down the daemon's git.
+    #[allow(dead_code)]
+    pub fn with_git_wrapper(self, prelude: &str) -> Grove {
+        let bin = self.dir.path().join("git-wrapper");
+        fs::create_dir_all(&bin).expect("mkdir");
+        let real = Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .expect("which git")
+            .stdout;
+        let real = String::from_utf8(real).expect("utf8");
+        let script = format!("#!/bin/sh\n{prelude}\nexec '{}' \"$@\"\n", real.trim());
+        let git = bin.join("git");
+        fs::write(&git, script).expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&git, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        self.with_env(&[("PATH", path.as_str())])
+    }
+
     pub fn command(&self) -> Command {
         let mut command = Command::new(&self.bin);
         let root = self.dir.path();
