@@ -62,3 +62,33 @@ pub fn test_var(name: &str) -> Option<String> {
         None
     }
 }
+
+/// In the test build, every test checks the core's slot count: a worktree directory on
+/// disk that the core's cached listing misses must be counted another way (`counted`:
+/// a preparation, pool fill or restore that has not reported yet), or be a `grove
+/// merge`'s temporary one (never a slot). A miss would let the core start one agent too many.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn check_worktree_listing(
+    _root: &std::path::Path,
+    _listing: &std::collections::HashSet<std::path::PathBuf>,
+    _counted: impl Fn(&std::path::Path) -> bool,
+) {
+}
+
+#[cfg(feature = "test-hooks")]
+pub fn check_worktree_listing(
+    root: &std::path::Path,
+    listing: &std::collections::HashSet<std::path::PathBuf>,
+    counted: impl Fn(&std::path::Path) -> bool,
+) {
+    for dir in crate::janitor::disk::worktree_dirs(root) {
+        let merge = crate::janitor::disk::is_merge_worktree(&dir);
+        if !listing.contains(&dir) && !merge && !counted(&dir) {
+            panic!(
+                "the core's worktree listing misses {}: a slot would go uncounted",
+                dir.display()
+            );
+        }
+    }
+}

@@ -111,6 +111,27 @@ pub enum Msg {
     Status(oneshot::Sender<Status>),
 }
 
+impl Msg {
+    /// Whether this message reports a worktree directory made or removed (by a task of
+    /// the core's, or by the janitor: `SlotsFreed`). Every directory under the worktree
+    /// root is made by such a task (counted as a slot by its row or pool entry until it
+    /// reports) or by `grove merge` under a lease (whose release reports); so a listing
+    /// read after the last of these messages misses none that counts.
+    fn changes_worktrees(&self) -> bool {
+        matches!(
+            self,
+            Msg::Prepared(..)
+                | Msg::Collected(..)
+                | Msg::RolledBack(..)
+                | Msg::StartAbandoned(..)
+                | Msg::PoolFilled(..)
+                | Msg::PoolEvicted(..)
+                | Msg::Restored(..)
+                | Msg::SlotsFreed
+        )
+    }
+}
+
 /// Where an agent's worktree is (or was), for the janitor's start-up scan: a slice of
 /// the record, since cloning 10,000 whole records showed in start-up time.
 #[derive(Debug, Clone)]
@@ -155,6 +176,10 @@ pub struct Core {
     /// Agents being prepared in a warm-pool worktree, and that worktree (its directory
     /// holds their slot until it is moved to the agent's path).
     adopting: HashMap<String, PathBuf>,
+    /// The worktree root as last read, kept until a message reports that a directory
+    /// came or went (`Msg::changes_worktrees`): the slot count reads the disk once per
+    /// change, not once per check.
+    worktree_listing: std::sync::OnceLock<std::collections::HashSet<PathBuf>>,
     /// Agents the start-up recovery still works on (rolled back or collected in the
     /// background, after the socket opened).
     recovering: std::collections::HashSet<String>,
@@ -205,6 +230,7 @@ impl Core {
             disk_hold: None,
             pool: pool::Pool::default(),
             adopting: HashMap::new(),
+            worktree_listing: std::sync::OnceLock::new(),
             salvages: lifecycle::Salvages::new(config.checkout_workers),
             recovering: Default::default(),
             db,
@@ -258,6 +284,9 @@ impl Core {
     }
 
     async fn handle(&mut self, msg: Msg) {
+        if msg.changes_worktrees() {
+            self.worktree_listing.take();
+        }
         match msg {
             Msg::Spawn(new, reply) => {
                 let _ = reply.send(self.spawn(*new).await);
@@ -449,15 +478,24 @@ impl Core {
     /// Writes a row through to the database. A failed write is logged loudly: the
     /// in-memory table stays authoritative until the next successful write.
     async fn persist(&self, id: &str) {
-        let Some(row) = self.agents.get(id).cloned() else {
+        self.persist_all(&[id]).await;
+    }
+
+    /// Saves the records of `ids` in one transaction.
+    async fn persist_all(&self, ids: &[&str]) {
+        let rows: Vec<_> = ids
+            .iter()
+            .filter_map(|id| self.agents.get(id).cloned())
+            .collect();
+        if rows.is_empty() {
             return;
-        };
+        }
         if let Err(e) = self
             .db
-            .call(move |conn| crate::db::agents::upsert(conn, &row))
+            .call(move |conn| crate::db::agents::upsert_all(conn, &rows))
             .await
         {
-            tracing::error!(agent = id, error = %e, "cannot persist agent record");
+            tracing::error!(agents = ?ids, error = %e, "cannot persist agent records");
         }
     }
 }

@@ -125,6 +125,14 @@ impl Core {
             .count()
     }
 
+    /// Whether `dir` is (or is being made as) a warm-pool worktree.
+    pub(super) fn pool_holds(&self, dir: &std::path::Path) -> bool {
+        self.pool
+            .repos
+            .values()
+            .any(|repo| repo.entries.iter().any(|e| e.path == dir))
+    }
+
     /// Tops up the pools of recently active repositories, and moves ready worktrees
     /// whose base moved to the new base. Only with slots to spare, nobody waiting for
     /// one, and the disk under `disk_high`.
@@ -141,7 +149,7 @@ impl Core {
         let keys: Vec<PathBuf> = self.pool.repos.keys().cloned().collect();
         // Read once for the pass: a fill started here counts as a pool slot not on
         // disk yet, so the count stays right without reading the root again.
-        let on_disk = self.worktrees_on_disk();
+        let on_disk = self.worktrees_on_disk().clone();
         for key in keys {
             self.pool_refresh_moved(&key);
             while let Some(repo) = self.pool.repos.get(&key) {

@@ -3,7 +3,7 @@
 
 use super::prepare::{prepare, PrepareJob};
 use super::{Core, Msg};
-use crate::janitor::disk::worktree_dirs;
+use crate::janitor::disk::{is_merge_worktree, worktree_dirs};
 use grove_proto::types::{AgentRecord, AgentStatus};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -23,15 +23,37 @@ impl Core {
         on_disk.len() + preparing + self.pool_slots_not_on_disk(on_disk)
     }
 
-    pub(super) fn worktrees_on_disk(&self) -> HashSet<PathBuf> {
-        worktree_dirs(&self.config.dirs.worktree_root)
-            .into_iter()
-            .collect()
+    /// The worktree directories on disk, read again only after a message that reports
+    /// one made or removed (`Msg::changes_worktrees`).
+    pub(super) fn worktrees_on_disk(&self) -> &HashSet<PathBuf> {
+        let listing = self.worktree_listing.get_or_init(|| {
+            worktree_dirs(&self.config.dirs.worktree_root)
+                .into_iter()
+                .filter(|dir| !is_merge_worktree(dir))
+                .collect()
+        });
+        crate::faults::check_worktree_listing(&self.config.dirs.worktree_root, listing, |dir| {
+            self.accounts_for(dir)
+        });
+        listing
+    }
+
+    /// Whether a directory missing from the listing is counted anyway: the worktree of
+    /// a preparation, a pool fill or a restore (whose record is `collected` from the
+    /// start) that has not reported yet.
+    fn accounts_for(&self, dir: &std::path::Path) -> bool {
+        self.agents.values().any(|row| {
+            row.record.worktree == dir
+                && matches!(
+                    row.record.status,
+                    AgentStatus::Preparing | AgentStatus::Collected
+                )
+        }) || self.pool_holds(dir)
     }
 
     /// Whether `id` can start now: a free slot, or a warm-pool worktree of its own.
     pub(super) fn can_start(&self, id: &str) -> bool {
-        self.can_start_with(id, &self.worktrees_on_disk())
+        self.can_start_with(id, self.worktrees_on_disk())
     }
 
     /// [`Self::can_start`] with the worktree root read once by the caller. A listing
@@ -46,7 +68,7 @@ impl Core {
     }
 
     pub(super) fn has_free_slot(&self) -> bool {
-        self.has_free_slot_with(&self.worktrees_on_disk())
+        self.has_free_slot_with(self.worktrees_on_disk())
     }
 
     pub(super) fn has_free_slot_with(&self, on_disk: &HashSet<PathBuf>) -> bool {
@@ -117,8 +139,9 @@ impl Core {
         let on_disk = if self.queue.is_empty() {
             HashSet::new()
         } else {
-            self.worktrees_on_disk()
+            self.worktrees_on_disk().clone()
         };
+        let mut starting = Vec::new();
         while let Some(front) = self.queue.front() {
             if !self.can_start_with(front, &on_disk) {
                 break;
@@ -138,10 +161,19 @@ impl Core {
                 }
             };
             tracing::info!(agent = %id, "slot free: starting queued agent");
-            self.begin_prepare(&id, env).await;
-            // In memory only: the order on disk is each row's arrival (`restore_queue`
-            // rebuilds positions from it), so a start re-saves no other queued row.
-            self.renumber_queue();
+            if let Some(job) = self.mark_preparing(&id, env) {
+                starting.push((id, job));
+            }
+        }
+        // In memory only: the order on disk is each row's arrival (`restore_queue`
+        // rebuilds positions from it), so a start re-saves no other queued row.
+        self.renumber_queue();
+        // One transaction (one fsync) for the pass, before any preparation begins: a
+        // crash then finds each started agent `preparing` and rolls back what it made.
+        let ids: Vec<&str> = starting.iter().map(|(id, _)| id.as_str()).collect();
+        self.persist_all(&ids).await;
+        for (id, job) in starting {
+            self.launch_prepare(id, job);
         }
         if self.queue.is_empty() {
             self.pool_refill();
@@ -150,11 +182,18 @@ impl Core {
         }
     }
 
-    /// Moves an agent to `preparing` and starts the preparation task.
+    /// Moves an agent to `preparing` and starts the preparation task once that is saved.
     pub(super) async fn begin_prepare(&mut self, id: &str, env: Vec<(String, String)>) {
-        let Some(row) = self.agents.get_mut(id) else {
-            return;
-        };
+        if let Some(job) = self.mark_preparing(id, env) {
+            self.persist(id).await;
+            self.launch_prepare(id.to_string(), job);
+        }
+    }
+
+    /// Moves an agent to `preparing` in memory and makes its preparation job; the
+    /// record must be saved before the job is launched.
+    fn mark_preparing(&mut self, id: &str, env: Vec<(String, String)>) -> Option<PrepareJob> {
+        let row = self.agents.get_mut(id)?;
         row.record.status = AgentStatus::Preparing;
         if row.record.queue_position.take().is_some() {
             crate::metrics::left_queue(row.record.created_at_ms);
@@ -168,18 +207,20 @@ impl Core {
         if let Some(taken) = &pooled {
             self.adopting.insert(id.to_string(), taken.path.clone());
         }
-        let job = PrepareJob {
+        Some(PrepareJob {
             pooled,
             record,
             token,
             env,
             exe: self.exe.clone(),
             config: self.config.clone(),
-        };
-        self.persist(id).await;
+        })
+    }
+
+    /// Runs a preparation as a task that reports back to the core.
+    fn launch_prepare(&self, id: String, job: PrepareJob) {
         let lanes = self.lanes.clone();
         let tx = self.tx.clone();
-        let id = id.to_string();
         let span = tracing::info_span!("agent", id = %id, repo = %job.record.repo.display());
         tokio::spawn(tracing::Instrument::instrument(
             async move {

@@ -35,6 +35,15 @@ pub fn upsert(conn: &Connection, row: &AgentRow) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// [`upsert`] for each row, in one transaction (one fsync).
+pub fn upsert_all(conn: &mut Connection, rows: &[AgentRow]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    for row in rows {
+        upsert(&tx, row)?;
+    }
+    tx.commit()
+}
+
 pub fn delete(conn: &Connection, id: &str) -> rusqlite::Result<()> {
     conn.execute("DELETE FROM agents WHERE id = ?1", [id])?;
     Ok(())

@@ -5,6 +5,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+/// A `grove merge`'s temporary worktree (`merge-<pid>-...`, made under a lease by the
+/// user's process): no agent's slot.
+pub fn is_merge_worktree(dir: &Path) -> bool {
+    dir.file_name()
+        .is_some_and(|name| name.to_string_lossy().starts_with("merge-"))
+}
+
 /// Every directory two levels below the root: `<root>/<repo-dir>/<worktree>`.
 pub fn worktree_dirs(root: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();

@@ -117,7 +117,13 @@ impl Janitor {
                     salvage_commit: done.head_commit.clone(),
                 })
             }
-            None => self.remove_orphan(dir, reason).await,
+            None => {
+                let removal = self.remove_orphan(dir, reason).await?;
+                // The core counts slots from its last listing of the root; this is news
+                // to it (an agent's removal went through the core itself).
+                self.core.slots_freed().await;
+                Ok(removal)
+            }
         }
     }
 
