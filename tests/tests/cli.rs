@@ -466,7 +466,7 @@ fn doctor_checks_this_machine() {
     assert!(jail.contains("ABI "), "{jail}");
     let disk = line("disk");
     assert!(
-        disk.contains("% used of") && disk.contains("cleanup starts over 80%"),
+        disk.contains("% used of") && disk.contains("cleanup starts over 98%"),
         "{disk}"
     );
     assert!(line("git").starts_with("ok"), "{}", out.stdout);
@@ -577,8 +577,12 @@ fn config_shows_values_and_their_sources() {
         row("max_idle"),
         format!("max_idle 12h file {}", g.home.join("config.toml").display())
     );
-    assert_eq!(row("disk_high"), "disk_high 80 default");
-    // The test harness sets these two.
+    assert_eq!(
+        row("disk_check_interval"),
+        "disk_check_interval 60s default"
+    );
+    // The test harness sets these.
+    assert_eq!(row("disk_high"), "disk_high 98 env GROVE_DISK_HIGH");
     assert_eq!(row("kill_grace"), "kill_grace 1s env GROVE_KILL_GRACE");
     assert_eq!(
         row("state_dir"),

@@ -80,6 +80,8 @@ fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns
     let g = Grove::new().with_env(&[
         ("GROVE_WORKTREE_ROOT", root_text.as_str()),
         ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
+        ("GROVE_DISK_HIGH", "80"),
+        ("GROVE_DISK_LOW", "50"),
     ]);
     fill(&root.join("filler"), 30);
     // Four finished agents keep 13 MiB each: 30 + 52 = 82 MiB of 100, over 80 %.
@@ -192,6 +194,8 @@ fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
         ("GROVE_WORKTREE_ROOT", root_text.as_str()),
         ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
         ("GROVE_POOL_SIZE", "2"),
+        ("GROVE_DISK_HIGH", "80"),
+        ("GROVE_DISK_LOW", "50"),
     ]);
     let first = g.spawn(&[], "true");
     g.wait(&first);

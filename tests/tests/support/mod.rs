@@ -128,6 +128,11 @@ impl Grove {
             // Most tests compare `git worktree list` with the agents; tests/pool.rs
             // turns the warm pool on.
             .env("GROVE_POOL_SIZE", "0")
+            // The host's own disk use must not trip tests that are not about it (a
+            // busy machine's /tmp passed 80 %); tests/disk_pressure.rs sets the
+            // thresholds it tests, on a tmpfs of its own.
+            .env("GROVE_DISK_HIGH", "98")
+            .env("GROVE_DISK_LOW", "95")
             .env("GROVE_LOG", "debug")
             .env("NO_COLOR", "1")
             .envs(git_identity())
