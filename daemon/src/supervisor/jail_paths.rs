@@ -104,10 +104,9 @@ pub fn check_cgroup() -> Result<(), Error> {
 /// The jail of the agent whose repository is `repo`: see the table at the top.
 pub fn jail_spec(repo: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> Result<JailSpec, Error> {
     if !crate::git::own_repo::is_own_repo(repo) {
-        return Err(Error::Internal(format!(
-            "cannot jail the agent: {} is not a repository of its own (no .git directory)",
-            repo.display()
-        )));
+        return Err(Error::JailWithoutRepo {
+            repo: repo.to_path_buf(),
+        });
     }
     let mut writable = vec![repo.to_path_buf(), tmp_dir.to_path_buf()];
     writable.extend(DEVICES.iter().map(PathBuf::from));
