@@ -318,6 +318,17 @@ pub fn call(
     }
 }
 
+/// The check called `name` in a `grove --json doctor` report.
+pub fn doctor_check(report: &Value, name: &str) -> Value {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {report}"))
+}
+
 /// The environment of `g`'s commands, for other programs that run grove (examples).
 pub fn grove_env(g: &Grove) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     g.command()
