@@ -391,3 +391,44 @@ fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
     wait_for(&events, "suspended");
     assert_eq!(session_names(&g), vec!["s"]);
 }
+
+/// Sessions that cannot be read when the daemon starts: every session request is
+/// refused with the cause the database gave (kept through the error, not flattened),
+/// and nothing is changed; once the database is whole again, all is as it was.
+#[test]
+fn sessions_unreadable_at_start_are_refused_with_the_cause_and_nothing_changes() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create_session(&mut c, "kept", SCHEMA);
+    g.ok(&["state", "update", "--session", "kept", "count", "2"]);
+    drop(c);
+    g.ok(&["daemon", "stop"]);
+    let rename = |from: &str, to: &str| {
+        let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("open grove.db");
+        db.execute_batch(&format!("ALTER TABLE {from} RENAME TO {to}"))
+            .expect("rename");
+    };
+    rename("pins", "pins_away");
+
+    for args in [
+        &["session", "list"][..],
+        &["state", "update", "--session", "kept", "count", "1"],
+    ] {
+        let out = g.run(args);
+        assert_ne!(out.code, 0, "{args:?}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("could not read its sessions at start")
+                && out.stderr.contains("no such table: pins"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+
+    g.ok(&["daemon", "stop"]);
+    rename("pins_away", "pins");
+    assert_eq!(session_names(&g), vec!["kept"]);
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "kept", "count"]).trim(),
+        "2"
+    );
+}
