@@ -14,8 +14,6 @@ pub enum Error {
     InvalidState(String),
     #[error("{0}")]
     Git(String),
-    #[error("{0}")]
-    Internal(String),
     /// A blocking task died (it panicked, or the runtime is going away): a bug, kept
     /// with its cause.
     #[error("a worker task failed: {0}")]
@@ -46,6 +44,87 @@ pub enum Error {
     /// The kernel gave no randomness for an id or a token.
     #[error("no randomness for an id or a token: {0}")]
     Randomness(#[source] std::io::Error),
+    /// An operation on no particular path failed: what was being done, and why.
+    #[error("cannot {what}: {source}")]
+    Os {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A worktree's set-up (`[worktree]` of .grove.toml, .worktreeinclude) failed on a
+    /// file: what it was doing, on which path, and why.
+    #[error("setup: {what} `{}`: {source}", path.display())]
+    Setup {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `[worktree] run` command that could not be started at all.
+    #[error("cannot run setup command `{command}`: {source}")]
+    SetupCommand {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The agent's standard input could not be kept for its start.
+    #[error("cannot keep the agent's input in {}: {source}; nothing was spawned", dir.display())]
+    KeepInput {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A signal to an agent's shim failed.
+    #[error("cannot signal agent {id} (pid {pid}): {source}")]
+    Signal {
+        id: String,
+        pid: u32,
+        #[source]
+        source: nix::errno::Errno,
+    },
+    /// The cgroup freezer of an agent could not be set (`action`: freeze or thaw).
+    #[error("cannot {action} agent {id}'s cgroup: {source}")]
+    Freeze {
+        id: String,
+        action: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The core's own records disagree about an agent (`what` says how): a bug.
+    #[error("agent {id} {what}")]
+    Inconsistent { id: String, what: &'static str },
+    /// A jailed agent's repository must be its own (spec in supervisor/jail_paths.rs).
+    #[error(
+        "cannot jail the agent: {} is not a repository of its own (no .git directory)",
+        repo.display()
+    )]
+    JailWithoutRepo { repo: std::path::PathBuf },
+    /// An agent's shim answered its console request with something else.
+    #[error("unexpected console answer to {asked}: {answer}")]
+    ConsoleAnswer { asked: &'static str, answer: String },
+    /// `metrics_listen` names an address that cannot be bound.
+    #[error("cannot listen on metrics_listen {addr}: {source}; pick a free address or unset it")]
+    MetricsListen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A lock whose holder panicked: a bug.
+    #[error("{0} is poisoned (a thread panicked while holding it)")]
+    Poisoned(&'static str),
+    /// The database failed a read or a write.
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
+    /// A group of state updates could not be stored; every update in it is refused
+    /// (shared: one cause answers every waiting writer).
+    #[error("could not store the batch ({0}); nothing was applied")]
+    NotStored(#[source] std::sync::Arc<Error>),
+    /// The sessions could not be read at start: every session request gets this.
+    #[error(
+        "the daemon could not read its sessions at start ({0}); nothing was changed; see the \
+         daemon log, then `grove daemon restart`"
+    )]
+    SessionsUnreadable(#[source] std::sync::Arc<Error>),
     /// An owner thread (a repository's lane, the database) is gone.
     #[error(transparent)]
     OwnerGone(#[from] crate::owner::OwnerGone),
@@ -67,13 +146,26 @@ impl Error {
             Error::Ambiguous(_) => codes::AMBIGUOUS_ID,
             Error::InvalidState(_) => codes::INVALID_STATE,
             Error::Git(_) => codes::GIT_FAILED,
-            Error::Internal(_)
-            | Error::Task(_)
+            Error::Task(_)
             | Error::OwnerGone(_)
             | Error::Io { .. }
             | Error::BadCommitId { .. }
             | Error::Encode { .. }
-            | Error::Randomness(_) => codes::INTERNAL_ERROR,
+            | Error::Randomness(_)
+            | Error::Os { .. }
+            | Error::Setup { .. }
+            | Error::SetupCommand { .. }
+            | Error::KeepInput { .. }
+            | Error::Signal { .. }
+            | Error::Freeze { .. }
+            | Error::Inconsistent { .. }
+            | Error::JailWithoutRepo { .. }
+            | Error::ConsoleAnswer { .. }
+            | Error::MetricsListen { .. }
+            | Error::Poisoned(_)
+            | Error::Db(_)
+            | Error::NotStored(_)
+            | Error::SessionsUnreadable(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ShuttingDown => codes::SHUTTING_DOWN,
@@ -92,11 +184,5 @@ impl Error {
 impl From<Error> for RpcError {
     fn from(e: Error) -> RpcError {
         RpcError::new(e.code(), e.to_string())
-    }
-}
-
-impl From<crate::db::DbError> for Error {
-    fn from(e: crate::db::DbError) -> Error {
-        Error::Internal(e.to_string())
     }
 }

@@ -60,8 +60,10 @@ pub async fn run(
     let config = Arc::new(config);
     let lanes = Lanes::new(config.repo_idle_release);
     let (stop, stopped) = watch::channel(false);
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::Internal(format!("cannot find the grove executable: {e}")))?;
+    let exe = std::env::current_exe().map_err(|source| Error::Os {
+        what: "find the grove executable",
+        source,
+    })?;
     // Says now, not at the first spawn, which shim agents will get.
     crate::supervisor::launch::shim_program(&exe);
     let events = EventBus::default();

@@ -23,7 +23,8 @@ mod supervisor;
 mod worktree_setup;
 
 pub use config::Config;
+pub use db::{quick_check as database_quick_check, DbError};
 pub use error::Error;
 pub use instance::{check_socket_dir, run, Ready};
 pub use janitor::disk::{measure as measure_disk, DiskUsage};
-pub use supervisor::jail_paths::{probe as jail_probe, JailProbe};
+pub use supervisor::jail_paths::probe as jail_probe;

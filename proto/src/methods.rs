@@ -107,6 +107,7 @@ method!(SetActivity, "agent.activity", ActivityParams, AgentRecord);
 method!(DaemonStatus, "daemon.status", Empty, DaemonStatusResult);
 method!(DaemonStop, "daemon.stop", Empty, Empty);
 method!(DaemonMetrics, "daemon.metrics", Empty, MetricsResult);
+method!(DaemonProbe, "daemon.probe", Empty, ProbeResult);
 
 /// Every method name the daemon serves.
 pub const ALL_METHODS: &[&str] = &[
@@ -152,6 +153,7 @@ pub const ALL_METHODS: &[&str] = &[
     DaemonStatus::NAME,
     DaemonStop::NAME,
     DaemonMetrics::NAME,
+    DaemonProbe::NAME,
 ];
 
 /// The optional param that every method in [`CHANGING_METHODS`] accepts: a string the
@@ -503,6 +505,38 @@ pub struct DaemonStatusResult {
     /// How many agents the recovery still works on.
     #[serde(default)]
     pub recovery_pending: u64,
+}
+
+/// `daemon.probe`: what this machine gives agents, probed by the daemon itself: agents'
+/// cgroups go below the daemon's own, which may differ from the caller's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProbeResult {
+    pub cgroup: CgroupProbe,
+    pub jail: JailProbe,
+}
+
+/// The cgroup an agent gets: made, a process moved into it, removed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CgroupProbe {
+    /// Where the cgroup2 hierarchy is mounted; none without one.
+    pub mount_point: Option<PathBuf>,
+    pub read_write: bool,
+    /// The daemon's own cgroup (below the mount), under which agents' cgroups go.
+    pub daemon_cgroup: Option<String>,
+    /// An agent's cgroup could be made and a process moved into it.
+    pub agent_cgroup: bool,
+}
+
+/// What a jailed spawn (`--jail`) would meet.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JailProbe {
+    /// The kernel's Landlock ABI (0: none).
+    pub abi: i32,
+    pub required_abi: i32,
+    /// Agents' cgroups can be made (the jail needs one to hold the tree).
+    pub cgroup: bool,
+    /// Why a jailed spawn would be refused; `None` when it would run.
+    pub refusal: Option<String>,
 }
 
 /// `daemon.metrics`: every metric as now, and each service level against its objective.

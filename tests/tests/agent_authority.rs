@@ -77,17 +77,9 @@ fn a_thousand_handed_over_connections_never_act_as_the_user() {
     assert!(counts["refused"].as_u64().unwrap_or(0) > 0, "{counts}");
 }
 
-/// The cgroup2 mount, when this process's cgroup there is writable (root).
-fn writable_cgroup2() -> Result<PathBuf, String> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
-    let mount = mountinfo
-        .lines()
-        .find_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            (after.split_whitespace().next()? == "cgroup2")
-                .then(|| before.split_whitespace().nth(4).map(PathBuf::from))?
-        })
-        .ok_or("no cgroup2 mount")?;
+/// The cgroup2 mount, when its root cgroup takes processes from this one (root).
+fn root_cgroup_writable() -> Result<PathBuf, String> {
+    let mount = cgroup2_mount().ok_or("no cgroup2 mount")?;
     let procs = mount.join("cgroup.procs");
     fs::OpenOptions::new()
         .write(true)
@@ -98,7 +90,7 @@ fn writable_cgroup2() -> Result<PathBuf, String> {
 
 #[test]
 fn a_process_named_like_a_daemon_that_left_its_cgroup_dies_with_its_agent() {
-    let mount = match writable_cgroup2() {
+    let mount = match root_cgroup_writable() {
         Ok(mount) => mount,
         Err(why) => {
             can_run("cgroup2", Some(why));

@@ -48,6 +48,17 @@ fn refused(g: &Grove, repo: &Path, args: &[&str], needle: &str) {
     assert_eq!(snapshot(g, repo), before, "{args:?} changed something");
 }
 
+/// `grove spawn FLAGS -- true` in the test's repository is refused with `needle`.
+fn refused_spawn(g: &Grove, flags: &[&str], needle: &str) {
+    let args: Vec<&str> = ["spawn"]
+        .iter()
+        .chain(flags)
+        .chain(&["--", "true"])
+        .copied()
+        .collect();
+    refused(g, &g.repo, &args, needle);
+}
+
 #[test]
 fn not_a_git_repository() {
     let g = Grove::new();
@@ -100,10 +111,9 @@ fn bare_repository() {
 #[test]
 fn base_that_does_not_exist() {
     let g = Grove::new();
-    refused(
+    refused_spawn(
         &g,
-        &g.repo,
-        &["spawn", "--base", "no-such-branch", "--", "true"],
+        &["--base", "no-such-branch"],
         "base `no-such-branch` is not a branch, tag or commit",
     );
 }
@@ -132,12 +142,7 @@ fn empty_repository_with_unborn_head() {
 fn names_that_cannot_be_a_branch_component() {
     let g = Grove::new();
     for name in ["a/b", "has space", "..", "x~y", ".hidden"] {
-        refused(
-            &g,
-            &g.repo,
-            &["spawn", "--name", name, "--", "true"],
-            "cannot be part of a branch name",
-        );
+        refused_spawn(&g, &["--name", name], "cannot be part of a branch name");
     }
 }
 
@@ -151,30 +156,14 @@ fn empty_command() {
 #[test]
 fn malformed_flags() {
     let g = Grove::new();
-    refused(
-        &g,
-        &g.repo,
-        &["spawn", "--env", "NOVALUE", "--", "true"],
-        "is not NAME=VALUE",
-    );
-    refused(
-        &g,
-        &g.repo,
-        &["spawn", "--timeout", "soon", "--", "true"],
-        "is not a duration",
-    );
-    refused(
-        &g,
-        &g.repo,
-        &["spawn", "--timeout", "0", "--", "true"],
-        "longer than zero",
-    );
-    refused(
-        &g,
-        &g.repo,
-        &["spawn", "--memory", "lots", "--", "true"],
-        "is not a size",
-    );
+    for (flags, needle) in [
+        (["--env", "NOVALUE"], "is not NAME=VALUE"),
+        (["--timeout", "soon"], "is not a duration"),
+        (["--timeout", "0"], "longer than zero"),
+        (["--memory", "lots"], "is not a size"),
+    ] {
+        refused_spawn(&g, &flags, needle);
+    }
 }
 
 #[test]
@@ -276,38 +265,29 @@ fn repository_path_with_spaces_and_unicode() {
 #[test]
 fn spawn_from_a_subdirectory_and_from_a_linked_worktree_uses_the_main_repository() {
     let g = Grove::new();
-    let sub = g.repo.join("src");
-    let out = g
-        .command()
-        .current_dir(&sub)
-        .args(["spawn", "--", "sh", "-c", "pwd > where.txt"])
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    // The record of an agent spawned from `dir` without --repo.
+    let spawned_in = |dir: &Path| {
+        let out = g
+            .command()
+            .current_dir(dir)
+            .args(["spawn", "--", "true"])
+            .output()
+            .expect("spawn");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        g.wait(&id)
+    };
     let main_repo = g.repo.canonicalize().expect("canon");
-    let record = g.wait(&id);
+    let record = spawned_in(&g.repo.join("src"));
     assert_eq!(record["repo"], main_repo.to_str().expect("utf8"));
 
     let linked = g.dir.path().join("linked");
     g.git(&["worktree", "add", "-q", linked.to_str().expect("utf8")]);
-    let out = g
-        .command()
-        .current_dir(&linked)
-        .args(["spawn", "--", "true"])
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let record = g.wait(&id);
+    let record = spawned_in(&linked);
     assert_eq!(record["repo"], main_repo.to_str().expect("utf8"));
     // The base is the linked worktree's branch, which is where the user stood.
     assert_eq!(record["base_ref"], "linked");

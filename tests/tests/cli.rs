@@ -476,27 +476,13 @@ fn doctor_checks_this_machine() {
     assert_eq!(g.run(&["daemon", "status"]).code, 3);
 
     let report = g.json(&["doctor"]);
-    let check = |name: &str| -> Value {
-        report["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|c| c["name"] == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {name} in {report}"))
-    };
+    let check = |name: &str| doctor_check(&report, name);
     assert_eq!(check("jail")["status"], "ok");
     assert!(check("jail")["data"]["abi"].as_i64().unwrap_or(0) >= 6);
     // The same probe as a jailed spawn: a kernel with Landlock ABI 1 is not enough.
     let old_kernel = g.run_env(&["--json", "doctor"], &[("GROVE_TEST_LANDLOCK_ABI", "1")]);
     let old: Value = serde_json::from_str(&old_kernel.stdout).expect("json");
-    let jail = old["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .find(|c| c["name"] == "jail")
-        .cloned()
-        .expect("jail check");
+    let jail = doctor_check(&old, "jail");
     assert_eq!(jail["status"], "warn", "{jail}");
     assert!(
         jail["message"]
@@ -513,24 +499,89 @@ fn doctor_checks_this_machine() {
     // With a daemon and a database, both are checked.
     g.ok(&["list"]);
     let report = g.json(&["doctor"]);
-    let daemon = report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .find(|c| c["name"] == "daemon")
-        .cloned()
-        .expect("daemon check");
+    let daemon = doctor_check(&report, "daemon");
     assert_eq!(daemon["status"], "ok", "{daemon}");
     assert_eq!(daemon["data"]["running"], true, "{daemon}");
-    let database = report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .find(|c| c["name"] == "database")
-        .cloned()
-        .expect("database check");
+    let database = doctor_check(&report, "database");
     assert_eq!(database["status"], "ok", "{database}");
     assert_eq!(database["data"]["quick_check"][0], "ok", "{database}");
+}
+
+/// Agents' cgroups go below the daemon's, so doctor reports the daemon's own probe
+/// (`daemon.probe`), even run from a shell in another cgroup; with no daemon it says
+/// that it did not check, and starts none.
+#[test]
+fn doctor_reports_the_cgroup_agents_get_from_the_daemon() {
+    let g = Grove::new();
+    let alone = doctor_check(&g.json(&["doctor"]), "cgroup v2");
+    assert_eq!(alone["status"], "warn", "{alone}");
+    assert!(
+        alone["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not checked: the daemon is not running"),
+        "{alone}"
+    );
+    assert_eq!(g.run(&["daemon", "status"]).code, 3);
+
+    let mount = grove_sys::proc::cgroup2_mount().filter(|m| m.read_write);
+    let own = grove_sys::proc::own_cgroup();
+    let (Some(mount), Some(own)) = (mount, own) else {
+        can_run("cgroup2", Some("no writable cgroup2 mount".into()));
+        return;
+    };
+    let daemon_cgroup = grove_sys::proc::cgroup(g.daemon_pid() as u32).expect("daemon cgroup");
+    // A cgroup of doctor's own, beside the daemon's: what a shell's probe would find
+    // is not what agents get.
+    let name = format!("grove-doctor-elsewhere-{}", std::process::id());
+    let elsewhere = mount.point.join(own.trim_start_matches('/')).join(&name);
+    if let Err(e) = fs::create_dir(&elsewhere) {
+        can_run("cgroup2", Some(format!("{}: {e}", elsewhere.display())));
+        return;
+    }
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            r#"echo $$ > "$1/cgroup.procs" && exec "$0" --json doctor"#,
+            BIN,
+        ])
+        .arg(&elsewhere)
+        .env_clear()
+        .envs(grove_env(&g))
+        .current_dir(&g.repo)
+        .output()
+        .expect("doctor in another cgroup");
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    eventually("doctor's cgroup goes", Duration::from_secs(10), || {
+        fs::remove_dir(&elsewhere).is_ok()
+    });
+    let cgroup = doctor_check(&report, "cgroup v2");
+    assert_eq!(cgroup["status"], "ok", "{cgroup}");
+    assert_eq!(cgroup["data"]["probed_by"], "daemon", "{cgroup}");
+    assert_eq!(cgroup["data"]["agent_cgroup"], true, "{cgroup}");
+    assert_eq!(cgroup["data"]["daemon_cgroup"], daemon_cgroup, "{cgroup}");
+    let doctors = format!("{}/{name}", own.trim_end_matches('/'));
+    assert_ne!(cgroup["data"]["daemon_cgroup"], doctors, "{cgroup}");
+    let message = cgroup["message"].as_str().unwrap_or("");
+    assert!(message.contains(&daemon_cgroup), "{message}");
+    let jail = doctor_check(&report, "jail");
+    assert_eq!(jail["data"]["probed_by"], "daemon", "{jail}");
+    assert_eq!(jail["status"], "ok", "{jail}");
+    // The probe's cgroup is gone again.
+    let agents = mount
+        .point
+        .join(daemon_cgroup.trim_start_matches('/'))
+        .join("grove");
+    let left: Vec<_> = fs::read_dir(&agents)
+        .map(|dir| dir.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    // Other tests' agents may share the daemon's cgroup; the probe's are named so.
+    let left: Vec<_> = left
+        .into_iter()
+        .filter(|n| n.to_string_lossy().starts_with("probe-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]

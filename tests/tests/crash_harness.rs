@@ -499,19 +499,6 @@ fn files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     left
 }
 
-fn cgroup2_mount() -> Option<std::path::PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mountinfo.lines().find_map(|line| {
-        let (before, after) = line.split_once(" - ")?;
-        (after.split_whitespace().next()? == "cgroup2").then(|| {
-            before
-                .split_whitespace()
-                .nth(4)
-                .map(std::path::PathBuf::from)
-        })?
-    })
-}
-
 /// A commit of `SLOW_FILES` small files (and the state schema) on `main`, checked out.
 fn fill_slow_repo(g: &Grove) {
     let mut stream = String::from(

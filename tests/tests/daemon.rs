@@ -101,14 +101,7 @@ fn sigkill_of_the_daemon_loses_no_agent() {
         g.git(&["show", &format!("grove/{finishes_while_down}:b.txt")]),
         "b\n"
     );
-    assert!(g.worktree_dirs().is_empty(), "{:?}", g.worktree_dirs());
-    assert_eq!(
-        g.git(&["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
-    g.git(&["fsck", "--strict"]);
+    g.assert_no_worktree_left();
 }
 
 #[test]

@@ -56,25 +56,27 @@ fn big_file_script(mib: usize) -> String {
     format!("head -c {} /dev/zero > big.bin", mib * MIB)
 }
 
-/// A 100 MiB tmpfs at `<scratch>/wt` as the worktree root, or why there can be none.
-fn small_root(prefix: &str) -> Result<(tempfile::TempDir, Tmpfs, PathBuf), String> {
+/// A 100 MiB tmpfs at `<scratch>/wt` as the worktree root; none where it cannot be
+/// mounted, once [`can_run`] said why.
+fn small_root(prefix: &str) -> Option<(tempfile::TempDir, Tmpfs, PathBuf)> {
     let scratch = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir_in("/tmp")
         .expect("tmp");
     let root = scratch.path().join("wt");
-    let mount = Tmpfs::mount(&root, 100)?;
-    Ok((scratch, mount, root))
+    match Tmpfs::mount(&root, 100) {
+        Ok(mount) => Some((scratch, mount, root)),
+        Err(why) => {
+            can_run("tmpfs", Some(why));
+            None
+        }
+    }
 }
 
 #[test]
 fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns() {
-    let (_scratch, _mount, root) = match small_root("gd") {
-        Ok(mounted) => mounted,
-        Err(why) => {
-            can_run("tmpfs", Some(why));
-            return;
-        }
+    let Some((_scratch, _mount, root)) = small_root("gd") else {
+        return;
     };
     let root_text = root.to_str().expect("utf8").to_string();
     let g = Grove::new().with_env(&[
@@ -182,12 +184,8 @@ fn ready_pool_worktrees(g: &Grove) -> usize {
 
 #[test]
 fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
-    let (_scratch, _mount, root) = match small_root("gp") {
-        Ok(mounted) => mounted,
-        Err(why) => {
-            can_run("tmpfs", Some(why));
-            return;
-        }
+    let Some((_scratch, _mount, root)) = small_root("gp") else {
+        return;
     };
     let root_text = root.to_str().expect("utf8").to_string();
     let g = Grove::new().with_env(&[

@@ -111,16 +111,7 @@ fn list_filters_by_repo_status_and_name_and_session_list_hides_automatic_session
     let bad = g.spawn(&["--name", "bad", "--session", "shared"], "exit 1");
     g.wait(&good);
     g.wait(&bad);
-    let ids = |args: &[&str]| -> Vec<String> {
-        let mut all = vec!["list"];
-        all.extend_from_slice(args);
-        g.json(&all)["agents"]
-            .as_array()
-            .expect("agents")
-            .iter()
-            .filter_map(|a| a["id"].as_str().map(String::from))
-            .collect()
-    };
+    let ids = |args: &[&str]| listed_ids(&g, "list", args);
     assert_eq!(ids(&["--all", "--name", "good"]), vec![good.clone()]);
     assert_eq!(ids(&["--status", "failed"]), vec![bad.clone()]);
     assert_eq!(ids(&["--status", "succeeded"]), vec![good.clone()]);

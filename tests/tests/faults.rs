@@ -10,17 +10,6 @@ use std::process::Command;
 use std::time::Duration;
 use support::*;
 
-fn assert_git_is_clean(g: &Grove) {
-    assert!(g.worktree_dirs().is_empty(), "{:?}", g.worktree_dirs());
-    assert_eq!(
-        g.git(&["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
-    g.git(&["fsck", "--strict"]);
-}
-
 #[test]
 fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
     for point in ["after_branch_create", "after_worktree_add"] {
@@ -52,7 +41,7 @@ fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
             "kept\n",
             "{point}"
         );
-        assert_git_is_clean(&g);
+        g.assert_no_worktree_left();
         let branches = g.git(&["branch", "--list", "grove/*"]);
         assert_eq!(
             branches.lines().count(),
@@ -92,7 +81,7 @@ fn a_crash_in_the_middle_of_salvage_is_finished_by_the_next_daemon() {
     assert_eq!(record["status"], "collected");
     assert_eq!(record["salvaged"], true);
     assert_eq!(g.git(&["show", &format!("grove/{id}:work.txt")]), "work\n");
-    assert_git_is_clean(&g);
+    g.assert_no_worktree_left();
 }
 
 #[test]
@@ -487,7 +476,7 @@ fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
     eventually("recovery done", Duration::from_secs(30), || {
         g.json(&["daemon", "status"])["recovering"] == false
     });
-    assert_git_is_clean(&g);
+    g.assert_no_worktree_left();
 }
 
 /// An agent that exits normally while the disk holding grove's state is full keeps its

@@ -11,15 +11,6 @@ use std::process::Stdio;
 use std::time::Duration;
 use support::*;
 
-/// Landlock must be there for the jailed cases (CI has it and requires it).
-fn landlock() -> bool {
-    use grove_agent_shim::jail::{kernel_abi, REQUIRED_ABI};
-    let abi = kernel_abi();
-    let missing = (abi < REQUIRED_ABI)
-        .then(|| format!("the kernel's Landlock ABI is {abi}, the jail needs {REQUIRED_ABI}"));
-    can_run("landlock", missing)
-}
-
 /// Runs `grove args...` in `dir` with `input` on its stdin (`None`: /dev/null).
 fn grove_in(g: &Grove, dir: &Path, args: &[&str], input: Option<&[u8]>) -> (i32, String, String) {
     let mut command = g.command();
@@ -137,7 +128,7 @@ fn a_committed_symlink_does_not_start_the_agent_outside_its_worktree() {
 
 #[test]
 fn a_jailed_agent_starts_in_the_callers_subdirectory_and_gets_its_input_too() {
-    if !landlock() {
+    if !have_landlock() {
         return;
     }
     let g = Grove::new();

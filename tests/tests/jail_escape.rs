@@ -10,15 +10,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use support::*;
 
-/// Landlock must be there for the jailed cases (CI has it and requires it).
-fn landlock() -> bool {
-    use grove_agent_shim::jail::{kernel_abi, REQUIRED_ABI};
-    let abi = kernel_abi();
-    let missing = (abi < REQUIRED_ABI)
-        .then(|| format!("the kernel's Landlock ABI is {abi}, the jail needs {REQUIRED_ABI}"));
-    can_run("landlock", missing)
-}
-
 fn rev(g: &Grove, name: &str) -> String {
     g.git(&["rev-parse", "-q", "--verify", name])
         .trim()
@@ -60,7 +51,7 @@ fn sha_of(path: &Path) -> Vec<u8> {
 
 #[test]
 fn a_jailed_agent_cannot_move_or_delete_anything_of_the_users_repository() {
-    if !landlock() {
+    if !have_landlock() {
         return;
     }
     let g = Grove::new();
@@ -164,7 +155,7 @@ const FILTER_TRAP: &str = r#"
 
 #[test]
 fn collect_runs_no_driver_or_hook_of_a_jailed_agents_repository() {
-    if !landlock() {
+    if !have_landlock() {
         return;
     }
     let g = Grove::new();
@@ -195,7 +186,7 @@ fn collect_runs_no_driver_or_hook_of_a_jailed_agents_repository() {
 
 #[test]
 fn a_jailed_agent_whose_git_dir_points_at_the_users_gets_its_files_saved_not_main() {
-    if !landlock() {
+    if !have_landlock() {
         return;
     }
     let g = Grove::new();
@@ -291,7 +282,7 @@ fn an_unjailed_worktree_whose_git_layout_was_rewritten_is_kept_and_marked_tamper
 
 #[test]
 fn nested_repositories_are_salvaged_file_by_file() {
-    let jailed = landlock();
+    let modes = jail_modes();
     let g = Grove::new();
     let script = r#"
         mkdir -p lib/deep && echo top > top.txt
@@ -299,11 +290,6 @@ fn nested_repositories_are_salvaged_file_by_file() {
         (mkdir -p lib/inner && cd lib/inner && git init -q && echo i > i.txt)
         exit 0
     "#;
-    let modes: &[&[&str]] = if jailed {
-        &[&["--jail"], &["--no-jail"]]
-    } else {
-        &[&["--no-jail"]]
-    };
     for mode in modes {
         let id = g.spawn(mode, script);
         let record = g.wait(&id);
@@ -332,7 +318,7 @@ fn nested_repositories_are_salvaged_file_by_file() {
 
 #[test]
 fn a_file_over_the_salvage_cap_keeps_the_worktree_and_every_message_says_so() {
-    let jailed = landlock();
+    let modes = jail_modes();
     let g = Grove::new().with_env(&[("GROVE_SALVAGE_MAX_FILE", "1k"), ("GROVE_MAX_IDLE", "1ms")]);
     // A big file already on main that the agent leaves alone is no work left out.
     fs::write(g.repo.join("asset.bin"), vec![7u8; 4096]).expect("write");
@@ -343,11 +329,6 @@ fn a_file_over_the_salvage_cap_keeps_the_worktree_and_every_message_says_so() {
         truncate -s 4G big.bin && echo small > small.txt
         exit 0
     "#;
-    let modes: &[&[&str]] = if jailed {
-        &[&["--jail"], &["--no-jail"]]
-    } else {
-        &[&["--no-jail"]]
-    };
     for mode in modes {
         let id = g.spawn(mode, script);
         let record = g.wait(&id);
@@ -412,7 +393,7 @@ fn rm_says_removed_and_where_the_work_is_only_after_both_happened() {
 
 #[test]
 fn a_jailed_agents_child_starts_from_the_agents_own_commits() {
-    if !landlock() {
+    if !have_landlock() {
         return;
     }
     let g = Grove::new();
@@ -445,7 +426,7 @@ fn a_jailed_agents_child_starts_from_the_agents_own_commits() {
 
 #[test]
 fn jail_with_sparse_is_refused_clearly_and_leaves_nothing() {
-    if !landlock() {
+    if !have_landlock() {
         return;
     }
     let g = Grove::new();
@@ -463,7 +444,7 @@ fn jail_with_sparse_is_refused_clearly_and_leaves_nothing() {
 
 #[test]
 fn a_crash_during_a_jailed_collect_is_finished_by_the_next_daemon_without_loss() {
-    if !landlock() {
+    if !have_landlock() {
         return;
     }
     for point in ["mid_salvage", "after_import"] {

@@ -40,6 +40,41 @@ fn run_jailed(g: &Grove, vars: &[(&str, &Path)], script: &str) -> (String, Strin
     (id, log)
 }
 
+/// The user approves `sh ./setup.sh` (holding `approved`); a jailed agent then commits
+/// its own setup.sh (`attack`, then a line recording whose environment ran it) and
+/// spawns a child: the child's base is the agent's HEAD, so the daemon runs the agent's
+/// script for the child. Returns the child's id.
+fn child_runs_agents_setup(
+    g: &Grove,
+    approved: &str,
+    vars: &[(&str, &Path)],
+    attack: &str,
+) -> String {
+    configure(g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), approved).expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    let script = format!(
+        r#"
+        cat > setup.sh <<EOF
+{attack}
+echo "\$GROVE_AGENT_ID" > setup-ran.txt
+EOF
+        git add setup.sh && git commit -qm 'my setup' || exit 1
+        child=$("$GROVE_BIN" spawn -- true) || exit 1
+        "$GROVE_BIN" wait "$child" > /dev/null
+        echo "child=$child"
+    "#
+    );
+    let (_, log) = run_jailed(g, vars, &script);
+    log.lines()
+        .find_map(|l| l.strip_prefix("child="))
+        .unwrap_or_else(|| panic!("no child: {log}"))
+        .trim()
+        .to_string()
+}
+
 fn grove_branches(repo: &Path) -> String {
     git_in(repo, &["branch", "--list", "grove/*"])
 }
@@ -104,31 +139,13 @@ fn a_jailed_agent_cannot_spawn_in_another_repository() {
 #[test]
 fn setup_commands_of_a_jailed_agents_child_run_in_the_jail() {
     let g = Grove::new();
-    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
-    fs::write(g.repo.join("setup.sh"), "echo benign > setup-ran.txt\n").expect("write");
-    g.git(&["add", "setup.sh"]);
-    g.git(&["commit", "-qm", "setup script"]);
-    g.ok(&["trust"]);
     let outside = g.dir.path().join("outside.txt");
-    // The agent commits its own setup.sh; its child's base is the agent's HEAD, so the
-    // daemon runs the agent's script for the child.
-    let script = r#"
-        cat > setup.sh <<EOF
-echo pwned > '$OUTSIDE' && echo outside-written
-echo "\$GROVE_AGENT_ID" > setup-ran.txt
-EOF
-        git add setup.sh && git commit -qm 'my setup' || exit 1
-        child=$("$GROVE_BIN" spawn -- true) || exit 1
-        "$GROVE_BIN" wait "$child" > /dev/null
-        echo "child=$child"
-    "#;
-    let (_, log) = run_jailed(&g, &[("OUTSIDE", &outside)], script);
-    let child = log
-        .lines()
-        .find_map(|l| l.strip_prefix("child="))
-        .unwrap_or_else(|| panic!("no child: {log}"))
-        .trim()
-        .to_string();
+    let child = child_runs_agents_setup(
+        &g,
+        "echo benign > setup-ran.txt\n",
+        &[("OUTSIDE", &outside)],
+        "echo pwned > '$OUTSIDE' && echo outside-written",
+    );
     assert!(
         !outside.exists(),
         "the setup command wrote outside the jail"
@@ -392,32 +409,16 @@ fn trust_outside_a_repository_or_without_a_file_says_so() {
 #[test]
 fn a_jailed_agents_setup_command_cannot_reach_the_daemon_as_the_user() {
     let g = Grove::new();
-    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
-    fs::write(g.repo.join("setup.sh"), "true\n").expect("write");
-    g.git(&["add", "setup.sh"]);
-    g.git(&["commit", "-qm", "setup script"]);
-    g.ok(&["trust"]);
     let escape = g.dir.path().join("escape.txt");
     // The setup command is the daemon's child, not the agent's: were it to connect, it
     // would not be known as any agent. It tries an unjailed spawn and an approval.
-    let script = r#"
-        cat > setup.sh <<EOF
-'$GROVE_BIN' spawn --no-jail -- sh -c "echo out > '$ESCAPE'" && echo spawned-as-user
-'$GROVE_BIN' trust --revoke && echo trusted-as-user
-echo "\$GROVE_AGENT_ID" > setup-ran.txt
-EOF
-        git add setup.sh && git commit -qm 'my setup' || exit 1
-        child=$("$GROVE_BIN" spawn -- true) || exit 1
-        "$GROVE_BIN" wait "$child" > /dev/null
-        echo "child=$child"
-    "#;
-    let (_, log) = run_jailed(&g, &[("ESCAPE", &escape)], script);
-    let child = log
-        .lines()
-        .find_map(|l| l.strip_prefix("child="))
-        .unwrap_or_else(|| panic!("no child: {log}"))
-        .trim()
-        .to_string();
+    let child = child_runs_agents_setup(
+        &g,
+        "true\n",
+        &[("ESCAPE", &escape)],
+        r#"'$GROVE_BIN' spawn --no-jail -- sh -c "echo out > '$ESCAPE'" && echo spawned-as-user
+'$GROVE_BIN' trust --revoke && echo trusted-as-user"#,
+    );
     let child_log = g.ok(&["logs", &child]);
     assert!(!child_log.contains("spawned-as-user"), "{child_log}");
     assert!(!child_log.contains("trusted-as-user"), "{child_log}");

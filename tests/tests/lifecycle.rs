@@ -51,10 +51,7 @@ fn spawn_run_collect_puts_the_agents_work_on_its_branch() {
     );
 
     // The worktree is gone, as far as the disk and git know.
-    assert!(g.worktree_dirs().is_empty(), "{:?}", g.worktree_dirs());
-    let porcelain = g.git(&["worktree", "list", "--porcelain"]);
-    assert_eq!(porcelain.matches("worktree ").count(), 1, "{porcelain}");
-    g.git(&["fsck", "--strict"]);
+    g.assert_no_worktree_left();
     // Reviewable with plain git.
     let diff = g.git(&["diff", &format!("main...{branch}")]);
     assert!(diff.contains("+four") && diff.contains("+new"), "{diff}");
@@ -73,12 +70,7 @@ fn clean_run_leaves_no_branch_and_no_worktree() {
     assert_eq!(record["files_changed"], 0);
     assert_eq!(g.git(&["branch", "--list", "grove/*"]), "");
     assert!(g.worktree_dirs().is_empty());
-    assert_eq!(
-        g.git(&["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
+    assert_eq!(g.git_worktree_count(), 1);
     // Not live any more, but still listed with --all.
     assert_eq!(
         g.json(&["list"])["agents"].as_array().map(Vec::len),

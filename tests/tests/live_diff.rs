@@ -71,18 +71,9 @@ fn diff_of_a_running_agent_shows_its_worktree_now_and_leaves_its_index_alone() {
     g.ok(&["kill", &id]);
 }
 
-/// Landlock must be there for the jailed case (CI has it and requires it).
-fn landlock() -> bool {
-    use grove_agent_shim::jail::{kernel_abi, REQUIRED_ABI};
-    let abi = kernel_abi();
-    let missing = (abi < REQUIRED_ABI)
-        .then(|| format!("the kernel's Landlock ABI is {abi}, the jail needs {REQUIRED_ABI}"));
-    can_run("landlock", missing)
-}
-
 #[test]
 fn a_jailed_agent_cannot_make_the_live_diff_run_its_filter_outside_the_jail() {
-    if !landlock() {
+    if !have_landlock() {
         return;
     }
     let g = Grove::new();

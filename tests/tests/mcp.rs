@@ -4,7 +4,6 @@
 
 mod support;
 
-use serde_json::Value;
 use support::*;
 
 #[test]
@@ -21,13 +20,7 @@ fn a_real_mcp_client_lists_tools_spawns_waits_and_reads_the_diff() {
         .env("GROVE_BIN", BIN)
         .output()
         .expect("python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: Value = serde_json::from_str(stdout.trim()).expect("json");
+    let result = json_printed(&out);
     let tools = tool_names(&result);
     assert_eq!(tools, MCP_TOOLS);
     assert_eq!(result["outcome"], "succeeded");

@@ -246,13 +246,7 @@ fn doctor_explains_a_daemon_that_does_not_answer_on_its_socket() {
         .output()
         .expect("doctor");
     let report: Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
-    let daemon = report["checks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["name"] == "daemon")
-        .cloned()
-        .unwrap_or_default();
+    let daemon = doctor_check(&report, "daemon");
     assert_eq!(daemon["data"]["pid"], pid, "{report:#}");
     std::fs::rename(&moved, &socket).expect("put the socket back");
 }

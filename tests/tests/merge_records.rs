@@ -22,14 +22,7 @@ fn done(g: &Grove, args: &[&str], script: &str) -> String {
 }
 
 fn reviewed(g: &Grove, args: &[&str]) -> Vec<String> {
-    let mut all = vec!["review"];
-    all.extend_from_slice(args);
-    g.json(&all)["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
-        .filter_map(|a| a["id"].as_str().map(String::from))
-        .collect()
+    listed_ids(g, "review", args)
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{call, can_run, client, eventually, Grove};
+use support::{call, can_run, client, doctor_check, eventually, Grove};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -237,14 +237,7 @@ fn expect_event(rx: &mpsc::Receiver<(String, Value)>, method: &str, slo: &str) -
 fn doctor_line(g: &Grove, slo: &str) -> (String, String) {
     let out = g.run(&["--json", "doctor"]);
     let report: Value = serde_json::from_str(&out.stdout).expect("doctor json");
-    let name = format!("slo {slo}");
-    let check = report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .find(|c| c["name"] == name.as_str())
-        .unwrap_or_else(|| panic!("doctor has no line {name}: {report}"))
-        .clone();
+    let check = doctor_check(&report, &format!("slo {slo}"));
     (
         check["status"].as_str().unwrap_or("").into(),
         check["message"].as_str().unwrap_or("").into(),

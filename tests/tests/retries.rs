@@ -275,13 +275,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
         .env("GROVE_BIN", BIN)
         .output()
         .expect("python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).expect("one JSON object")
+    json_printed(&out)
 }
 
 #[test]

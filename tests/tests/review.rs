@@ -28,12 +28,6 @@ fn tip(g: &Grove, rev: &str) -> String {
     g.git(&["rev-parse", rev]).trim().to_string()
 }
 
-fn worktree_count(g: &Grove) -> usize {
-    g.git(&["worktree", "list", "--porcelain"])
-        .matches("worktree ")
-        .count()
-}
-
 fn by_id<'a>(list: &'a Value, id: &str) -> &'a Value {
     list.as_array()
         .expect("array")
@@ -140,7 +134,7 @@ fn agents_on_different_files_merge_cleanly_in_any_order() {
         "one\ntwo\nthree\nfour\n"
     );
     assert_eq!(g.git(&["status", "--porcelain"]), "");
-    assert_eq!(worktree_count(&g), 1);
+    assert_eq!(g.git_worktree_count(), 1);
     // Merging again changes nothing.
     assert_eq!(g.json(&["merge", docs])["result"], "up_to_date");
 }
@@ -197,7 +191,7 @@ fn same_lines_conflict_is_reported_and_changes_nothing() {
         assert_eq!(tip(&g, "HEAD"), head, "{mode:?}");
         assert_eq!(g.git(&["symbolic-ref", "HEAD"]).trim(), "refs/heads/main");
         assert_eq!((tip(&g, left_branch), tip(&g, right_branch)), tips);
-        assert_eq!(worktree_count(&g), 1, "{mode:?}");
+        assert_eq!(g.git_worktree_count(), 1, "{mode:?}");
     }
     let out = g.run(&["--json", "merge", right]);
     assert_eq!(out.code, 1);
@@ -278,7 +272,7 @@ fn squash_and_rebase_give_the_expected_history() {
     assert_eq!(tip(&g, "main~2"), squashed, "linear on top of the squash");
     assert_eq!(g.git(&["show", "main:b.txt"]), "1\n2\n");
     assert_eq!(g.git(&["status", "--porcelain"]), "");
-    assert_eq!(worktree_count(&g), 1, "the temporary worktree is gone");
+    assert_eq!(g.git_worktree_count(), 1, "the temporary worktree is gone");
 }
 
 #[test]
@@ -401,7 +395,7 @@ fn merge_into_a_dirty_checkout_is_refused_and_changes_nothing() {
     assert_eq!(tip(&g, "HEAD"), head);
     assert_eq!(tip(&g, branch), branch_tip);
     assert!(!g.repo.join("x.txt").exists());
-    assert_eq!(worktree_count(&g), 1);
+    assert_eq!(g.git_worktree_count(), 1);
 }
 
 #[test]
@@ -454,7 +448,7 @@ fn merge_into_another_worktree_or_a_branch_checked_out_nowhere() {
     assert_eq!(g.git(&["show", "stable:x.txt"]), "x\n");
     assert_eq!(tip(&g, "stable~1"), head);
     assert_eq!(tip(&g, "HEAD"), head, "main untouched");
-    assert_eq!(worktree_count(&g), 2, "only main and release remain");
+    assert_eq!(g.git_worktree_count(), 2, "only main and release remain");
     assert_eq!(g.git(&["status", "--porcelain"]), "");
 }
 

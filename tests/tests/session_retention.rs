@@ -8,18 +8,7 @@ use serde_json::Value;
 use std::time::Duration;
 use support::*;
 
-const SCHEMA: &str = r#"
-[state]
-version = 1
-[state.channels]
-count = { reducer = "add", default = 0 }
-"#;
-
-fn with_schema(g: &Grove) {
-    std::fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
-}
+const SCHEMA: &str = COUNTER_SCHEMA;
 
 fn session_names(g: &Grove) -> Vec<String> {
     g.json(&["session", "list", "--all"])["sessions"]
@@ -40,7 +29,7 @@ fn removed_sessions(g: &Grove) -> Vec<Value> {
 #[test]
 fn an_agents_own_session_goes_with_its_record_and_a_named_one_stays() {
     let g = Grove::new().with_env(&[("GROVE_RETENTION", "1ms")]);
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let bin = format!("GROVE_BIN={BIN}");
     let own = g.spawn(&["--env", &bin], "\"$GROVE_BIN\" state update count 1");
     let named = g.spawn(&["--session", "kept"], "true");
@@ -104,7 +93,7 @@ fn an_own_session_stays_while_a_child_on_record_still_uses_it() {
 #[test]
 fn an_agents_own_session_exists_only_once_the_agent_writes_state() {
     let g = Grove::new().with_env(&[("GROVE_RETENTION", "1ms")]);
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let gate = g.dir.path().join("gate");
     let bin = format!("GROVE_BIN={BIN}");
     let silent = g.spawn(&[], "true");
@@ -162,7 +151,7 @@ fn an_agents_own_session_exists_only_once_the_agent_writes_state() {
 #[test]
 fn an_own_session_goes_after_a_grandchild_that_used_it() {
     let g = Grove::new().with_env(&[("GROVE_RETENTION", "1ms")]);
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let gate = g.dir.path().join("gate");
     let grandchild_sh = g.dir.path().join("grandchild.sh");
     let child_sh = g.dir.path().join("child.sh");

@@ -4,27 +4,13 @@
 
 mod support;
 
-use grove_proto::Client;
 use serde_json::{json, Value};
 use std::fs;
+use std::path::Path;
 use std::time::Duration;
 use support::*;
 
-const SCHEMA: &str = r#"
-[state]
-version = 1
-[state.channels]
-count = { reducer = "add", default = 0 }
-"#;
-
-fn create(c: &mut Client, name: &str) {
-    call(
-        c,
-        "session.create",
-        json!({"name": name, "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
-    )
-    .expect("session.create");
-}
+const SCHEMA: &str = COUNTER_SCHEMA;
 
 fn session_names(g: &Grove) -> Vec<String> {
     g.json(&["session", "list"])["sessions"]
@@ -39,8 +25,8 @@ fn session_names(g: &Grove) -> Vec<String> {
 fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "old");
-    create(&mut c, "other");
+    create_session(&mut c, "old", SCHEMA);
+    create_session(&mut c, "other", SCHEMA);
     // Past a snapshot (every 64 checkpoints), with a pin: every kind of row it has.
     for _ in 0..70 {
         call(
@@ -88,7 +74,7 @@ fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
     );
     // The name is free again, and starts empty.
     let mut c = client(&g);
-    create(&mut c, "old");
+    create_session(&mut c, "old", SCHEMA);
     assert_eq!(
         g.ok(&["state", "get", "--session", "old", "count"]).trim(),
         "0"
@@ -106,29 +92,31 @@ fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
     assert!(out.stderr.contains("no session `nope`"), "{}", out.stderr);
 }
 
-#[test]
-fn session_rm_is_refused_while_an_agent_of_it_is_live_unless_forced() {
-    let g = Grove::new();
-    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
-    let gate = g.dir.path().join("gate");
+/// An agent of session `busy` that adds 1 to `count`, waits for `gate`, then runs
+/// `after`; returned once its first write is seen.
+fn busy_agent(g: &Grove, gate: &Path, after: &str) -> String {
     let script = format!(
         r#""$GROVE_BIN" state update count 1 || exit 1
            while [ ! -e '{gate}' ]; do sleep 0.05; done
-           "$GROVE_BIN" state update count 1"#,
+           {after}"#,
         gate = gate.display()
     );
-    let id = g.spawn(
-        &["--session", "busy", "--env", &format!("GROVE_BIN={BIN}")],
-        &script,
-    );
+    let id = spawn_in_session(g, "busy", &script);
     eventually("the agent wrote", Duration::from_secs(20), || {
         g.run(&["state", "get", "--session", "busy", "count"])
             .stdout
             .trim()
             == "1"
     });
+    id
+}
+
+#[test]
+fn session_rm_is_refused_while_an_agent_of_it_is_live_unless_forced() {
+    let g = Grove::new();
+    commit_schema(&g, SCHEMA);
+    let gate = g.dir.path().join("gate");
+    let id = busy_agent(&g, &gate, r#""$GROVE_BIN" state update count 1"#);
     let out = g.run(&["session", "rm", "busy"]);
     assert_eq!(out.code, 4, "{}", out.stderr);
     for needle in ["has live agents", &id, "nothing was deleted", "--force"] {
@@ -149,11 +137,9 @@ fn session_rm_is_refused_while_an_agent_of_it_is_live_unless_forced() {
 #[test]
 fn an_agent_cannot_delete_a_session() {
     let g = Grove::new();
-    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
+    commit_schema(&g, SCHEMA);
     let mut c = client(&g);
-    create(&mut c, "victim");
+    create_session(&mut c, "victim", SCHEMA);
     let result = g.dir.path().join("result");
     let script = format!(
         r#""$GROVE_BIN" state update count 1 || exit 1
@@ -161,10 +147,7 @@ fn an_agent_cannot_delete_a_session() {
            "$GROVE_BIN" session rm mine --force 2> '{r}.mine'; echo $? > '{r}.b'"#,
         r = result.display()
     );
-    let id = g.spawn(
-        &["--session", "mine", "--env", &format!("GROVE_BIN={BIN}")],
-        &script,
-    );
+    let id = spawn_in_session(&g, "mine", &script);
     g.wait(&id);
     for (code, err) in [("a", "victim"), ("b", "mine")] {
         let exit = fs::read_to_string(result.with_extension(code)).expect("code");
@@ -181,7 +164,7 @@ fn an_agent_cannot_delete_a_session() {
 fn a_crash_in_the_middle_of_session_rm_leaves_it_whole_or_gone_with_its_audit_row() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     g.ok(&["state", "update", "--session", "s", "count", "2"]);
     drop(c);
     g.ok(&["daemon", "stop"]);
@@ -244,7 +227,7 @@ fn a_session_moves_from_active_to_deleted_and_its_deletion_is_audited() {
     ]);
     let mut c = client(&g);
     let events = lifecycle_events(&g, "s");
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     g.ok(&["state", "update", "--session", "s", "count", "4"]);
     assert_eq!(lifecycle(&g, "s")["lifecycle"], "active");
     assert_eq!(wait_for(&events, "idle"), vec!["idle"]);
@@ -277,7 +260,7 @@ fn a_suspended_session_is_read_from_disk_and_made_active_by_any_read() {
     ]);
     let mut c = client(&g);
     let events = lifecycle_events(&g, "s");
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     for n in 0..70 {
         call(
             &mut c,
@@ -323,29 +306,13 @@ fn a_session_with_a_live_agent_stays_active() {
         ("GROVE_SESSION_IDLE", "100ms"),
         ("GROVE_SESSION_SUSPEND", "200ms"),
     ]);
-    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
+    commit_schema(&g, SCHEMA);
     let gate = g.dir.path().join("gate");
-    let script = format!(
-        r#""$GROVE_BIN" state update count 1 || exit 1
-           while [ ! -e '{gate}' ]; do sleep 0.05; done"#,
-        gate = gate.display()
-    );
-    let id = g.spawn(
-        &["--session", "busy", "--env", &format!("GROVE_BIN={BIN}")],
-        &script,
-    );
-    eventually("the agent wrote", Duration::from_secs(20), || {
-        g.run(&["state", "get", "--session", "busy", "count"])
-            .stdout
-            .trim()
-            == "1"
-    });
+    let id = busy_agent(&g, &gate, "");
     // Another session, written at the same time, is the clock: once it is suspended,
     // passes have run past every duration.
     let mut c = client(&g);
-    create(&mut c, "clock");
+    create_session(&mut c, "clock", SCHEMA);
     let clock = lifecycle_events(&g, "clock");
     g.ok(&["state", "update", "--session", "clock", "count", "1"]);
     wait_for(&clock, "suspended");
@@ -359,7 +326,7 @@ fn at_most_session_cache_heads_stay_in_memory_least_recently_used_out() {
     let g = Grove::new().with_env(&[("GROVE_SESSION_CACHE", "2")]);
     let mut c = client(&g);
     for name in ["a", "b", "c"] {
-        create(&mut c, name);
+        create_session(&mut c, name, SCHEMA);
         g.ok(&["state", "update", "--session", name, "count", "1"]);
     }
     let in_memory = |g: &Grove| -> Vec<bool> {
@@ -393,7 +360,7 @@ fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
         ("GROVE_SESSION_SUSPEND", "200ms"),
     ]);
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     g.ok(&["state", "update", "--session", "s", "count", "5"]);
     drop(c);
     g.ok(&["daemon", "stop"]);
@@ -423,4 +390,45 @@ fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
     let events = lifecycle_events(&g, "s");
     wait_for(&events, "suspended");
     assert_eq!(session_names(&g), vec!["s"]);
+}
+
+/// Sessions that cannot be read when the daemon starts: every session request is
+/// refused with the cause the database gave (kept through the error, not flattened),
+/// and nothing is changed; once the database is whole again, all is as it was.
+#[test]
+fn sessions_unreadable_at_start_are_refused_with_the_cause_and_nothing_changes() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create_session(&mut c, "kept", SCHEMA);
+    g.ok(&["state", "update", "--session", "kept", "count", "2"]);
+    drop(c);
+    g.ok(&["daemon", "stop"]);
+    let rename = |from: &str, to: &str| {
+        let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("open grove.db");
+        db.execute_batch(&format!("ALTER TABLE {from} RENAME TO {to}"))
+            .expect("rename");
+    };
+    rename("pins", "pins_away");
+
+    for args in [
+        &["session", "list"][..],
+        &["state", "update", "--session", "kept", "count", "1"],
+    ] {
+        let out = g.run(args);
+        assert_ne!(out.code, 0, "{args:?}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("could not read its sessions at start")
+                && out.stderr.contains("no such table: pins"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+
+    g.ok(&["daemon", "stop"]);
+    rename("pins_away", "pins");
+    assert_eq!(session_names(&g), vec!["kept"]);
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "kept", "count"]).trim(),
+        "2"
+    );
 }

@@ -94,12 +94,7 @@ fn a_failing_setup_command_fails_the_spawn_with_its_output_and_leaves_nothing() 
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
     assert!(g.worktree_dirs().is_empty());
     assert_eq!(g.git(&["branch", "--list", "grove/*"]), "");
-    assert_eq!(
-        g.git(&["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
+    assert_eq!(g.git_worktree_count(), 1);
 }
 
 #[test]

@@ -9,15 +9,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 use support::*;
 
-fn cgroup2_mount() -> Option<PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mountinfo.lines().find_map(|line| {
-        let (before, after) = line.split_once(" - ")?;
-        (after.split_whitespace().next()? == "cgroup2")
-            .then(|| before.split_whitespace().nth(4).map(PathBuf::from))?
-    })
-}
-
 /// An agent whose writer (pid in `pidfile`) appends to out.txt in its worktree.
 struct Writer {
     id: String,

@@ -20,15 +20,6 @@ labels = { reducer = "union" }
 notes  = { reducer = "merge" }
 "#;
 
-fn create(c: &mut Client, name: &str) {
-    call(
-        c,
-        "session.create",
-        json!({"name": name, "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
-    )
-    .expect("session.create");
-}
-
 fn update(c: &mut Client, session: &str, writes: Value) -> u64 {
     call(
         c,
@@ -85,7 +76,7 @@ fn write_workload(c: &mut Client, session: &str, n: u64) -> Vec<Value> {
 fn b17_checkpoints_have_increasing_ids_time_writer_parent_source_and_channels() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     update(
         &mut c,
@@ -108,7 +99,7 @@ fn b17_checkpoints_have_increasing_ids_time_writer_parent_source_and_channels() 
 fn b18_reading_a_checkpoint_gives_the_state_right_after_it() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     // Past two snapshots (every 64 checkpoints), so reads mix snapshots and the log.
     let states = write_workload(&mut c, "s", 150);
     for (at, expected) in states.iter().enumerate() {
@@ -149,7 +140,7 @@ fn b18_reading_a_checkpoint_gives_the_state_right_after_it() {
 fn b20_fork_starts_from_the_checkpoint_and_sessions_stay_apart() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     let states = write_workload(&mut c, "s", 10);
     let fork = call(
         &mut c,
@@ -193,7 +184,7 @@ fn b20_fork_starts_from_the_checkpoint_and_sessions_stay_apart() {
 fn b21_compaction_keeps_the_current_and_the_last_k_states() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     let states = write_workload(&mut c, "s", 90);
     let done = call(&mut c, "state.compact", json!({"session": "s", "keep": 20})).expect("compact");
     assert_eq!(done["oldest"], 71);
@@ -215,7 +206,7 @@ fn b21_compaction_keeps_the_current_and_the_last_k_states() {
 fn b22_a_newer_stored_schema_version_is_refused_not_misread() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     drop(c);
     g.ok(&["daemon", "stop"]);
@@ -246,8 +237,8 @@ fn b22_a_newer_stored_schema_version_is_refused_not_misread() {
 fn a_stored_schema_that_cannot_be_read_is_refused_and_the_rest_still_serves() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "s");
-    create(&mut c, "t");
+    create_session(&mut c, "s", SCHEMA);
+    create_session(&mut c, "t", SCHEMA);
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     update(&mut c, "t", json!([{"channel": "count", "value": 2}]));
     drop(c);
@@ -285,7 +276,7 @@ fn a_stored_schema_that_cannot_be_read_is_refused_and_the_rest_still_serves() {
 fn b23_a_crash_loses_no_acknowledged_batch() {
     let g = Grove::new();
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     let states = write_workload(&mut c, "s", 100);
     let before = history(&mut c, "s");
     drop(c);
@@ -300,11 +291,9 @@ fn b23_a_crash_loses_no_acknowledged_batch() {
 #[test]
 fn b24_an_agent_writes_only_its_own_session() {
     let g = Grove::new();
-    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
+    commit_schema(&g, SCHEMA);
     let mut c = client(&g);
-    create(&mut c, "other");
+    create_session(&mut c, "other", SCHEMA);
     let result = g.dir.path().join("result");
     let script = format!(
         r#""$GROVE_BIN" state update count 5 || exit 1
@@ -312,10 +301,7 @@ fn b24_an_agent_writes_only_its_own_session() {
            "$GROVE_BIN" state get count > '{r}.own'"#,
         r = result.display()
     );
-    let id = g.spawn(
-        &["--session", "mine", "--env", &format!("GROVE_BIN={BIN}")],
-        &script,
-    );
+    let id = spawn_in_session(&g, "mine", &script);
     assert_eq!(
         g.wait(&id)["outcome"],
         "succeeded",
@@ -352,12 +338,7 @@ fn ten_agents_writing_a_hundred_updates_each_lose_nothing() {
           i=$((i + 1))
         done"#;
     let ids: Vec<String> = (0..10)
-        .map(|_| {
-            g.spawn(
-                &["--session", "swarm", "--env", &format!("GROVE_BIN={BIN}")],
-                script,
-            )
-        })
+        .map(|_| spawn_in_session(&g, "swarm", script))
         .collect();
     let mut args = vec!["wait"];
     args.extend(ids.iter().map(String::as_str));
@@ -473,8 +454,9 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
         .as_u64()
         .expect("id");
     // Another writer (an agent of the session) changes `plan` after that checkpoint.
-    let agent = g.spawn(
-        &["--session", "cli", "--env", &format!("GROVE_BIN={BIN}")],
+    let agent = spawn_in_session(
+        &g,
+        "cli",
         r#""$GROVE_BIN" state update plan '"agent plan"'"#,
     );
     assert_eq!(g.wait(&agent)["outcome"], "succeeded");

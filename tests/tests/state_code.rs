@@ -10,18 +10,7 @@ use std::fs;
 use std::path::Path;
 use support::*;
 
-const SCHEMA: &str = r#"
-[state]
-version = 1
-[state.channels]
-count = { reducer = "add", default = 0 }
-"#;
-
-fn with_schema(g: &Grove) {
-    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
-}
+const SCHEMA: &str = COUNTER_SCHEMA;
 
 fn checkpoints(g: &Grove, session: &str) -> Vec<Value> {
     g.json(&["state", "history", "--session", session])["checkpoints"]
@@ -58,7 +47,7 @@ fn working_agent(gate: &Path) -> String {
 
 fn records_the_code(jail: bool) {
     let g = Grove::new();
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let gate = g.dir.path().join("gate");
     let mut args = vec!["--session", "work"];
     let bin = format!("GROVE_BIN={BIN}");
@@ -137,7 +126,7 @@ fn a_jailed_agents_checkpoint_records_its_code_in_the_users_repository() {
 #[test]
 fn a_jailed_agent_cannot_make_the_recording_run_its_git_config() {
     let g = Grove::new();
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let marker = g.dir.path().join("pwned");
     // The agent names a clean filter for every file in its own repository's config and
     // in .gitattributes: git run with that config outside the jail would run it.
@@ -177,7 +166,7 @@ fn a_jailed_agent_cannot_make_the_recording_run_its_git_config() {
 #[test]
 fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
     let g = Grove::new();
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let bin = format!("GROVE_BIN={BIN}");
     // The agent leaves a file uncommitted, writes a checkpoint, then changes the file
     // and writes again: the second checkpoint's code is not the first's.
@@ -243,7 +232,7 @@ fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
 #[test]
 fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
     let g = Grove::new();
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     call(
         &mut client(&g),
         "session.create",
@@ -276,7 +265,7 @@ fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
 #[test]
 fn a_jailed_agents_links_are_recorded_as_links_and_its_fifos_never_opened() {
     let g = Grove::new();
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let outside = g.dir.path().join("outside");
     fs::create_dir_all(&outside).expect("outside");
     let secret = "secret of the user, never to be recorded\n";
@@ -365,7 +354,7 @@ fn wait_for_refs(g: &Grove, want: &[&str]) {
 #[test]
 fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
     let g = Grove::new();
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let bin = format!("GROVE_BIN={BIN}");
     let writer = g.spawn(
         &["--session", "orig", "--env", &bin],
@@ -435,7 +424,7 @@ fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
 #[test]
 fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let bin = format!("GROVE_BIN={BIN}");
     let writer = g.spawn(
         &["--session", "orig", "--env", &bin],
@@ -476,7 +465,7 @@ fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
 #[test]
 fn trees_written_from_the_last_one_are_the_ones_git_writes() {
     let g = Grove::new();
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let script = r#"set -e
         idx=$(mktemp -u)
         step() { "$GROVE_BIN" state update count 1; GIT_INDEX_FILE=$idx git add -A; echo "tree $(GIT_INDEX_FILE=$idx git write-tree)"; }
@@ -488,10 +477,7 @@ fn trees_written_from_the_last_one_are_the_ones_git_writes() {
         rm -r src; step
         touch README.md; step
         rm "$idx""#;
-    let id = g.spawn(
-        &["--session", "trees", "--env", &format!("GROVE_BIN={BIN}")],
-        script,
-    );
+    let id = spawn_in_session(&g, "trees", script);
     let record = g.wait(&id);
     let log = g.ok(&["logs", &id]);
     assert_eq!(record["outcome"], "succeeded", "{log}");

@@ -19,15 +19,6 @@ blob  = { reducer = "overwrite" }
 count = { reducer = "add", default = 0 }
 "#;
 
-fn create(c: &mut Client, name: &str) {
-    call(
-        c,
-        "session.create",
-        json!({"name": name, "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
-    )
-    .expect("session.create");
-}
-
 fn head(c: &mut Client, session: &str) -> u64 {
     call(c, "session.show", json!({"name": session})).expect("show")["head"]
         .as_u64()
@@ -43,7 +34,7 @@ fn text(n: usize) -> String {
 fn a_write_over_the_per_write_limit_is_refused_and_changes_nothing() {
     let g = Grove::new().with_env(&[("GROVE_STATE_MAX_WRITE", "4K")]);
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     g.ok(&["state", "update", "--session", "s", "count", "1"]);
     let big = json!(text(5000)).to_string();
     let out = g.run(&["state", "update", "--session", "s", "blob", &big]);
@@ -77,9 +68,7 @@ fn an_agent_cannot_grow_its_session_past_the_limit() {
         ("GROVE_STATE_MAX_WRITE", "4K"),
         ("GROVE_STATE_MAX_SESSION", "16K"),
     ]);
-    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
+    commit_schema(&g, SCHEMA);
     let result = g.dir.path().join("result");
     // The agent appends 3 KB items until it is refused, then tries a bigger one.
     let item = json!([text(3000)]).to_string();
@@ -93,10 +82,7 @@ fn an_agent_cannot_grow_its_session_past_the_limit() {
            echo "$rc $n" > '{r}.code'"#,
         r = result.display()
     );
-    let id = g.spawn(
-        &["--session", "mine", "--env", &format!("GROVE_BIN={BIN}")],
-        &script,
-    );
+    let id = spawn_in_session(&g, "mine", &script);
     g.wait(&id);
     let code = fs::read_to_string(result.with_extension("code")).expect("code");
     let (exit, accepted) = code.trim().split_once(' ').expect("two numbers");
@@ -142,7 +128,7 @@ fn a_state_over_the_line_cap_reads_whole_in_pages_even_when_stored_before_the_li
         ("GROVE_STATE_MAX_SESSION", "1G"),
     ]);
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     let chunk = format!("\"quoted\"\n\u{1}é{}", text(500_000));
     for _ in 0..6 {
         call(
@@ -259,7 +245,7 @@ fn a_long_history_comes_in_pages_and_the_cli_reads_them_all() {
 fn checkpoints_past_checkpoint_keep_are_compacted_and_pinned_ones_stay() {
     let g = Grove::new().with_env(&[("GROVE_CHECKPOINT_KEEP", "10")]);
     let mut c = client(&g);
-    create(&mut c, "s");
+    create_session(&mut c, "s", SCHEMA);
     for n in 1..=5 {
         g.ok(&["state", "update", "--session", "s", "count", &n.to_string()]);
     }
@@ -316,22 +302,9 @@ fn checkpoints_past_checkpoint_keep_are_compacted_and_pinned_ones_stay() {
 #[test]
 fn an_agent_cannot_pin_or_unpin() {
     let g = Grove::new();
-    fs::write(g.repo.join(".grove.toml"), SCHEMA).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
-    let result = g.dir.path().join("result");
-    let script = format!(
-        r#""$GROVE_BIN" state update count 1 || exit 1
-           "$GROVE_BIN" state pin --session mine 1 2> '{r}.err'; echo $? > '{r}.code'"#,
-        r = result.display()
-    );
-    let id = g.spawn(
-        &["--session", "mine", "--env", &format!("GROVE_BIN={BIN}")],
-        &script,
-    );
-    g.wait(&id);
-    let code = fs::read_to_string(result.with_extension("code")).expect("code");
-    assert_eq!(code.trim(), "4");
+    commit_schema(&g, SCHEMA);
+    let (code, _) = agent_of_session_runs(&g, "mine", "state pin --session mine 1");
+    assert_eq!(code, "4");
     let mut c = client(&g);
     let pins = call(
         &mut c,
@@ -347,7 +320,7 @@ fn a_long_session_list_comes_in_pages_and_the_cli_reads_them_all() {
     let g = Grove::new();
     let mut c = client(&g);
     for n in 0..1200 {
-        create(&mut c, &format!("s{n:04}"));
+        create_session(&mut c, &format!("s{n:04}"), SCHEMA);
     }
     let first = call(&mut c, "session.list", json!({})).expect("list");
     assert_eq!(first["sessions"].as_array().expect("page").len(), 1000);

@@ -119,20 +119,12 @@ fn migrate_adds_changes_and_drops_in_one_checkpoint_and_history_keeps_its_schema
 fn a_migration_that_would_lose_or_misread_a_value_is_refused_and_changes_nothing() {
     let (g, file) = setup();
     let path = file.to_str().expect("utf8");
+    let migrate = ["session", "migrate", "s", "--schema", path];
+    let drop = |channel| [&migrate[..], &["--drop", channel]].concat();
     // `notes` left out without --drop.
-    let out = g.run(&["session", "migrate", "s", "--schema", path]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("--drop notes"), "{}", out.stderr);
+    g.refused(&migrate, "--drop notes");
     // A --drop of a channel it does not have.
-    let out = g.run(&[
-        "session", "migrate", "s", "--schema", path, "--drop", "nope",
-    ]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("has no channel `nope`"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&drop("nope"), "has no channel `nope`");
     // A reducer the stored value does not fit: a list cannot be summed.
     fs::write(
         &file,
@@ -142,20 +134,10 @@ fn a_migration_that_would_lose_or_misread_a_value_is_refused_and_changes_nothing
         ),
     )
     .expect("schema");
-    let out = g.run(&[
-        "session", "migrate", "s", "--schema", path, "--drop", "notes",
-    ]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("channel `items` holds array"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&drop("notes"), "channel `items` holds array");
     // A schema file without a [state] table.
     fs::write(&file, "[worktree]\n").expect("schema");
-    let out = g.run(&["session", "migrate", "s", "--schema", path]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("no [state] table"), "{}", out.stderr);
+    g.refused(&migrate, "no [state] table");
     assert_eq!(head(&g), 2);
     assert_eq!(
         state(&g, None),
@@ -190,27 +172,18 @@ fn a_kill_in_the_middle_of_a_migration_leaves_the_session_as_it_was() {
 #[test]
 fn an_agent_cannot_migrate_its_session() {
     let g = Grove::new();
-    fs::write(g.repo.join(".grove.toml"), OLD).expect("schema");
-    g.git(&["add", "."]);
-    g.git(&["commit", "-qm", "schema"]);
+    commit_schema(&g, OLD);
     let file = g.dir.path().join("new.toml");
     fs::write(&file, NEW).expect("schema file");
-    let result = g.dir.path().join("result");
-    let script = format!(
-        r#""$GROVE_BIN" state update count 1 || exit 1
-           "$GROVE_BIN" session migrate mine --schema '{f}' --drop notes 2> '{r}.err'
-           echo $? > '{r}.code'"#,
-        f = file.display(),
-        r = result.display()
+    let (code, why) = agent_of_session_runs(
+        &g,
+        "mine",
+        &format!(
+            "session migrate mine --schema '{}' --drop notes",
+            file.display()
+        ),
     );
-    let id = g.spawn(
-        &["--session", "mine", "--env", &format!("GROVE_BIN={BIN}")],
-        &script,
-    );
-    g.wait(&id);
-    let code = fs::read_to_string(result.with_extension("code")).expect("code");
-    assert_eq!(code.trim(), "4");
-    let why = fs::read_to_string(result.with_extension("err")).expect("stderr");
+    assert_eq!(code, "4");
     assert!(why.contains("may not migrate sessions"), "{why}");
     assert_eq!(g.json(&["session", "show", "mine"])["head"], 1);
 }

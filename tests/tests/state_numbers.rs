@@ -168,37 +168,28 @@ fn one_and_one_point_zero_are_one_number_for_every_reducer() {
 fn a_file_batch_with_a_repeated_key_is_refused() {
     let g = setup();
     let file = g.dir.path().join("batch.json");
-    std::fs::write(&file, r#"{"count": 1, "count": 2}"#).expect("write");
-    let out = g.run(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "--file",
-        file.to_str().expect("utf8"),
-    ]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("key `count` appears twice"),
-        "{}",
+    // `state update --file` of `text` is refused; its stderr.
+    let refused = |text: &str| {
+        std::fs::write(&file, text).expect("write");
+        let out = g.run(&[
+            "state",
+            "update",
+            "--session",
+            "s",
+            "--file",
+            file.to_str().expect("utf8"),
+        ]);
+        assert_eq!(out.code, 2, "{}", out.stderr);
         out.stderr
-    );
-    assert!(out.stderr.contains("batch.json"), "{}", out.stderr);
+    };
+    let stderr = refused(r#"{"count": 1, "count": 2}"#);
+    assert!(stderr.contains("key `count` appears twice"), "{stderr}");
+    assert!(stderr.contains("batch.json"), "{stderr}");
     // NDJSON: the line is named, and no batch of the file is sent.
-    std::fs::write(&file, "{\"count\": 1}\n{\"notes\": {\"k\": 1, \"k\": 2}}\n").expect("write");
-    let out = g.run(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "--file",
-        file.to_str().expect("utf8"),
-    ]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    let stderr = refused("{\"count\": 1}\n{\"notes\": {\"k\": 1, \"k\": 2}}\n");
     assert!(
-        out.stderr.contains("batch.json:2: key `k` appears twice"),
-        "{}",
-        out.stderr
+        stderr.contains("batch.json:2: key `k` appears twice"),
+        "{stderr}"
     );
     assert_eq!(state(&g)["count"], 0);
 }

@@ -7,7 +7,7 @@ use crate::exit::AGENT_FAILED;
 use crate::output::{bytes, paint, print_json, Tone};
 use anyhow::Result;
 use grove_agent_shim::{ShimProgram, SHIM_ARG};
-use grove_proto::methods::{DaemonMetrics, Empty};
+use grove_proto::methods::{CgroupProbe, DaemonMetrics, DaemonProbe, Empty, JailProbe};
 use grove_proto::paths::{Dirs, PathError, MAX_SOCKET_PATH_BYTES};
 use grove_proto::ClientError;
 use serde::Serialize;
@@ -88,8 +88,23 @@ pub fn checks() -> Vec<Check> {
         Ok(dirs) => socket_ok(&dirs.socket),
         Err(e) => socket_err(e),
     });
-    checks.push(landlock());
-    checks.push(cgroup());
+    let probe = dirs.as_ref().ok().map(daemon_probe);
+    let local = || Probed {
+        found: grove_daemon::jail_probe(),
+        by: By::Doctor,
+    };
+    checks.push(landlock(match &probe {
+        Some(Ok(probe)) => Probed {
+            found: probe.jail.clone(),
+            by: By::Daemon,
+        },
+        _ => local(),
+    }));
+    checks.push(match &probe {
+        Some(Ok(probe)) => cgroup(&probe.cgroup),
+        Some(Err(why)) => cgroup_unchecked(why),
+        None => cgroup_unchecked("grove cannot find its directories (see the socket check)"),
+    });
     checks.push(shim());
     match (&dirs, &config) {
         (Ok(_), Ok(config)) => {
@@ -320,15 +335,40 @@ fn socket_err(error: &PathError) -> Check {
     }
 }
 
-/// The jail line: the daemon's own probe, the one a jailed spawn runs, so that doctor
-/// never says "ok" where `--jail` would be refused.
-fn landlock() -> Check {
-    let probe = grove_daemon::jail_probe();
+/// Who ran a probe: the daemon (where agents run) or, with no daemon, doctor itself.
+#[derive(Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum By {
+    Daemon,
+    Doctor,
+}
+
+struct Probed<T> {
+    found: T,
+    by: By,
+}
+
+/// The subsystems' probes as the running daemon runs them (`daemon.probe`), or why
+/// there are none.
+fn daemon_probe(dirs: &Dirs) -> Result<grove_proto::methods::ProbeResult, String> {
+    match connect_existing(dirs).and_then(|mut c| c.call::<DaemonProbe>(&Empty {})) {
+        Ok(probe) => Ok(probe),
+        Err(ClientError::Unreachable { .. }) => Err("the daemon is not running".into()),
+        Err(e) => Err(format!("the daemon did not answer `daemon.probe` ({e})")),
+    }
+}
+
+/// The jail line: the probe a jailed spawn runs, in the daemon when one runs (Landlock
+/// is the kernel's, the cgroup the daemon's), so that doctor never says "ok" where
+/// `--jail` would be refused.
+fn landlock(probed: Probed<JailProbe>) -> Check {
+    let probe = probed.found;
     let data = json!({
         "supported": probe.refusal.is_none(),
         "abi": probe.abi,
         "required_abi": probe.required_abi,
         "cgroup": probe.cgroup,
+        "probed_by": probed.by,
     });
     match probe.refusal {
         None => check(
@@ -345,47 +385,36 @@ fn landlock() -> Check {
     }
 }
 
-fn writable(path: &Path) -> bool {
-    nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
-}
-
-fn cgroup() -> Check {
-    let Some(grove_sys::proc::Mount {
-        point: mount,
-        read_write: rw,
-        ..
-    }) = grove_sys::proc::cgroup2_mount()
-    else {
+/// The cgroup line: the cgroup an agent gets, made by the daemon below its own.
+fn cgroup(probe: &CgroupProbe) -> Check {
+    let mut data = json!(probe);
+    data["probed_by"] = json!(By::Daemon);
+    let daemon_cgroup = probe
+        .daemon_cgroup
+        .as_deref()
+        .unwrap_or("an unknown cgroup");
+    let Some(mount) = &probe.mount_point else {
         return check(
             "cgroup v2",
             Level::Warn,
             "no cgroup2 filesystem is mounted: no per-agent resource accounting through cgroups \
              (rlimits still apply)",
-            json!({ "mounted": false }),
+            data,
         );
     };
-    // Our own cgroup, where a child group for agents would go.
-    let own = grove_sys::proc::own_cgroup().map(|rel| match rel.trim_matches('/') {
-        "" => mount.clone(),
-        rel => mount.join(rel),
-    });
-    let own_writable = own.as_deref().is_some_and(writable);
-    let data = json!({
-        "mounted": true,
-        "mount_point": mount,
-        "read_write": rw,
-        "own_cgroup": own,
-        "writable": rw && (own_writable || writable(&mount)),
-    });
-    if rw && (own_writable || writable(&mount)) {
+    if probe.agent_cgroup {
+        // Without its own cgroup known, the shim's fall back to the mount's root.
+        let below = match &probe.daemon_cgroup {
+            Some(own) => mount.join(own.trim_start_matches('/')),
+            None => mount.clone(),
+        };
         check(
             "cgroup v2",
             Level::Ok,
             format!(
-                "mounted at {} and writable{}",
-                mount.display(),
-                own.map(|p| format!(" (this process is in {})", p.display()))
-                    .unwrap_or_default()
+                "the daemon made an agent's cgroup below its own ({}) and moved a process \
+                 into it: each agent's tree is accounted and ended as one",
+                below.display()
             ),
             data,
         )
@@ -394,13 +423,30 @@ fn cgroup() -> Check {
             "cgroup v2",
             Level::Warn,
             format!(
-                "mounted at {} but not writable for this user: no per-agent resource \
-                 accounting through cgroups (rlimits still apply)",
-                mount.display()
+                "mounted at {}{}, but the daemon (in {daemon_cgroup}) cannot make an agent's \
+                 cgroup below its own and move a process into it: no per-agent resource \
+                 accounting through cgroups (rlimits still apply); start the daemon where it \
+                 has a writable, delegated cgroup",
+                mount.display(),
+                if probe.read_write { "" } else { " read-only" }
             ),
             data,
         )
     }
+}
+
+/// Agents' cgroups go below the daemon's, not this shell's: without the daemon's
+/// answer, doctor says so rather than probe the wrong place.
+fn cgroup_unchecked(why: &str) -> Check {
+    check(
+        "cgroup v2",
+        Level::Warn,
+        format!(
+            "not checked: {why}; agents' cgroups go below the daemon's, so the daemon probes \
+             them (any grove command starts it, then run doctor again)"
+        ),
+        json!({ "probed_by": null, "why": why }),
+    )
 }
 
 fn disk(root: &Path, high: f64, low: f64) -> Check {
@@ -459,7 +505,6 @@ fn disk(root: &Path, high: f64, low: f64) -> Check {
 }
 
 fn database(path: &Path) -> Check {
-    use rusqlite::{Connection, OpenFlags};
     if !path.exists() {
         return check(
             "database",
@@ -471,18 +516,7 @@ fn database(path: &Path) -> Check {
             json!({ "path": path, "exists": false }),
         );
     }
-    let result = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .and_then(|db| {
-        db.busy_timeout(std::time::Duration::from_secs(5))?;
-        let mut statement = db.prepare("PRAGMA quick_check")?;
-        let rows = statement
-            .query_map([], |row| row.get::<_, String>(0))?
-            .collect::<rusqlite::Result<Vec<String>>>()?;
-        Ok(rows)
-    });
+    let result = grove_daemon::database_quick_check(path);
     match result {
         Ok(rows) if rows == ["ok"] => check(
             "database",
@@ -503,7 +537,7 @@ fn database(path: &Path) -> Check {
         Err(e) => check(
             "database",
             Level::Fail,
-            format!("{}: cannot read it: {e}", path.display()),
+            format!("cannot read it: {e}"),
             json!({ "path": path, "exists": true, "error": e.to_string() }),
         ),
     }

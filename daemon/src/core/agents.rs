@@ -180,7 +180,10 @@ impl Core {
                 return self
                     .cancel_queued(&id)
                     .await
-                    .ok_or_else(|| Error::Internal(format!("agent {id} is not in the queue")))
+                    .ok_or_else(|| Error::Inconsistent {
+                        id: id.clone(),
+                        what: "is queued but not in the queue",
+                    })
             }
             AgentStatus::Preparing => {
                 return Err(Error::InvalidState(format!(
@@ -201,14 +204,17 @@ impl Core {
     fn signal_stop(&self, id: &str) -> Result<AgentRecord, Error> {
         let row = self.resolve(id)?;
         let (Some(pid), Some(started)) = (row.record.pid, row.pid_start) else {
-            return Err(Error::Internal(format!(
-                "agent {id} has no recorded process"
-            )));
+            return Err(Error::Inconsistent {
+                id: id.to_string(),
+                what: "has no recorded process",
+            });
         };
         // Never signal a pid that now belongs to someone else.
         if procfs::is_same_process(pid, started) {
-            kill(Pid::from_raw(pid as i32), Signal::SIGTERM).map_err(|e| {
-                Error::Internal(format!("cannot signal agent {id} (pid {pid}): {e}"))
+            kill(Pid::from_raw(pid as i32), Signal::SIGTERM).map_err(|source| Error::Signal {
+                id: id.to_string(),
+                pid,
+                source,
             })?;
         }
         Ok(row.record.clone())

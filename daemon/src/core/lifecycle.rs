@@ -196,12 +196,12 @@ impl Core {
         let (id, token, agent_dir) = self.fresh_agent()?;
         let dirs = &self.config.dirs;
         if let Some(input) = &new.stdin {
-            if let Err(e) = keep_stdin(&agent_dir, input) {
+            if let Err(source) = keep_stdin(&agent_dir, input) {
                 let _ = std::fs::remove_dir_all(&agent_dir);
-                return Err(Error::Internal(format!(
-                    "cannot keep the agent's input in {}: {e}; nothing was spawned",
-                    agent_dir.display()
-                )));
+                return Err(Error::KeepInput {
+                    dir: agent_dir,
+                    source,
+                });
             }
         }
         let params = new.params;

@@ -29,9 +29,10 @@ impl Core {
             )));
         }
         let (Some(pid), Some(started)) = (row.record.pid, row.pid_start) else {
-            return Err(Error::Internal(format!(
-                "agent {id} has no recorded process"
-            )));
+            return Err(Error::Inconsistent {
+                id: id.to_string(),
+                what: "has no recorded process",
+            });
         };
         if !procfs::is_same_process(pid, started) {
             return Err(Error::InvalidState(format!(
@@ -117,10 +118,11 @@ fn freeze_tree(id: &str, shim_pid: u32, frozen: bool) -> Result<(), Error> {
             );
             Ok(())
         }
-        Err(e) => Err(Error::Internal(format!(
-            "cannot {} agent {id}'s cgroup: {e}",
-            if frozen { "freeze" } else { "thaw" }
-        ))),
+        Err(source) => Err(Error::Freeze {
+            id: id.to_string(),
+            action: if frozen { "freeze" } else { "thaw" },
+            source,
+        }),
     }
 }
 

@@ -125,9 +125,10 @@ impl Core {
             }
         };
         let Some(row) = self.agents.get_mut(id) else {
-            let _ = reply.send(Err(Error::Internal(format!(
-                "restored agent {id} vanished"
-            ))));
+            let _ = reply.send(Err(Error::Inconsistent {
+                id: id.to_string(),
+                what: "vanished while it was being restored",
+            }));
             return;
         };
         let record = &mut row.record;

@@ -95,3 +95,27 @@ fn open_connection(path: &Path) -> Result<Connection, DbError> {
     migrations::migrate(&mut conn, path)?;
     Ok(conn)
 }
+
+/// `PRAGMA quick_check` on a read-only connection of its own, for `grove doctor`: it
+/// changes nothing and runs whether a daemon holds the database or not. The rows are
+/// `["ok"]` for a sound database, else the problems found.
+pub fn quick_check(path: &Path) -> Result<Vec<String>, DbError> {
+    use rusqlite::OpenFlags;
+    let open_err = |source| DbError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(open_err)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(open_err)?;
+    let mut statement = conn.prepare("PRAGMA quick_check").map_err(open_err)?;
+    let rows = statement
+        .query_map([], |row| row.get::<_, String>(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
+        .map_err(open_err)?;
+    Ok(rows)
+}

@@ -81,7 +81,7 @@ impl Lanes {
         let table = || {
             self.lanes
                 .lock()
-                .map_err(|_| Error::Internal("lane table poisoned".into()))
+                .map_err(|_| Error::Poisoned("the lane table"))
         };
         if let Some(lane) = table()?.get(&target.common_dir) {
             return Ok(lane.clone());

@@ -18,11 +18,9 @@ const MAX_CLIENTS: usize = 8;
 
 /// Binds now, so that a bad or busy address stops the start with a clear error.
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, Error> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        Error::Internal(format!(
-            "cannot listen on metrics_listen {addr}: {e}; pick a free address or unset it"
-        ))
-    })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::MetricsListen { addr, source })
 }
 
 pub fn serve(listener: TcpListener, ctx: Arc<Ctx>) {

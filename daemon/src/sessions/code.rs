@@ -127,8 +127,7 @@ fn write_tree(
     };
     // The tree is saved before the index: after a crash between the two, the next
     // checkpoint finds the same changes again and applies them to a tree that has them.
-    save_last_tree(last_tree, &written)
-        .map_err(|e| Error::Internal(format!("cannot save {}: {e}", last_tree.display())))?;
+    save_last_tree(last_tree, &written).map_err(Error::io("save", last_tree))?;
     // The stat data kept is what spares the next checkpoint the hashing.
     index
         .write()

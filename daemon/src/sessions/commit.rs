@@ -31,7 +31,8 @@ pub(super) enum Stored {
     Through(u64),
     /// Found nothing to store (or stored nothing, after a failure).
     Nothing,
-    Failed(String),
+    /// Stored nothing: the cause, shared by every update of the group.
+    Failed(Arc<Error>),
 }
 
 pub(super) type StoreJob = Pin<Box<dyn Future<Output = Stored> + Send>>;
@@ -60,7 +61,7 @@ pub(super) async fn next_stored(jobs: &mut VecDeque<StoreJob>) -> Stored {
 pub(super) fn store_job(conn: &mut rusqlite::Connection, outbox: &Mutex<Outbox>) -> Stored {
     let (checkpoints, heads, through) = {
         let Ok(mut outbox) = outbox.lock() else {
-            return Stored::Failed("the state outbox is poisoned".into());
+            return Stored::Failed(Arc::new(Error::Poisoned("the state outbox")));
         };
         outbox.job_queued = false;
         if outbox.failed || outbox.checkpoints.is_empty() {
@@ -75,7 +76,7 @@ pub(super) fn store_job(conn: &mut rusqlite::Connection, outbox: &Mutex<Outbox>)
             if let Ok(mut outbox) = outbox.lock() {
                 outbox.failed = true;
             }
-            Stored::Failed(e.to_string())
+            Stored::Failed(Arc::new(Error::Db(e.into())))
         }
     }
 }
@@ -91,7 +92,8 @@ impl StateService {
         // Queued now, not when polled: it runs right after the job before it.
         let job = self.db.submit(move |conn| Ok(store_job(conn, &shared)));
         self.jobs.push_back(Box::pin(async move {
-            job.await.unwrap_or_else(|e| Stored::Failed(e.to_string()))
+            job.await
+                .unwrap_or_else(|e| Stored::Failed(Arc::new(Error::Db(e))))
         }));
     }
 
@@ -115,20 +117,18 @@ impl StateService {
                     );
                 }
             }
-            Stored::Failed(e) => self.recover(&e).await,
+            Stored::Failed(e) => self.recover(e).await,
         }
     }
 
-    pub(super) async fn recover(&mut self, error: &str) {
+    pub(super) async fn recover(&mut self, error: Arc<Error>) {
         tracing::error!(%error, "cannot store state updates; nothing applied");
         let mut touched: Vec<String> = Vec::new();
         for failed in self.pending.drain(..) {
             if !touched.contains(&failed.event.session) {
                 touched.push(failed.event.session.clone());
             }
-            let _ = failed.reply.send(Err(Error::Internal(format!(
-                "could not store the batch ({error}); nothing was applied"
-            ))));
+            let _ = failed.reply.send(Err(Error::NotStored(error.clone())));
         }
         if let Ok(mut outbox) = self.outbox.lock() {
             outbox.checkpoints.clear();
@@ -275,9 +275,10 @@ impl StateService {
         let (row, head) = match rows {
             Ok(rows) => rows,
             Err(e) => {
-                let _ = reply.send(Err(Error::Internal(format!(
-                    "cannot encode the batch: {e}"
-                ))));
+                let _ = reply.send(Err(Error::Encode {
+                    what: "the batch",
+                    source: e,
+                }));
                 return;
             }
         };
@@ -291,7 +292,7 @@ impl StateService {
         session.last_at_ms = Some(at_ms);
         let outbox = self.outbox.clone();
         let Ok(mut outbox) = outbox.lock() else {
-            let _ = reply.send(Err(Error::Internal("the state outbox is poisoned".into())));
+            let _ = reply.send(Err(Error::Poisoned("the state outbox")));
             return;
         };
         outbox.last += 1;

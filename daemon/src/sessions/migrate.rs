@@ -121,8 +121,9 @@ impl StateService {
             schema_version: new.version,
             code: None,
         };
-        let encode = |e: serde_json::Error| {
-            Error::Internal(format!("cannot encode the migrated state: {e}"))
+        let encode = |source| Error::Encode {
+            what: "the migrated state",
+            source,
         };
         let row = CheckpointRow::new(name, info, &[], Some(&plan.state)).map_err(encode)?;
         let bytes = super::json_bytes(&plan.state);

@@ -136,10 +136,7 @@ pub async fn start(
             Ok(sessions) => service.sessions = sessions,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the sessions; shared state is unavailable");
-                let why = format!(
-                    "the daemon could not read its sessions at start ({e}); nothing was \
-                     changed; see the daemon log, then `grove daemon restart`"
-                );
+                let why = Arc::new(e);
                 while let Some(req) = rx.recv().await {
                     refuse(req, &why);
                 }
@@ -178,8 +175,8 @@ pub async fn start(
 }
 
 /// Answers a request with `why` (the sessions could not be read).
-fn refuse(req: Req, why: &str) {
-    let e = || Error::Internal(why.to_string());
+fn refuse(req: Req, why: &Arc<Error>) {
+    let e = || Error::SessionsUnreadable(why.clone());
     match req {
         Req::Update { reply, .. } => drop(reply.send(Err(e()))),
         Req::Ensure { reply, .. } => drop(reply.send(Err(e()))),

@@ -296,8 +296,12 @@ impl StateService {
             schema_version: fork.schema_version,
             code,
         };
-        let first = CheckpointRow::new(new_name, info, &[], Some(&state))
-            .map_err(|e| Error::Internal(format!("cannot encode the state: {e}")))?;
+        let first = CheckpointRow::new(new_name, info, &[], Some(&state)).map_err(|source| {
+            Error::Encode {
+                what: "the state",
+                source,
+            }
+        })?;
         let row = fork.row();
         self.db
             .call(move |conn| store::commit_fork(conn, &first, &row))

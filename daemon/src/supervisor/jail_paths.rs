@@ -23,6 +23,7 @@
 use crate::error::Error;
 use grove_agent_shim::jail::{describe_abi, kernel_abi, REQUIRED_ABI};
 use grove_agent_shim::JailSpec;
+use grove_proto::methods::JailProbe;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -48,16 +49,8 @@ pub fn landlock_abi() -> i32 {
 }
 
 /// Whether `--jail` can be had here, by the same checks a jailed spawn makes: for
-/// `grove doctor`, so that what it says and what a spawn does never differ.
-#[derive(Debug)]
-pub struct JailProbe {
-    pub abi: i32,
-    pub required_abi: i32,
-    pub cgroup: bool,
-    /// Why a jailed spawn would be refused; `None` when it would run.
-    pub refusal: Option<String>,
-}
-
+/// `grove doctor` (through `daemon.probe`), so that what it says and what a spawn does
+/// never differ.
 pub fn probe() -> JailProbe {
     let refusal = check_kernel()
         .and_then(|()| check_cgroup())
@@ -104,10 +97,9 @@ pub fn check_cgroup() -> Result<(), Error> {
 /// The jail of the agent whose repository is `repo`: see the table at the top.
 pub fn jail_spec(repo: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> Result<JailSpec, Error> {
     if !crate::git::own_repo::is_own_repo(repo) {
-        return Err(Error::Internal(format!(
-            "cannot jail the agent: {} is not a repository of its own (no .git directory)",
-            repo.display()
-        )));
+        return Err(Error::JailWithoutRepo {
+            repo: repo.to_path_buf(),
+        });
     }
     let mut writable = vec![repo.to_path_buf(), tmp_dir.to_path_buf()];
     writable.extend(DEVICES.iter().map(PathBuf::from));

@@ -161,8 +161,12 @@ fn setup_jail(spec: &JailSpec) -> Result<SetupJail, Error> {
     })
 }
 
-fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
-    Error::Internal(format!("setup: {what} {}: {e}", path.display()))
+fn io_err(what: &'static str, path: &Path, source: std::io::Error) -> Error {
+    Error::Setup {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Untracked files matching `.worktreeinclude` (gitignore syntax) in the main checkout.
@@ -226,9 +230,10 @@ fn run_setup_command(
             child.pre_exec(move || jail.enter());
         }
     }
-    let status = child
-        .status()
-        .map_err(|e| Error::Internal(format!("cannot run setup command `{command}`: {e}")))?;
+    let status = child.status().map_err(|source| Error::SetupCommand {
+        command: command.to_string(),
+        source,
+    })?;
     if status.success() {
         return Ok(());
     }

@@ -46,7 +46,7 @@ impl Roots {
                 OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
                 Mode::empty(),
             )
-            .map_err(|e| Error::Internal(format!("setup: cannot open {}: {e}", path.display())))
+            .map_err(|e| failed_at("cannot open", path, e))
         };
         Ok(Roots {
             main: open(main)?,
@@ -146,8 +146,16 @@ fn link_in_worktree(rel: &str, at: &str) -> Error {
     ))
 }
 
-fn failed(what: &str, rel: &str, e: Errno) -> Error {
-    Error::Internal(format!("setup: {what} `{rel}`: {e}"))
+fn failed(what: &'static str, rel: &str, e: Errno) -> Error {
+    failed_at(what, Path::new(rel), e)
+}
+
+fn failed_at(what: &'static str, path: &Path, e: Errno) -> Error {
+    Error::Setup {
+        what,
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
 }
 
 /// Something is already at `name` in the worktree: a link is refused as such, anything
@@ -199,7 +207,11 @@ fn copy_entry(
             fchmod(&target, mode).map_err(|e| failed("writing", rel, e))?;
             std::io::copy(&mut File::from(source), &mut File::from(target))
                 .map(|_| ())
-                .map_err(|e| Error::Internal(format!("setup: copying `{rel}`: {e}")))
+                .map_err(|source| Error::Setup {
+                    what: "copying",
+                    path: rel.into(),
+                    source,
+                })
         }
         _ => Err(Error::BadInput(format!(
             "[worktree] copy `{rel}`: not a regular file, directory or symbolic link; grove \

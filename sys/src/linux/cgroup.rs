@@ -67,8 +67,8 @@ impl AgentCgroup {
     fn probe_join(&self) -> io::Result<()> {
         use nix::sys::wait::{waitpid, WaitStatus};
         use nix::unistd::{fork, ForkResult};
-        // SAFETY: the shim is single-threaded; the child only calls async-signal-safe
-        // functions (write, _exit).
+        // SAFETY: the child only calls async-signal-safe functions (write, _exit), as a
+        // child of a multi-threaded process (the daemon's `daemon.probe`) must.
         match unsafe { fork() }? {
             ForkResult::Child => {
                 let code = match self.join() {

@@ -273,6 +273,36 @@ impl Grove {
         self.record(id)["status"].as_str().unwrap_or("").to_string()
     }
 
+    /// Runs grove and insists on a refusal (exit code 2) whose message holds `needle`.
+    pub fn refused(&self, args: &[&str], needle: &str) {
+        let out = self.run(args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(needle),
+            "{args:?}: expected {needle:?} in {}",
+            out.stderr
+        );
+    }
+
+    /// The worktrees git lists for the test repository (its main checkout is one).
+    pub fn git_worktree_count(&self) -> usize {
+        self.git(&["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count()
+    }
+
+    /// No agent worktree is left, on disk or in git's list, and the repository is sound.
+    pub fn assert_no_worktree_left(&self) {
+        assert!(
+            self.worktree_dirs().is_empty(),
+            "{:?}",
+            self.worktree_dirs()
+        );
+        let porcelain = self.git(&["worktree", "list", "--porcelain"]);
+        assert_eq!(porcelain.matches("worktree ").count(), 1, "{porcelain}");
+        self.git(&["fsck", "--strict"]);
+    }
+
     /// Every directory two levels below the worktree root (one per agent worktree).
     pub fn worktree_dirs(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
@@ -347,6 +377,88 @@ pub fn call(
         Some(error) => Err(error),
         None => Ok(response.result.unwrap_or(Value::Null)),
     }
+}
+
+/// The check called `name` in a `grove --json doctor` report.
+pub fn doctor_check(report: &Value, name: &str) -> Value {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {report}"))
+}
+
+/// A session schema with one counter: all most session tests need.
+pub const COUNTER_SCHEMA: &str = r#"
+[state]
+version = 1
+[state.channels]
+count = { reducer = "add", default = 0 }
+"#;
+
+/// Creates the session `name` over `schema` (as read from a test.toml).
+pub fn create_session(c: &mut grove_proto::Client, name: &str, schema: &str) {
+    call(
+        c,
+        "session.create",
+        serde_json::json!({"name": name, "schema_text": {"origin": "test.toml", "text": schema}}),
+    )
+    .expect("session.create");
+}
+
+/// Spawns `script` as an agent of `session`, with `$GROVE_BIN` to run grove; its id.
+pub fn spawn_in_session(g: &Grove, session: &str, script: &str) -> String {
+    g.spawn(
+        &["--session", session, "--env", &format!("GROVE_BIN={BIN}")],
+        script,
+    )
+}
+
+/// An agent of `session` adds 1 to `count`, then runs `grove COMMAND` (shell words);
+/// once it ended, that command's exit code and stderr.
+pub fn agent_of_session_runs(g: &Grove, session: &str, command: &str) -> (String, String) {
+    let result = g.dir.path().join(format!("result-{session}"));
+    let script = format!(
+        r#""$GROVE_BIN" state update count 1 || exit 1
+           "$GROVE_BIN" {command} 2> '{r}.err'; echo $? > '{r}.code'"#,
+        r = result.display()
+    );
+    let id = spawn_in_session(g, session, &script);
+    g.wait(&id);
+    let read = |ext: &str| fs::read_to_string(result.with_extension(ext)).expect(ext);
+    (read("code").trim().to_string(), read("err"))
+}
+
+/// Commits `schema` as the test repository's .grove.toml.
+pub fn commit_schema(g: &Grove, schema: &str) {
+    fs::write(g.repo.join(".grove.toml"), schema).expect("schema");
+    g.git(&["add", "."]);
+    g.git(&["commit", "-qm", "schema"]);
+}
+
+/// The JSON object a program printed, once it succeeded; its output otherwise.
+pub fn json_printed(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
+}
+
+/// The ids of the agents `grove COMMAND ARGS --json` lists.
+pub fn listed_ids(g: &Grove, command: &str, args: &[&str]) -> Vec<String> {
+    let mut all = vec![command];
+    all.extend_from_slice(args);
+    g.json(&all)["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["id"].as_str().map(String::from))
+        .collect()
 }
 
 /// The environment of `g`'s commands, for other programs that run grove (examples).
@@ -471,6 +583,54 @@ pub fn have_python3() -> bool {
         .err()
         .map(|e| format!("cannot run python3: {e}"));
     can_run("python3", missing)
+}
+
+/// True when the kernel has the Landlock ABI the jail needs; otherwise [`can_run`]
+/// says why (and fails in CI).
+pub fn have_landlock() -> bool {
+    use grove_agent_shim::jail::{kernel_abi, REQUIRED_ABI};
+    let abi = kernel_abi();
+    let missing = (abi < REQUIRED_ABI)
+        .then(|| format!("the kernel's Landlock ABI is {abi}, the jail needs {REQUIRED_ABI}"));
+    can_run("landlock", missing)
+}
+
+/// The spawn flags a behaviour is tested under: jailed and not, or only not where the
+/// kernel cannot jail (which [`have_landlock`] reports).
+pub fn jail_modes() -> &'static [&'static [&'static str]] {
+    if have_landlock() {
+        &[&["--jail"], &["--no-jail"]]
+    } else {
+        &[&["--no-jail"]]
+    }
+}
+
+/// Where the cgroup2 hierarchy is mounted, if anywhere.
+pub fn cgroup2_mount() -> Option<PathBuf> {
+    grove_sys::proc::cgroup2_mount().map(|m| m.point)
+}
+
+/// The cgroup2 mount, when this process can make a cgroup below its own there (root,
+/// or a delegated cgroup); otherwise [`can_run`] says why (and fails in CI).
+pub fn writable_cgroup2() -> Option<PathBuf> {
+    let why = match (cgroup2_mount(), grove_sys::proc::own_cgroup()) {
+        (Some(mount), Some(own)) => {
+            let probe = mount
+                .join(own.trim_start_matches('/'))
+                .join(format!("grove-test-probe-{}", std::process::id()));
+            match fs::create_dir(&probe) {
+                Ok(()) => {
+                    let _ = fs::remove_dir(&probe);
+                    return Some(mount);
+                }
+                Err(e) => format!("cannot make a cgroup ({}): {e}", probe.display()),
+            }
+        }
+        (None, _) => "no cgroup2 mount".into(),
+        (Some(_), None) => "this process's cgroup2 path is unknown".into(),
+    };
+    can_run("cgroup2", Some(why));
+    None
 }
 
 /// The python of a virtualenv with the official MCP SDK (GROVE_MCP_PYTHON, which CI

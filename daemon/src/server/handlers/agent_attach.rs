@@ -78,18 +78,22 @@ async fn hand_over(
                 record.id
             ))
         })?;
-    let fd = std::os::fd::OwnedFd::from(
-        stream
-            .into_std()
-            .map_err(|e| Error::Internal(format!("cannot hand over the terminal: {e}")))?,
-    );
+    let fd = std::os::fd::OwnedFd::from(stream.into_std().map_err(|source| Error::Os {
+        what: "hand over the terminal",
+        source,
+    })?);
     let result = AttachResult {
         id: record.id.clone(),
         screen: String::new(),
         size: record.tty.unwrap_or_default(),
         direct: true,
     };
-    let json = Json::of(&result).map_err(|e| Error::Internal(e.message))?;
+    let json = serde_json::to_vec(&result)
+        .map(Json::raw)
+        .map_err(|source| Error::Encode {
+            what: "the attach result",
+            source,
+        })?;
     conn.respond_with_fd(id, json, fd).await;
     Ok(())
 }

@@ -19,8 +19,9 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: ScreenParams) -> Result<Scre
             size,
             cursor,
         }),
-        other => Err(Error::Internal(format!(
-            "unexpected console answer {other:?}"
-        ))),
+        other => Err(Error::ConsoleAnswer {
+            asked: "a screen request",
+            answer: format!("{other:?}"),
+        }),
     }
 }

@@ -48,8 +48,9 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SendParams) -> Result<SendRe
             id: record.id,
             bytes: n,
         }),
-        other => Err(Error::Internal(format!(
-            "unexpected console answer {other:?}"
-        ))),
+        other => Err(Error::ConsoleAnswer {
+            asked: "input",
+            answer: format!("{other:?}"),
+        }),
     }
 }

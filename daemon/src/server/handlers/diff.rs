@@ -228,9 +228,6 @@ fn seed_scratch(
     match std::fs::copy(&index, scratch) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::Internal(format!(
-            "cannot copy {}: {e}",
-            index.display()
-        ))),
+        Err(e) => Err(Error::io("copy", &index)(e)),
     }
 }

@@ -7,6 +7,7 @@ pub mod agent_screen;
 pub mod agent_send;
 pub mod authority;
 pub mod daemon_metrics;
+pub mod daemon_probe;
 pub mod daemon_status;
 pub mod daemon_stop;
 pub mod diff;
@@ -194,6 +195,10 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         m::DaemonMetrics::NAME => {
             parse::<m::DaemonMetrics>(params)?;
             reply(daemon_metrics::handle(ctx, conn).await)
+        }
+        m::DaemonProbe::NAME => {
+            parse::<m::DaemonProbe>(params)?;
+            reply(daemon_probe::handle(conn).await)
         }
         m::DaemonStop::NAME => {
             parse::<m::DaemonStop>(params)?;

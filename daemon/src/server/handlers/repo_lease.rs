@@ -57,7 +57,7 @@ async fn take(
     });
     drop(holding);
     held.await
-        .map_err(|_| Error::Internal("the repository's lane is gone".into()))?;
+        .map_err(|_| crate::owner::OwnerGone("grove-repo-lane"))?;
     tracing::info!(repo = %target.workdir.display(), "repository leased");
     Ok(LeaseResult {
         repo: target.workdir,

@@ -69,9 +69,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
         return Err(crate::git::own_repo::sparse_refusal());
     }
     let repo_path = params.repo.clone();
-    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo_path))
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+    let target = tokio::task::spawn_blocking(move || resolve_repo(&repo_path)).await??;
     if let Some(parent) = &jailed_parent {
         own_repository_only(parent, &target)?;
     }

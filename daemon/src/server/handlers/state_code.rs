@@ -27,8 +27,7 @@ pub async fn handle(
     let commit = {
         let (repo, reference) = (repo.clone(), reference.clone());
         tokio::task::spawn_blocking(move || commit_of(&repo, &reference, &code, &session, at))
-            .await
-            .map_err(|e| Error::Internal(e.to_string()))??
+            .await??
     };
     Ok(StateCodeResult {
         session: caller.session,
