@@ -281,7 +281,9 @@ fn cpu_time_limit_kills_a_busy_loop_and_show_reports_the_cpu_used() {
         "{record}"
     );
     let cpu_ms = record["cpu_ms"].as_u64().expect("cpu_ms");
-    assert!((900..10_000).contains(&cpu_ms), "cpu_ms {cpu_ms}");
+    // The kernel enforces RLIMIT_CPU on tick-sampled CPU time, which a loaded machine
+    // over-charges; `cpu_ms` is the cgroup's exact figure (CI saw 821 ms at load 13).
+    assert!((500..10_000).contains(&cpu_ms), "cpu_ms {cpu_ms}");
     assert!(record["peak_memory_bytes"].as_u64().expect("peak memory") > 0);
     let shown = g.ok(&["show", &id]);
     assert!(shown.contains("cpu time"), "{shown}");

@@ -88,6 +88,27 @@ impl Scratch {
         })
     }
 
+    /// Ignores what the user's repository at `common` ignores beyond its `.gitignore`
+    /// files: its `info/exclude` and the user's `core.excludesFile`, read as libgit2 reads
+    /// them (this repository's config is grove's, without the user's setting).
+    pub fn exclude_as(&self, common: &Path) -> Result<(), Error> {
+        let mut rules = fs::read(common.join("info/exclude")).unwrap_or_default();
+        let user_file = git2::Config::open_default()
+            .and_then(|c| c.get_path("core.excludesfile"))
+            .ok();
+        if let Some(more) = user_file.and_then(|f| fs::read(f).ok()) {
+            rules.push(b'\n');
+            rules.extend(more);
+        }
+        if rules.is_empty() {
+            return Ok(());
+        }
+        let info = self.dir.join("info");
+        fs::create_dir_all(&info)
+            .and_then(|()| fs::write(info.join("exclude"), rules))
+            .map_err(|e| Error::Git(format!("salvage: cannot write {}: {e}", info.display())))
+    }
+
     pub fn path(&self) -> &Path {
         &self.dir
     }
@@ -200,23 +221,31 @@ impl Scratch {
     ) -> Result<Oid, Error> {
         let index = self.new_index();
         let git = || self.git(dir, &index);
-        match start {
+        let tracked = match start {
             Some((tree, seed)) => {
                 // A one-way merge onto the seed keeps the stats of entries it leaves.
                 let seeded = seed.is_some_and(|seed| {
                     fs::copy(seed, &index).is_ok()
                         && run(git().args(["read-tree", "--reset", tree]), "read-tree").is_ok()
                 });
-                if !seeded {
+                let tracked = Tracked::list(&git)?;
+                // The merge keeps the seed's assume-unchanged and skip-worktree bits too,
+                // and `add -A` would pass over files carrying them: outside a sparse
+                // checkout, such a seed is dropped.
+                if seeded && (!sparse.is_empty() || !tracked.flagged()) {
+                    tracked
+                } else {
+                    drop(tracked);
                     let _ = fs::remove_file(&index);
                     run(git().args(["read-tree", tree]), "read-tree")?;
+                    Tracked::list(&git)?
                 }
             }
             None => {
                 run(git().args(["read-tree", "--empty"]), "read-tree")?;
+                Tracked::default()
             }
-        }
-        let tracked = list(git().args(["ls-files", "-z"]))?;
+        };
         let untracked = list(git().args(["ls-files", "-z", "-o", "--exclude-standard"]))?;
         let nested: Vec<String> = untracked
             .iter()
@@ -228,7 +257,7 @@ impl Scratch {
         // back as the start tree had them afterwards, see `restore_placed`.
         let mut excluded: Vec<String> = Vec::new();
         excluded.extend(nested.iter().cloned());
-        let size_of = |path: &String| {
+        let size_of = |path: &str| {
             fs::symlink_metadata(dir.join(path))
                 .ok()
                 .filter(|m| m.file_type().is_file())
@@ -236,12 +265,13 @@ impl Scratch {
         };
         let big_new = untracked
             .iter()
-            .filter(|p| !p.ends_with('/') && size_of(p).is_some_and(|n| n > max_file));
+            .filter(|p| !p.ends_with('/') && size_of(p).is_some_and(|n| n > max_file))
+            .map(String::as_str);
         // A tracked file over the cap that kept its size is taken as it is (a big
         // asset the agent never touched must not count as work left out): git hashes
         // it. One that changed size is left out.
-        let big_tracked: Vec<&String> = tracked
-            .iter()
+        let big_tracked: Vec<&str> = tracked
+            .paths()
             .filter(|p| size_of(p).is_some_and(|n| n > max_file))
             .collect();
         let sizes = match (start, big_tracked.is_empty()) {
@@ -253,13 +283,21 @@ impl Scratch {
         };
         let big_changed = big_tracked
             .into_iter()
-            .filter(|p| sizes.get(p.as_str()) != size_of(p).as_ref());
+            .filter(|p| sizes.get(*p) != size_of(p).as_ref());
         for path in big_new.chain(big_changed) {
             left_out.push(format!("{prefix}{path}"));
-            excluded.push(path.clone());
+            excluded.push(path.to_string());
         }
-        let paths: Vec<&String> = tracked.iter().chain(&untracked).collect();
-        let specs = included(sparse, &paths);
+        let specs = match sparse.is_empty() {
+            true => included(sparse, &[]),
+            false => {
+                let paths: Vec<&str> = tracked
+                    .paths()
+                    .chain(untracked.iter().map(String::as_str))
+                    .collect();
+                included(sparse, &paths)
+            }
+        };
         if specs.is_empty() {
             // Nothing in the cone, tracked or not: the index stays the tip's.
             let tree = run(git().arg("write-tree"), "write-tree")?;
@@ -333,14 +371,14 @@ impl Drop for Scratch {
 /// files at the top, the cone's directories and the files directly in their parents.
 /// A pathspec that matches nothing is an error to git, so only those that match some
 /// of `paths` (tracked and untracked) are given.
-fn included(sparse: &[String], paths: &[&String]) -> Vec<String> {
+fn included(sparse: &[String], paths: &[&str]) -> Vec<String> {
     if sparse.is_empty() {
         return vec![".".into()];
     }
     let files_directly_in = |dir: &str| {
         paths.iter().any(|p| {
             let rest = if dir.is_empty() {
-                Some(p.as_str())
+                Some(*p)
             } else {
                 p.strip_prefix(dir).and_then(|r| r.strip_prefix('/'))
             };
@@ -459,6 +497,32 @@ fn restore_placed(
     Ok(())
 }
 
+/// The index's paths as `ls-files -z -v` lists them (`<tag> <path>`), kept as git wrote
+/// them: one string, not one allocation per path of a 50,000-file worktree.
+#[derive(Default)]
+struct Tracked(String);
+
+impl Tracked {
+    fn list(git: &impl Fn() -> Command) -> Result<Tracked, Error> {
+        run(git().args(["ls-files", "-z", "-v"]), "ls-files").map(Tracked)
+    }
+
+    fn records(&self) -> impl Iterator<Item = &str> {
+        self.0.split('\0').filter(|r| !r.is_empty())
+    }
+
+    fn paths(&self) -> impl Iterator<Item = &str> {
+        self.records()
+            .map(|r| r.split_once(' ').map_or(r, |(_, path)| path))
+    }
+
+    /// An entry is marked assume-unchanged (its tag in lower case) or skip-worktree (`S`).
+    fn flagged(&self) -> bool {
+        self.records()
+            .any(|r| r.starts_with('S') || r.starts_with(|c: char| c.is_ascii_lowercase()))
+    }
+}
+
 fn parse_oid(text: &str) -> Result<Oid, Error> {
     Oid::from_str(text.trim()).map_err(|_| {
         Error::Git(format!(
@@ -475,7 +539,8 @@ fn run(command: &mut Command, what: &str) -> Result<String, Error> {
         .output()
         .map_err(|e| Error::Git(format!("salvage: cannot run git {what}: {e}")))?;
     if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        Ok(String::from_utf8(output.stdout)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
     } else {
         Err(Error::Git(format!(
             "salvage: git {what} failed: {}",
@@ -525,13 +590,13 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let paths: Vec<&String> = owned.iter().collect();
+        let paths: Vec<&str> = owned.iter().map(String::as_str).collect();
         let cone = ["a".to_string(), "c/deep".to_string(), "gone".to_string()];
         assert_eq!(
             included(&cone, &paths),
             [":(glob)*", ":(literal)a", ":(literal)c/deep", ":(glob)c/*"]
         );
-        let no_parent_files: Vec<&String> = paths.iter().copied().filter(|p| *p != "c/x").collect();
+        let no_parent_files: Vec<&str> = paths.iter().copied().filter(|p| *p != "c/x").collect();
         assert!(!included(&cone, &no_parent_files).contains(&":(glob)c/*".to_string()));
         assert_eq!(included(&[], &paths), ["."]);
     }
