@@ -151,13 +151,7 @@ fn rm_salvages_then_removes_a_kept_worktree() {
         .expect("rm logged");
     assert_eq!(entry["agent_id"], id.as_str());
     assert_eq!(entry["salvage_ref"], format!("grove/{id}").as_str());
-    let again = g.run(&["rm", &id]);
-    assert_eq!(again.code, 2);
-    assert!(
-        again.stderr.contains("no worktree left"),
-        "{}",
-        again.stderr
-    );
+    g.refused(&["rm", &id], "no worktree left");
 }
 
 #[test]

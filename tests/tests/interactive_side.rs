@@ -331,12 +331,14 @@ fn built_in_presets_build_their_documented_argv() {
     assert_eq!(print_argv(&g, &["--agent", "claude"]), ["claude"]);
     assert_eq!(print_argv(&g, &["--agent", "aider"]), ["aider"]);
     // A prompt that would be dropped is refused instead.
-    let out = g.run(&["spawn", "--print-argv", "--agent", "aider", "do it"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("takes no prompt"), "{}", out.stderr);
-    let out = g.run(&["spawn", "--agent", "claude", "--headless"]);
-    assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("needs a prompt"), "{}", out.stderr);
+    g.refused(
+        &["spawn", "--print-argv", "--agent", "aider", "do it"],
+        "takes no prompt",
+    );
+    g.refused(
+        &["spawn", "--agent", "claude", "--headless"],
+        "needs a prompt",
+    );
     let listed = g.json(&["agents"]);
     let names: Vec<&str> = listed["agents"]
         .as_array()
@@ -428,13 +430,9 @@ fn a_repository_preset_adds_names_but_never_replaces_a_known_one() {
 #[test]
 fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
     let g = Grove::new();
-    let out = g.run(&["spawn", "--agent", "clod", "fix it"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("no agent preset `clod`")
-            && out.stderr.contains("aider, claude, codex, gemini"),
-        "{}",
-        out.stderr
+    g.refused_all(
+        &["spawn", "--agent", "clod", "fix it"],
+        &["no agent preset `clod`", "aider, claude, codex, gemini"],
     );
     // A preset whose program is not on the caller's PATH: refused at spawn, exit 2.
     let out = g.run_env(
@@ -450,13 +448,7 @@ fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
     // A bad preset table is named with its file.
     fs::create_dir_all(&g.home).expect("home");
     fs::write(g.home.join("config.toml"), "[agents.x]\ntty = true\n").expect("config");
-    let out = g.run(&["agents"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("[agents.x] has no `command`"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["agents"], "[agents.x] has no `command`");
     assert_eq!(agent_count_without_daemon(&g), 0);
 }
 
@@ -600,14 +592,9 @@ fn pausing_what_does_not_run_is_a_clear_error() {
     let g = Grove::new();
     let id = g.spawn(&[], "true");
     g.wait(&id);
-    let out = g.run(&["pause", &id]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(&format!(
-            "agent {id} is succeeded, so there is nothing to pause"
-        )),
-        "{}",
-        out.stderr
+    g.refused(
+        &["pause", &id],
+        &format!("agent {id} is succeeded, so there is nothing to pause"),
     );
     let out = g.run(&["pause", "nosuchid"]);
     assert_ne!(out.code, 0);

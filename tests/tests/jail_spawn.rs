@@ -380,30 +380,15 @@ fn an_agent_cannot_approve_setup_commands() {
 #[test]
 fn trust_outside_a_repository_or_without_a_file_says_so() {
     let g = Grove::new();
-    let out = g.run(&["trust"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(".grove.toml does not exist"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["trust"], ".grove.toml does not exist");
     let nowhere = g.dir.path().join("nowhere");
     fs::create_dir_all(&nowhere).expect("mkdir");
-    let out = g.run(&["trust", "--repo", nowhere.to_str().expect("utf-8")]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("is not inside a git repository"),
-        "{}",
-        out.stderr
+    g.refused(
+        &["trust", "--repo", nowhere.to_str().expect("utf-8")],
+        "is not inside a git repository",
     );
     configure(&g, "[worktree]\ncopies = [\"x\"]\n");
-    let out = g.run(&["trust"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("unknown field `copies`"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["trust"], "unknown field `copies`");
 }
 
 #[test]

@@ -167,13 +167,7 @@ fn kill_stops_the_whole_tree_including_background_and_escaped_grandchildren() {
     }
     assert!(g.worktree_dirs().is_empty());
     // Killing a finished agent is refused clearly.
-    let again = g.run(&["kill", &id]);
-    assert_eq!(again.code, 2, "{}", again.stderr);
-    assert!(
-        again.stderr.contains("already finished"),
-        "{}",
-        again.stderr
-    );
+    g.refused(&["kill", &id], "already finished");
 }
 
 #[test]
@@ -331,13 +325,7 @@ fn ids_resolve_by_unique_prefix() {
     let id = g.spawn(&[], "true");
     g.wait(&id);
     assert_eq!(g.json(&["show", &id[..3]])["id"], id.as_str());
-    let out = g.run(&["show", "zz"]);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains("no agent has an id starting with `zz`"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["show", "zz"], "no agent has an id starting with `zz`");
 }
 
 #[test]
@@ -381,12 +369,9 @@ fn sparse_spawn_checks_out_only_the_given_directories_and_loses_nothing_else() {
         1,
         "{changed}"
     );
-    let bad = g.run(&["spawn", "--sparse", "../x", "--", "true"]);
-    assert_eq!(bad.code, 2);
-    assert!(
-        bad.stderr.contains("relative to the repository root"),
-        "{}",
-        bad.stderr
+    g.refused(
+        &["spawn", "--sparse", "../x", "--", "true"],
+        "relative to the repository root",
     );
 }
 

@@ -117,9 +117,7 @@ fn discard_merged_drops_every_merged_branch_and_keeps_their_tips() {
     g.json(&["merge", "--squash", &squashed]);
     g.json(&["merge", &plain]);
     // Without a terminal to ask on, it needs --yes, and changes nothing.
-    let refused = g.run(&["discard", "--merged"]);
-    assert_eq!(refused.code, 2, "{}", refused.stderr);
-    assert!(refused.stderr.contains("--yes"), "{}", refused.stderr);
+    g.refused(&["discard", "--merged"], "--yes");
     assert_eq!(reviewed(&g, &["--all"]).len(), 3);
 
     let out = g.json(&["discard", "--merged", "--yes"]);

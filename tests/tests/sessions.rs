@@ -41,9 +41,7 @@ fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
     let out = g.ok(&["session", "rm", "old", "--reason", "done with it"]);
     assert!(out.contains("deleted session old (70 checkpoints"), "{out}");
     assert_eq!(session_names(&g), vec!["other"]);
-    let out = g.run(&["state", "get", "--session", "old"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("no session `old`"), "{}", out.stderr);
+    g.refused(&["state", "get", "--session", "old"], "no session `old`");
     // Nothing of it is left in the database, after a restart too.
     g.ok(&["daemon", "stop"]);
     let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
@@ -87,9 +85,7 @@ fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
             .trim(),
         "3"
     );
-    let out = g.run(&["session", "rm", "nope"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("no session `nope`"), "{}", out.stderr);
+    g.refused(&["session", "rm", "nope"], "no session `nope`");
 }
 
 /// An agent of session `busy` that adds 1 to `count`, waits for `gate`, then runs

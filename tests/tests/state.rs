@@ -375,21 +375,19 @@ fn schema_errors_name_the_file_and_line_and_leave_nothing_behind() {
         "[state]\nversion = 1\n[state.channels]\nx = { reducer = \"average\" }\n",
     )
     .expect("write");
-    let out = g.run(&["spawn", "--", "true"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains(".grove.toml:4:"), "{}", out.stderr);
-    assert!(out.stderr.contains("average"), "{}", out.stderr);
+    g.refused_all(&["spawn", "--", "true"], &[".grove.toml:4:", "average"]);
     let bad = g.dir.path().join("bad.toml");
     fs::write(&bad, "[state]\nversion = 1\n[state.channels\n").expect("write");
-    let out = g.run(&[
-        "spawn",
-        "--schema",
-        bad.to_str().expect("utf8"),
-        "--",
-        "true",
-    ]);
-    assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("bad.toml:3:"), "{}", out.stderr);
+    g.refused(
+        &[
+            "spawn",
+            "--schema",
+            bad.to_str().expect("utf8"),
+            "--",
+            "true",
+        ],
+        "bad.toml:3:",
+    );
     assert_eq!(g.json(&["list", "--all"])["agents"], json!([]));
     assert_eq!(g.json(&["session", "list"])["sessions"], json!([]));
     assert!(g.worktree_dirs().is_empty());
@@ -476,7 +474,8 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
         g.json(&["state", "get", "--session", "cli", "plan"])["state"],
         "agent plan"
     );
-    let bad = g.run(&["state", "update", "--session", "cli", "count", "not json"]);
-    assert_eq!(bad.code, 2);
-    assert!(bad.stderr.contains("is not JSON"), "{}", bad.stderr);
+    g.refused(
+        &["state", "update", "--session", "cli", "count", "not json"],
+        "is not JSON",
+    );
 }

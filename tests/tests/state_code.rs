@@ -240,21 +240,22 @@ fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
     )
     .expect("session.create");
     g.ok(&["state", "update", "--session", "plain", "count", "1"]);
-    let out = g.run(&[
-        "state",
-        "fork",
-        "--from",
-        "plain",
-        "--at",
-        "1",
-        "--session",
-        "nope",
-        "--spawn",
-        "--",
-        "true",
-    ]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("records no code"), "{}", out.stderr);
+    g.refused(
+        &[
+            "state",
+            "fork",
+            "--from",
+            "plain",
+            "--at",
+            "1",
+            "--session",
+            "nope",
+            "--spawn",
+            "--",
+            "true",
+        ],
+        "records no code",
+    );
     let names = g.ok(&["session", "list"]);
     assert!(!names.contains("nope"), "{names}");
 }

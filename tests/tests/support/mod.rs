@@ -274,14 +274,22 @@ impl Grove {
     }
 
     /// Runs grove and insists on a refusal (exit code 2) whose message holds `needle`.
-    pub fn refused(&self, args: &[&str], needle: &str) {
+    pub fn refused(&self, args: &[&str], needle: &str) -> Out {
+        self.refused_all(args, &[needle])
+    }
+
+    /// Runs grove and insists on a refusal (exit code 2) whose message holds every needle.
+    pub fn refused_all(&self, args: &[&str], needles: &[&str]) -> Out {
         let out = self.run(args);
-        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
-        assert!(
-            out.stderr.contains(needle),
-            "{args:?}: expected {needle:?} in {}",
-            out.stderr
-        );
+        assert_eq!(out.code, 2, "{args:?}: {} {}", out.stdout, out.stderr);
+        for needle in needles {
+            assert!(
+                out.stderr.contains(needle),
+                "{args:?}: expected {needle:?} in {}",
+                out.stderr
+            );
+        }
+        out
     }
 
     /// The worktrees git lists for the test repository (its main checkout is one).
