@@ -191,9 +191,7 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
 
     // Worktree root full: git cannot check out; nothing half made is left.
     let filler = fill_up(&root);
-    let out = g.run(&["spawn", "--", "true"]);
-    assert_ne!(out.code, 0);
-    assert!(out.stderr.contains("git worktree add"), "{}", out.stderr);
+    g.fails(&["spawn", "--", "true"], &["git worktree add"]);
     assert!(g.worktree_dirs().is_empty());
     assert_eq!(g.git(&["branch", "--list", "grove/*"]), "");
     assert_eq!(
@@ -229,8 +227,7 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
         "every acknowledged batch, nothing else"
     );
     g.ok(&["state", "update", "--session", "s", "l", "[\"after\"]"]);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let db = g.stopped_db();
     let check: String = db
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .expect("check");
@@ -336,11 +333,7 @@ fn a_git_helper_of_a_killed_daemon_is_killed_before_the_next_daemon_starts() {
 #[test]
 fn a_stale_trash_directory_does_not_stop_a_removal() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!("until [ -e {} ]; do sleep 0.02; done", gate.display()),
-    );
+    let (id, gate) = g.spawn_gated(&[], "", "");
     let worktree = std::path::PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
     let stale = worktree.with_file_name(format!(".grove-trash-{id}"));
     fs::create_dir_all(stale.join("left")).expect("stale trash");

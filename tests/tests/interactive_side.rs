@@ -202,12 +202,7 @@ fn binary_input_arrives_byte_for_byte() {
 
 #[test]
 fn a_queued_agent_gets_its_input_and_it_is_not_kept_once_it_started() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let hold = g.dir.path().join("hold");
-    let first = g.spawn(
-        &[],
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
-    );
+    let (g, first, hold) = one_slot_held();
     let secret = format!("secret-{}", std::process::id());
     let queued = spawn_in(
         &g,
@@ -237,12 +232,7 @@ fn a_queued_agent_gets_its_input_and_it_is_not_kept_once_it_started() {
 
 #[test]
 fn a_cancelled_queued_agent_leaves_no_input_behind() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let hold = g.dir.path().join("hold");
-    let first = g.spawn(
-        &[],
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
-    );
+    let (g, first, hold) = one_slot_held();
     let queued = spawn_in(&g, &g.repo, &[], "cat", Some(b"private\n"));
     let kept = g.home.join("agents").join(&queued).join("stdin");
     assert!(kept.exists());
@@ -521,13 +511,7 @@ fn pause_and_resume(g: &Grove) {
     let listed = g.ok(&["list"]);
     assert!(listed.contains("paused"), "{listed}");
     // Twice is a clear error, and changes nothing.
-    let again = g.run(&["pause", &id]);
-    assert_ne!(again.code, 0);
-    assert!(
-        again.stderr.contains("nothing to pause"),
-        "{}",
-        again.stderr
-    );
+    g.fails(&["pause", &id], &["nothing to pause"]);
     assert_eq!(g.json(&["resume", &id])["status"], "running");
     advances(&file);
     let again = g.run(&["resume", &id]);
@@ -770,13 +754,9 @@ fn a_bad_notify_setting_is_named_and_nothing_starts() {
         "[notify]\ncommand = [\"true\"]\nevents = [\"done\"]\n",
     )
     .expect("config");
-    let out = g.run(&["config"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr.contains("unknown event `done`")
-            && out.stderr.contains("waiting, exited, failed"),
-        "{}",
-        out.stderr
+    g.fails(
+        &["config"],
+        &["unknown event `done`", "waiting, exited, failed"],
     );
 }
 

@@ -108,11 +108,7 @@ fn five_agents_in_parallel_edit_the_same_file_each_on_its_own_branch() {
 #[test]
 fn running_agent_worktree_is_locked_and_known_to_git() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display()),
-    );
+    let (id, gate) = g.spawn_gated(&[], "", "");
     let record = g.record(&id);
     assert_eq!(record["status"], "running");
     let worktree = record["worktree"].as_str().expect("worktree").to_string();
@@ -277,14 +273,7 @@ fn agent_sees_its_identity_and_user_env_but_values_are_not_recorded() {
 #[test]
 fn logs_follow_streams_until_the_agent_ends() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!(
-            "echo first; while [ ! -e '{}' ]; do sleep 0.02; done; echo second",
-            gate.display()
-        ),
-    );
+    let (id, gate) = g.spawn_gated(&[], "echo first", "echo second");
     let follower = g
         .command()
         .args(["logs", "-f", &id])

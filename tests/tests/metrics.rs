@@ -359,14 +359,7 @@ fn slo_schema_mismatch_breaches_and_recovers() {
     let g = watched(&[]);
     create_session(&g, "s");
     g.ok(&["state", "update", "--session", "s", "count", "1"]);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
-    db.execute(
-        "UPDATE sessions SET schema_version = 99 WHERE name = 's'",
-        [],
-    )
-    .expect("bump");
-    drop(db);
+    g.alter_stopped_db("UPDATE sessions SET schema_version = 99 WHERE name = 's'");
     let rx = subscribe(&g);
     let out = g.run(&["state", "get", "--session", "s"]);
     assert_ne!(out.code, 0, "{}", out.stdout);
@@ -439,13 +432,7 @@ fn json_logs_follow_one_agent_through_requests_and_its_own_spans() {
 #[test]
 fn an_unknown_log_format_is_refused_with_the_choices() {
     let g = Grove::new().with_env(&[("GROVE_LOG_FORMAT", "xml")]);
-    let out = g.run(&["daemon", "run"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr.contains("GROVE_LOG_FORMAT") && out.stderr.contains("json"),
-        "{}",
-        out.stderr
-    );
+    g.fails(&["daemon", "run"], &["GROVE_LOG_FORMAT", "json"]);
 }
 
 fn metric_value(g: &Grove, name: &str, labels: &[(&str, &str)]) -> f64 {

@@ -140,11 +140,7 @@ fn a_state_update_whose_answer_a_crash_cut_off_counts_once() {
 #[test]
 fn a_wait_in_flight_while_the_daemon_is_killed_completes_after_the_restart() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display()),
-    );
+    let (id, gate) = g.spawn_gated(&[], "", "");
     let mut wait = g.command();
     wait.args(["--json", "wait", &id]).stdout(Stdio::piped());
     let waiting = wait.spawn().expect("grove wait");

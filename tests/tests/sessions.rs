@@ -43,8 +43,7 @@ fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
     assert_eq!(session_names(&g), vec!["other"]);
     g.refused(&["state", "get", "--session", "old"], "no session `old`");
     // Nothing of it is left in the database, after a restart too.
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let db = g.stopped_db();
     for table in ["checkpoints", "snapshots", "pins"] {
         let n: i64 = db
             .query_row(

@@ -209,21 +209,10 @@ fn b22_a_newer_stored_schema_version_is_refused_not_misread() {
     create_session(&mut c, "s", SCHEMA);
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     drop(c);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
-    db.execute(
-        "UPDATE sessions SET schema_version = 99 WHERE name = 's'",
-        [],
-    )
-    .expect("bump");
-    drop(db);
-    let out = g.run(&["state", "get", "--session", "s"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr
-            .contains("state schema version 99, newer than this grove understands (1)"),
-        "{}",
-        out.stderr
+    g.alter_stopped_db("UPDATE sessions SET schema_version = 99 WHERE name = 's'");
+    g.fails(
+        &["state", "get", "--session", "s"],
+        &["state schema version 99, newer than this grove understands (1)"],
     );
     let out = g.run(&["state", "update", "--session", "s", "count", "1"]);
     assert!(
@@ -242,20 +231,10 @@ fn a_stored_schema_that_cannot_be_read_is_refused_and_the_rest_still_serves() {
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     update(&mut c, "t", json!([{"channel": "count", "value": 2}]));
     drop(c);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
-    db.execute(
-        "UPDATE sessions SET schema = '{\"channels\": 7}' WHERE name = 's'",
-        [],
-    )
-    .expect("break the schema");
-    drop(db);
-    let out = g.run(&["state", "get", "--session", "s"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr.contains("stored schema this grove cannot read"),
-        "{}",
-        out.stderr
+    g.alter_stopped_db("UPDATE sessions SET schema = '{\"channels\": 7}' WHERE name = 's'");
+    g.fails(
+        &["state", "get", "--session", "s"],
+        &["stored schema this grove cannot read"],
     );
     let out = g.run(&["state", "update", "--session", "s", "count", "1"]);
     assert!(out.stderr.contains("cannot read"), "{}", out.stderr);
@@ -458,18 +437,19 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
         r#""$GROVE_BIN" state update plan '"agent plan"'"#,
     );
     assert_eq!(g.wait(&agent)["outcome"], "succeeded");
-    let stale = g.run(&[
-        "state",
-        "update",
-        "--session",
-        "cli",
-        "--base",
-        &(plan_at - 1).to_string(),
-        "plan",
-        "\"mine\"",
-    ]);
-    assert_ne!(stale.code, 0);
-    assert!(stale.stderr.contains("plan"), "{}", stale.stderr);
+    g.fails(
+        &[
+            "state",
+            "update",
+            "--session",
+            "cli",
+            "--base",
+            &(plan_at - 1).to_string(),
+            "plan",
+            "\"mine\"",
+        ],
+        &["plan"],
+    );
     assert_eq!(
         g.json(&["state", "get", "--session", "cli", "plan"])["state"],
         "agent plan"

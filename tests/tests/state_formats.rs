@@ -126,8 +126,7 @@ fn every_database_format_has_a_fixture() {
     // Format N is the database's schema version; each released one needs a fixture.
     let g = Grove::new();
     g.ok(&["list"]);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let db = g.stopped_db();
     let current: i64 = db
         .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
         .expect("version");
@@ -167,8 +166,7 @@ fn make_current_fixture() {
         .expect("update");
     }
     drop(c);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let db = g.stopped_db();
     let version: i64 = db
         .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
         .expect("version");

@@ -34,6 +34,17 @@ pub struct Out {
 }
 
 impl Out {
+    /// Insists that the message on stderr holds every needle (`args` name the command).
+    fn assert_says(&self, args: &[&str], needles: &[&str]) {
+        for needle in needles {
+            assert!(
+                self.stderr.contains(needle),
+                "{args:?}: expected {needle:?} in {}",
+                self.stderr
+            );
+        }
+    }
+
     fn from(output: Output) -> Out {
         Out {
             code: output.status.code().unwrap_or(-1),
@@ -273,6 +284,18 @@ impl Grove {
         self.record(id)["status"].as_str().unwrap_or("").to_string()
     }
 
+    /// Spawns an agent that runs `before`, waits until the returned gate file exists (the
+    /// test makes it), then runs `after`; either may be empty.
+    pub fn spawn_gated(&self, extra: &[&str], before: &str, after: &str) -> (String, PathBuf) {
+        let gate = self.dir.path().join("gate");
+        let wait = format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display());
+        let script: Vec<&str> = [before, &wait, after]
+            .into_iter()
+            .filter(|part| !part.is_empty())
+            .collect();
+        (self.spawn(extra, &script.join("; ")), gate)
+    }
+
     /// Runs grove and insists on a refusal (exit code 2) whose message holds `needle`.
     pub fn refused(&self, args: &[&str], needle: &str) -> Out {
         self.refused_all(args, &[needle])
@@ -282,14 +305,29 @@ impl Grove {
     pub fn refused_all(&self, args: &[&str], needles: &[&str]) -> Out {
         let out = self.run(args);
         assert_eq!(out.code, 2, "{args:?}: {} {}", out.stdout, out.stderr);
-        for needle in needles {
-            assert!(
-                out.stderr.contains(needle),
-                "{args:?}: expected {needle:?} in {}",
-                out.stderr
-            );
-        }
+        out.assert_says(args, needles);
         out
+    }
+
+    /// Runs grove and insists it fails (any exit code but 0) with every needle in its
+    /// message.
+    pub fn fails(&self, args: &[&str], needles: &[&str]) -> Out {
+        let out = self.run(args);
+        assert_ne!(out.code, 0, "{args:?}: {}", out.stdout);
+        out.assert_says(args, needles);
+        out
+    }
+
+    /// Stops the daemon and opens its database, for a test that reads or tampers with it
+    /// as a crash or an older grove would have left it.
+    pub fn stopped_db(&self) -> rusqlite::Connection {
+        self.ok(&["daemon", "stop"]);
+        rusqlite::Connection::open(self.home.join("grove.db")).expect("open grove.db")
+    }
+
+    /// Stops the daemon and runs `sql` on its database; returns the rows it changed.
+    pub fn alter_stopped_db(&self, sql: &str) -> usize {
+        self.stopped_db().execute(sql, []).expect(sql)
     }
 
     /// The worktrees git lists for the test repository (its main checkout is one).
@@ -444,6 +482,14 @@ pub fn commit_schema(g: &Grove, schema: &str) {
     fs::write(g.repo.join(".grove.toml"), schema).expect("schema");
     g.git(&["add", "."]);
     g.git(&["commit", "-qm", "schema"]);
+}
+
+/// A grove with one worktree slot, taken by an agent that runs until the returned file
+/// exists: later spawns queue behind it. Returns the grove, that agent and the file.
+pub fn one_slot_held() -> (Grove, String, PathBuf) {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    let (holder, release) = g.spawn_gated(&[], "", "");
+    (g, holder, release)
 }
 
 /// The JSON object a program printed, once it succeeded; its output otherwise.
