@@ -282,10 +282,7 @@ fn one_agent_cannot_fill_the_queue_and_the_users_spawn_goes_first() {
     // The user's spawn queues ahead of the agent's children.
     let user = g.spawn(&[], "echo mine");
     let queue = g.json(&["queue"]);
-    let order: Vec<&str> = queue["agents"]
-        .as_array()
-        .expect("queue")
-        .iter()
+    let order: Vec<&str> = each(&queue, "agents")
         .filter_map(|a| a["id"].as_str())
         .collect();
     assert_eq!(order.first(), Some(&user.as_str()), "{queue}");

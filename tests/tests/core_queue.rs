@@ -102,10 +102,7 @@ fn twenty_queued_agents_start_in_order_and_positions_follow() {
         .map(|i| g.spawn(&[], &format!("echo {i} >> {}", order.display())))
         .collect();
     let queue = g.json(&["queue"]);
-    let positions: Vec<u64> = queue["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let positions: Vec<u64> = each(&queue, "agents")
         .filter_map(|a| a["queue_position"].as_u64())
         .collect();
     assert_eq!(positions, (1..=20).collect::<Vec<u64>>(), "{queue}");

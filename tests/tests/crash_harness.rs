@@ -62,13 +62,10 @@ fn run_harness(pool_size: &str) {
         ("GROVE_BIN", BIN),
         ("GROVE_POOL_SIZE", pool_size),
     ]);
-    fs::write(
-        g.repo.join(".grove.toml"),
+    commit_schema(
+        &g,
         "[state]\nversion = 1\n[state.channels]\nitems = { reducer = \"append\" }\n",
-    )
-    .expect("schema");
-    g.git(&["add", ".grove.toml"]);
-    g.git(&["commit", "-qm", "schema"]);
+    );
     let ids: Vec<String> = (0..25)
         .map(|_| g.spawn(&["--session", "crash"], AGENT))
         .collect();

@@ -94,7 +94,7 @@ fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
         "true",
     );
     g.wait(&id);
-    g.ok(&["state", "update", "--session", "s", "n", "1"]);
+    g.state_update("s", &["n", "1"]);
     g.ok(&["daemon", "stop"]);
     g.crash_during(
         "mid_state_commit",
@@ -112,7 +112,7 @@ fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
     let state = g.json(&["state", "get", "--session", "s"]);
     assert_eq!(state["state"], json!({"n": 1, "l": []}));
     assert_eq!(state["checkpoint"], 1);
-    g.ok(&["state", "update", "--session", "s", "n", "2"]);
+    g.state_update("s", &["n", "2"]);
     assert_eq!(g.json(&["state", "get", "--session", "s"])["checkpoint"], 2);
 }
 
@@ -187,7 +187,7 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
         "true",
     );
     g.wait(&id);
-    g.ok(&["state", "update", "--session", "s", "l", "[\"before\"]"]);
+    g.state_update("s", &["l", "[\"before\"]"]);
 
     // Worktree root full: git cannot check out; nothing half made is left.
     let filler = fill_up(&root);
@@ -226,7 +226,7 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
         checkpoint,
         "every acknowledged batch, nothing else"
     );
-    g.ok(&["state", "update", "--session", "s", "l", "[\"after\"]"]);
+    g.state_update("s", &["l", "[\"after\"]"]);
     let db = g.stopped_db();
     let check: String = db
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))

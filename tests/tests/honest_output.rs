@@ -44,10 +44,7 @@ second line $E"
         "the attack is stored as sent: {record}"
     );
     let list = g.json(&["list", "--all"]);
-    let child = list["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let child = each(&list, "agents")
         .find(|a| a["parent"] == id.as_str())
         .unwrap_or_else(|| panic!("no child in {list}"))["id"]
         .as_str()

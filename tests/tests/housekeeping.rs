@@ -143,10 +143,7 @@ fn rm_salvages_then_removes_a_kept_worktree() {
     assert!(!worktree.exists());
     assert_work_on(&g, &format!("grove/{id}"), &work);
     let log = g.json(&["gc", "--log"]);
-    let entry = log["removals"]
-        .as_array()
-        .expect("removals")
-        .iter()
+    let entry = each(&log, "removals")
         .find(|r| r["reason"] == "rm")
         .expect("rm logged");
     assert_eq!(entry["agent_id"], id.as_str());
@@ -187,10 +184,7 @@ fn gc_prunes_idle_worktrees_after_a_dry_run_and_forgets_expired_records() {
     assert_work_on(&g, &format!("grove/{id}"), &work);
     // Retention counts from the end of an agent's life; with 1ms both records expire
     // once no worktree is left. Their branches stay: only the records go.
-    let mut deleted: Vec<String> = done["records_deleted"]
-        .as_array()
-        .expect("deleted")
-        .iter()
+    let mut deleted: Vec<String> = each(&done, "records_deleted")
         .map(|v| v.as_str().expect("id").to_string())
         .collect();
     deleted.sort();
@@ -309,10 +303,7 @@ fn startup_scan_reconciles_disk_git_and_processes() {
     assert_eq!(listed[1], g.record(&kept)["worktree"].as_str().expect("wt"));
     g.git(&["fsck", "--strict"]);
     let log = g.json(&["gc", "--log"]);
-    let reasons: Vec<&str> = log["removals"]
-        .as_array()
-        .expect("removals")
-        .iter()
+    let reasons: Vec<&str> = each(&log, "removals")
         .filter_map(|r| r["reason"].as_str())
         .collect();
     assert!(

@@ -330,10 +330,7 @@ fn built_in_presets_build_their_documented_argv() {
         "needs a prompt",
     );
     let listed = g.json(&["agents"]);
-    let names: Vec<&str> = listed["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let names: Vec<&str> = each(&listed, "agents")
         .map(|p| p["name"].as_str().expect("name"))
         .collect();
     assert_eq!(names, ["aider", "claude", "codex", "gemini"]);
@@ -381,10 +378,7 @@ fn a_user_preset_runs_its_command_with_the_prompt_and_its_env() {
     let log = finished_log(&g, &id);
     assert!(log.contains("arg: claude-override\nvar: mine\n"), "{log}");
     let listed = g.json(&["agents"]);
-    let claude = listed["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let claude = each(&listed, "agents")
         .find(|p| p["name"] == "claude")
         .expect("claude")
         .clone();

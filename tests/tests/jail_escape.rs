@@ -130,12 +130,7 @@ fn a_jailed_agent_cannot_move_or_delete_anything_of_the_users_repository() {
     );
 
     // Its own commit still lands on its branch in the user's repository.
-    let branch = format!("grove/{id}");
-    assert_eq!(
-        g.git(&["log", "--format=%s", &format!("main..{branch}")]),
-        "own commit\n"
-    );
-    assert_eq!(g.git(&["show", &format!("{branch}:mine.txt")]), "mine\n");
+    g.assert_one_commit_on_branch(&id, "own commit", "mine.txt", "mine\n");
     assert_eq!(record["branch_exists"], true);
     assert!(!Path::new(record["worktree"].as_str().expect("path")).exists());
 }
@@ -406,13 +401,7 @@ fn a_jailed_agents_child_starts_from_the_agents_own_commits() {
         "$GROVE_BIN" wait "$child" > /dev/null; true
     "#;
     let id = spawn_with(&g, &["--jail"], &[("GROVE_BIN", BIN.to_string())], script);
-    let record = g.wait(&id);
-    assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
-    let child = g
-        .git(&["show", &format!("grove/{id}:child.id")])
-        .trim()
-        .to_string();
-    let child_record = g.wait(&child);
+    let (child, child_record) = g.child_of_succeeded(&id);
     assert_eq!(child_record["outcome"], "succeeded", "{child_record}");
     assert_eq!(child_record["base_ref"], format!("grove/{id}"));
     let parent_commit = rev(&g, &format!("grove/{id}~1"));

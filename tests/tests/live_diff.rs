@@ -135,15 +135,9 @@ fn overlaps_sees_running_agents_uncommitted_and_untracked_changes() {
         });
     }
     let overlaps = g.json(&["overlaps", "--hunks"]);
-    let files: Vec<(String, Vec<String>)> = overlaps["files"]
-        .as_array()
-        .expect("files")
-        .iter()
+    let files: Vec<(String, Vec<String>)> = each(&overlaps, "files")
         .map(|f| {
-            let mut ids: Vec<String> = f["agents"]
-                .as_array()
-                .expect("agents")
-                .iter()
+            let mut ids: Vec<String> = each(f, "agents")
                 .filter_map(|x| x["id"].as_str().map(String::from))
                 .collect();
             ids.sort();

@@ -41,11 +41,7 @@ fn a_restored_worktree_lives_under_the_root_and_is_tracked_like_an_agents() {
     assert_eq!(record["worktree"], restored["worktree"], "{record}");
     let list = g.json(&["list", "--all"]);
     assert!(
-        list["agents"]
-            .as_array()
-            .expect("agents")
-            .iter()
-            .any(|a| a["id"] == id.as_str()),
+        each(&list, "agents").any(|a| a["id"] == id.as_str()),
         "{list}"
     );
     // Its diff is the salvaged work against where it forked from main.

@@ -104,13 +104,10 @@ fn a_spawn_whose_answer_a_crash_cut_off_is_retried_without_a_second_agent() {
 #[test]
 fn a_state_update_whose_answer_a_crash_cut_off_counts_once() {
     let g = Grove::new();
-    fs::write(
-        g.repo.join(".grove.toml"),
+    commit_schema(
+        &g,
         "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\n",
-    )
-    .expect("schema");
-    g.git(&["add", ".grove.toml"]);
-    g.git(&["commit", "-qm", "schema"]);
+    );
     let gate = g.dir.path().join("gate");
     let done = g.dir.path().join("updated");
     let script = format!(
@@ -177,7 +174,7 @@ fn a_state_watch_resumes_after_the_daemon_is_killed() {
         resumed.contains("state.lagged") && resumed.contains("reconnected"),
         "{resumed}"
     );
-    g.ok(&["state", "update", "--session", "w", "x", "1"]);
+    g.state_update("w", &["x", "1"]);
     let update = lines.next().expect("line").expect("read");
     assert!(update.contains("state.updated"), "{update}");
     let _ = watching.kill();

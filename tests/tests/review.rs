@@ -55,10 +55,7 @@ fn agents_on_different_files_merge_cleanly_in_any_order() {
     let ((docs, docs_branch), (code, code_branch)) = (&ags[0], &ags[1]);
 
     let review = g.json(&["review"]);
-    let listed: Vec<&str> = review["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let listed: Vec<&str> = each(&review, "agents")
         .map(|a| a["id"].as_str().expect("id"))
         .collect();
     assert_eq!(listed, [code.as_str(), docs.as_str()], "newest first");
@@ -347,10 +344,7 @@ fn overlap_radar_lists_shared_files_lines_and_base_changes() {
     // not move under it, is suggested first.
     let report = g.json(&["merge", a]);
     assert_eq!(report["result"], "merged");
-    let order: Vec<&str> = report["order"]
-        .as_array()
-        .expect("order")
-        .iter()
+    let order: Vec<&str> = each(&report, "order")
         .map(|n| n["id"].as_str().expect("id"))
         .collect();
     assert_eq!(order, [c.as_str(), b.as_str()]);

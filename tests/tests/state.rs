@@ -303,7 +303,7 @@ fn b24_an_agent_writes_only_its_own_session() {
     assert_eq!(get(&mut c, "other", None)["count"], 0);
     assert_eq!(history(&mut c, "mine")[0]["writer"], id.as_str());
     // The user's shell may write any session.
-    g.ok(&["state", "update", "--session", "other", "count", "2"]);
+    g.state_update("other", &["count", "2"]);
     assert_eq!(get(&mut c, "other", None)["count"], 2);
 }
 
@@ -329,10 +329,7 @@ fn ten_agents_writing_a_hundred_updates_each_lose_nothing() {
     let distinct: std::collections::HashSet<&Value> = items.iter().collect();
     assert_eq!(distinct.len(), 1000);
     assert_eq!(state["count"], 1000);
-    let labels: std::collections::HashSet<String> = state["labels"]
-        .as_array()
-        .expect("labels")
-        .iter()
+    let labels: std::collections::HashSet<String> = each(&state, "labels")
         .map(|v| v.as_str().expect("label").to_string())
         .collect();
     let mut expected: std::collections::HashSet<String> =
@@ -401,7 +398,7 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
     let subscribed: Value =
         serde_json::from_str(&lines.next().expect("line").expect("read")).expect("json");
     assert_eq!(subscribed["session"], "cli");
-    g.ok(&["state", "update", "--session", "cli", "count", "1"]);
+    g.state_update("cli", &["count", "1"]);
     let seen = lines.next().map(|l| l.expect("read"));
     let first: Value = serde_json::from_str(&seen.expect("a notification")).expect("json");
     assert_eq!(first["method"], "state.updated");
@@ -411,14 +408,7 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
         "{\"items\": [\"a\"], \"plan\": \"p1\"}\n{\"writes\": [{\"channel\": \"labels\", \"value\": [\"x\"]}]}\n",
     )
     .expect("write");
-    let out = g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "cli",
-        "--file",
-        batches.to_str().expect("utf8"),
-    ]);
+    let out = g.state_update("cli", &["--file", batches.to_str().expect("utf8")]);
     assert_eq!(out.lines().count(), 2, "{out}");
     let next: Value =
         serde_json::from_str(&lines.next().expect("line").expect("read")).expect("json");

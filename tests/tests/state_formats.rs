@@ -75,11 +75,10 @@ fn opens_reads_and_writes(fixture_name: &str) {
     let history = g.json(&["state", "history", "--session", "legacy", "--limit", "3"]);
     assert_eq!(history["checkpoints"][0]["id"], 70, "{fixture_name}");
     assert_eq!(
-        g.ok(&["state", "update", "--session", "legacy", "count", "1"])
-            .trim(),
+        g.state_update("legacy", &["count", "1"]).trim(),
         "checkpoint 71"
     );
-    g.ok(&["state", "update", "--session", "empty", "items", "[\"x\"]"]);
+    g.state_update("empty", &["items", "[\"x\"]"]);
     g.ok(&["daemon", "restart"]);
     assert_eq!(get(&g, &["count"]), json!(71), "{fixture_name}");
     assert_eq!(

@@ -36,16 +36,7 @@ fn setup() -> (Grove, std::path::PathBuf) {
         json!({"name": "s", "schema_text": {"origin": "old.toml", "text": OLD}}),
     )
     .expect("session.create");
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "items",
-        r#"["a", "b"]"#,
-        "count",
-        "2",
-    ]);
+    g.state_update("s", &["items", r#"["a", "b"]"#, "count", "2"]);
     g.ok(&["state", "update", "--session", "s", "notes", r#"{"k": 1}"#]);
     let file = g.dir.path().join("new.toml");
     fs::write(&file, NEW).expect("schema file");

@@ -82,32 +82,10 @@ fn an_integer_past_the_exact_range_is_refused_alike_on_the_cli_and_the_socket() 
         );
     }
     // The edges of the range are taken exactly.
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "count",
-        "18446744073709551615",
-    ]);
+    g.state_update("s", &["count", "18446744073709551615"]);
     assert_eq!(state(&g)["count"], json!(u64::MAX));
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "count",
-        r#"{"__overwrite__": 0}"#,
-    ]);
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "--",
-        "count",
-        "-9223372036854775808",
-    ]);
+    g.state_update("s", &["count", r#"{"__overwrite__": 0}"#]);
+    g.state_update("s", &["--", "count", "-9223372036854775808"]);
     assert_eq!(state(&g)["count"], json!(i64::MIN));
     let mut c = client(&g);
     let shown = call(&mut c, "session.show", json!({"name": "s"})).expect("show");
@@ -117,46 +95,14 @@ fn an_integer_past_the_exact_range_is_refused_alike_on_the_cli_and_the_socket() 
 #[test]
 fn one_and_one_point_zero_are_one_number_for_every_reducer() {
     let g = setup();
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "labels",
-        "[1, 2.5]",
-        "top",
-        "1",
-    ]);
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "labels",
-        "[1.0, 2.50, 3]",
-        "top",
-        "1.0",
-    ]);
+    g.state_update("s", &["labels", "[1, 2.5]", "top", "1"]);
+    g.state_update("s", &["labels", "[1.0, 2.50, 3]", "top", "1.0"]);
     let now = state(&g);
     assert_eq!(now["labels"], json!([1, 2.5, 3]));
     assert_eq!(now["top"], json!(1));
     // Exact past 2^53, where a float cannot tell the two apart.
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "top",
-        "9007199254740992.0",
-    ]);
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "top",
-        "9007199254740993",
-    ]);
+    g.state_update("s", &["top", "9007199254740992.0"]);
+    g.state_update("s", &["top", "9007199254740993"]);
     assert_eq!(state(&g)["top"], json!(9_007_199_254_740_993_u64));
 }
 

@@ -296,6 +296,13 @@ impl Grove {
         (self.spawn(extra, &script.join("; ")), gate)
     }
 
+    /// `grove state update --session <session> <args>`, which must succeed; its stdout.
+    pub fn state_update(&self, session: &str, args: &[&str]) -> String {
+        let mut all = vec!["state", "update", "--session", session];
+        all.extend_from_slice(args);
+        self.ok(&all)
+    }
+
     /// Runs grove and insists on a refusal (exit code 2) whose message holds `needle`.
     pub fn refused(&self, args: &[&str], needle: &str) -> Out {
         self.refused_all(args, &[needle])
@@ -328,6 +335,30 @@ impl Grove {
     /// Stops the daemon and runs `sql` on its database; returns the rows it changed.
     pub fn alter_stopped_db(&self, sql: &str) -> usize {
         self.stopped_db().execute(sql, []).expect(sql)
+    }
+
+    /// Insists that agent `id`'s branch holds one commit over main, `subject`, and that
+    /// `file` on it holds `content`.
+    pub fn assert_one_commit_on_branch(&self, id: &str, subject: &str, file: &str, content: &str) {
+        let branch = format!("grove/{id}");
+        assert_eq!(
+            self.git(&["log", "--format=%s", &format!("main..{branch}")]),
+            format!("{subject}\n")
+        );
+        assert_eq!(self.git(&["show", &format!("{branch}:{file}")]), content);
+    }
+
+    /// Waits for agent `id` to succeed, then for the child it spawned and wrote to
+    /// `child.id` on its branch; returns that child and its final record.
+    pub fn child_of_succeeded(&self, id: &str) -> (String, Value) {
+        let record = self.wait(id);
+        assert_eq!(record["outcome"], "succeeded", "{}", self.ok(&["logs", id]));
+        let child = self
+            .git(&["show", &format!("grove/{id}:child.id")])
+            .trim()
+            .to_string();
+        let child_record = self.wait(&child);
+        (child, child_record)
     }
 
     /// The worktrees git lists for the test repository (its main checkout is one).
@@ -490,6 +521,14 @@ pub fn one_slot_held() -> (Grove, String, PathBuf) {
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
     let (holder, release) = g.spawn_gated(&[], "", "");
     (g, holder, release)
+}
+
+/// The elements of the array `value[key]`, which must be one.
+pub fn each<'a>(value: &'a Value, key: &str) -> std::slice::Iter<'a, Value> {
+    value[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no array `{key}` in {value}"))
+        .iter()
 }
 
 /// The JSON object a program printed, once it succeeded; its output otherwise.
