@@ -616,12 +616,7 @@ fn the_command_is_looked_up_on_the_callers_path_at_spawn() {
     );
     assert_eq!(given.code, 0, "{}", given.stderr);
     g.wait(given.stdout.trim());
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(g.all_agents().len(), 2);
 }
 
 #[test]

@@ -14,25 +14,10 @@ use support::*;
 fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
     for point in ["after_branch_create", "after_worktree_add"] {
         let g = Grove::new();
-        g.crash_during(
-            point,
-            &[
-                "spawn",
-                "--env",
-                "X=kept",
-                "--",
-                "sh",
-                "-c",
-                "echo $X > x.txt",
-            ],
-        );
+        g.crash_during(point, SPAWN_KEEPING_ENV);
         // The next daemon undoes the half preparation and starts the agent afresh.
-        let agents = g.json(&["list", "--all"])["agents"].clone();
-        assert_eq!(
-            agents.as_array().map(Vec::len),
-            Some(1),
-            "{point}: {agents}"
-        );
+        let agents = g.all_agents();
+        assert_eq!(agents.len(), 1, "{point}: {agents:?}");
         let id = agents[0]["id"].as_str().expect("id").to_string();
         let record = g.wait(&id);
         assert_eq!(record["outcome"], "succeeded", "{point}: {record}");
@@ -194,12 +179,7 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
     g.fails(&["spawn", "--", "true"], &["git worktree add"]);
     assert!(g.worktree_dirs().is_empty());
     assert_eq!(g.git(&["branch", "--list", "grove/*"]), "");
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(1)
-    );
+    assert_eq!(g.all_agents().len(), 1);
     fs::remove_file(filler).expect("free");
 
     // State directory full: the write is refused, the database stays whole.
@@ -436,12 +416,7 @@ fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
         "{status}"
     );
     // Requests that need no recovery are answered meanwhile.
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(2 * BACKLOG)
-    );
+    assert_eq!(g.all_agents().len(), 2 * BACKLOG);
     fs::write(&rollbacks, "").expect("gate");
 
     let all = g.json(&["list", "--all"])["agents"].clone();

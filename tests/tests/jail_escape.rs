@@ -49,6 +49,18 @@ fn sha_of(path: &Path) -> Vec<u8> {
     fs::read(path).unwrap_or_default()
 }
 
+/// The user's main and its index are as they were before agent `id` ran, and the
+/// work.txt it left is saved on its branch.
+fn assert_main_kept_and_work_saved(g: &Grove, id: &str, main: &str, index: &[u8]) {
+    assert_eq!(rev(g, "main"), main, "salvage committed onto main");
+    assert_eq!(
+        sha_of(&g.repo.join(".git/index")),
+        index,
+        "main index touched"
+    );
+    assert_eq!(g.git(&["show", &format!("grove/{id}:work.txt")]), "work\n");
+}
+
 #[test]
 fn a_jailed_agent_cannot_move_or_delete_anything_of_the_users_repository() {
     if !have_landlock() {
@@ -166,15 +178,8 @@ fn collect_runs_no_driver_or_hook_of_a_jailed_agents_repository() {
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
     assert!(!marker.exists(), "collect ran the agent's driver or hook");
-    assert_eq!(rev(&g, "main"), main);
-    assert_eq!(
-        sha_of(&g.repo.join(".git/index")),
-        index,
-        "main index touched"
-    );
     // What could be saved is saved, through grove's own view of the files.
-    let branch = format!("grove/{id}");
-    assert_eq!(g.git(&["show", &format!("{branch}:work.txt")]), "work\n");
+    assert_main_kept_and_work_saved(&g, &id, &main, &index);
     assert_eq!(record["salvaged"], true);
     assert_eq!(record["tampered"], false);
 }
@@ -195,14 +200,7 @@ fn a_jailed_agent_whose_git_dir_points_at_the_users_gets_its_files_saved_not_mai
     let common = g.repo.join(".git").display().to_string();
     let id = spawn_with(&g, &["--jail"], &[("COMMON", common)], script);
     let record = g.wait(&id);
-    assert_eq!(rev(&g, "main"), main, "salvage committed onto main");
-    assert_eq!(
-        sha_of(&g.repo.join(".git/index")),
-        index,
-        "main index touched"
-    );
-    let branch = format!("grove/{id}");
-    assert_eq!(g.git(&["show", &format!("{branch}:work.txt")]), "work\n");
+    assert_main_kept_and_work_saved(&g, &id, &main, &index);
     assert_eq!(record["tampered"], true, "{record}");
     let worktree = PathBuf::from(record["worktree"].as_str().expect("path"));
     assert!(worktree.exists(), "a tampered worktree is kept");

@@ -87,12 +87,8 @@ fn a_spawn_whose_answer_a_crash_cut_off_is_retried_without_a_second_agent() {
     let id = g.spawn(&[], &script);
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{record}");
-    let agents = g.json(&["list", "--all"])["agents"].clone();
-    assert_eq!(
-        agents.as_array().map(Vec::len),
-        Some(1),
-        "one agent: {agents}"
-    );
+    let agents = g.all_agents();
+    assert_eq!(agents.len(), 1, "one agent: {agents:?}");
     assert_eq!(runs(&runs_dir, &id), 1, "the agent ran once");
     assert!(
         !g.daemon_log_lines("GROVE_TEST_CRASH_AT: crashing on purpose")
@@ -303,12 +299,8 @@ fn an_mcp_clients_spawn_and_state_update_cut_off_by_a_crash_complete_once() {
         serde_json::from_str(spawned["text"].as_str().unwrap_or_default()).expect("record");
     let id = spawned["id"].as_str().expect("id").to_string();
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
-    let agents = g.json(&["list", "--all"])["agents"].clone();
-    assert_eq!(
-        agents.as_array().map(Vec::len),
-        Some(1),
-        "one agent: {agents}"
-    );
+    let agents = g.all_agents();
+    assert_eq!(agents.len(), 1, "one agent: {agents:?}");
     assert_eq!(runs(&runs_dir, &id), 1, "the agent ran once");
 
     crash_before_answering(&g);
@@ -375,10 +367,6 @@ fn a_spawn_sent_again_while_its_agent_is_prepared_answers_once_it_runs() {
     assert_eq!(answer["result"]["status"], "running", "{answer}");
     let id = answer["result"]["id"].as_str().expect("id").to_string();
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
-    let agents = g.json(&["list", "--all"])["agents"].clone();
-    assert_eq!(
-        agents.as_array().map(Vec::len),
-        Some(1),
-        "one agent: {agents}"
-    );
+    let agents = g.all_agents();
+    assert_eq!(agents.len(), 1, "one agent: {agents:?}");
 }

@@ -303,6 +303,13 @@ impl Grove {
         self.ok(&all)
     }
 
+    /// Every agent `grove list --all` shows.
+    pub fn all_agents(&self) -> Vec<Value> {
+        each(&self.json(&["list", "--all"]), "agents")
+            .cloned()
+            .collect()
+    }
+
     /// Runs grove and insists on a refusal (exit code 2) whose message holds `needle`.
     pub fn refused(&self, args: &[&str], needle: &str) -> Out {
         self.refused_all(args, &[needle])
@@ -514,6 +521,18 @@ pub fn commit_schema(g: &Grove, schema: &str) {
     g.git(&["add", "."]);
     g.git(&["commit", "-qm", "schema"]);
 }
+
+/// A spawn whose agent writes its `--env` value to x.txt: "kept" in x.txt on its branch
+/// after a crash shows that the agent started afresh with what it was given.
+pub const SPAWN_KEEPING_ENV: &[&str] = &[
+    "spawn",
+    "--env",
+    "X=kept",
+    "--",
+    "sh",
+    "-c",
+    "echo $X > x.txt",
+];
 
 /// A grove with one worktree slot, taken by an agent that runs until the returned file
 /// exists: later spawns queue behind it. Returns the grove, that agent and the file.
