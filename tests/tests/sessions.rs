@@ -364,17 +364,7 @@ fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
         &["state", "update", "--session", "s", "count", "1"],
         &[("GROVE_TEST_CRASH_AT", "mid_session_gc")],
     );
-    let lock = g.home.join("daemon.lock");
-    eventually(
-        "the daemon died in the pass",
-        Duration::from_secs(20),
-        || {
-            let pid = fs::read_to_string(&lock)
-                .ok()
-                .and_then(|p| p.trim().parse::<i32>().ok());
-            pid.is_none_or(|pid| !process_exists(pid))
-        },
-    );
+    g.await_daemon_gone("the daemon died in the pass", Duration::from_secs(20));
     assert!(g.daemon_log().contains("mid_session_gc"), "crashed there");
     let expected = if out.code == 0 { "6" } else { "5" };
     assert_eq!(

@@ -255,17 +255,22 @@ impl Grove {
             "{point}: {args:?} should have lost its daemon: {}",
             out.stdout
         );
-        let lock = self.home.join("daemon.lock");
-        eventually(
-            "the crashed daemon is gone",
-            Duration::from_secs(10),
-            || {
-                let pid = fs::read_to_string(&lock)
-                    .ok()
-                    .and_then(|p| p.trim().parse::<i32>().ok());
-                pid.is_none_or(|pid| !process_exists(pid))
-            },
-        );
+        self.await_daemon_gone("the crashed daemon is gone", Duration::from_secs(10));
+    }
+
+    /// The pid in daemon.lock: the daemon that runs or ran last, if it wrote one.
+    pub fn locked_daemon_pid(&self) -> Option<i32> {
+        fs::read_to_string(self.home.join("daemon.lock"))
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+    }
+
+    /// Returns once no daemon of daemon.lock lives (it crashed or stopped).
+    pub fn await_daemon_gone(&self, what: &str, limit: Duration) {
+        eventually(what, limit, || {
+            self.locked_daemon_pid()
+                .is_none_or(|pid| !process_exists(pid))
+        });
     }
 
     pub fn crash_daemon(&self) {
