@@ -7,6 +7,7 @@ use grove_proto::Client;
 use serde_json::Value;
 use std::cell::Cell;
 use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -207,6 +208,41 @@ impl Env {
 
     pub fn stop_daemon(&self) -> Result<()> {
         self.grove(&self.root, &["daemon", "stop"]).map(drop)
+    }
+
+    /// Stops the running daemon and starts `grove daemon run` in the foreground; returns
+    /// it once it printed its ready line, with when it was started and how long that took.
+    pub fn start_daemon_until_ready(&self) -> Result<(std::process::Child, Instant, Duration)> {
+        self.stop_daemon()?;
+        let mut command = self.grove_command(&self.root);
+        command
+            .args(["daemon", "run"])
+            .env("GROVE_NOTIFY_READY", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let start = Instant::now();
+        let mut child = command.spawn().context("starting grove daemon run")?;
+        let stdout = child.stdout.take().context("daemon stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let ready = BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .any(|line| line.trim() == "grove-daemon-ready");
+            let _ = tx.send((ready, Instant::now()));
+        });
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok((true, at)) => Ok((child, start, at - start)),
+            Ok((false, _)) => {
+                let status = child.wait()?;
+                bail!("grove daemon run ended ({status}) without saying it was ready")
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("grove daemon run was not ready within 120s")
+            }
+        }
     }
 
     /// Kills every agent still live (their shims would outlive the daemon).

@@ -282,10 +282,7 @@ fn one_agent_cannot_fill_the_queue_and_the_users_spawn_goes_first() {
     // The user's spawn queues ahead of the agent's children.
     let user = g.spawn(&[], "echo mine");
     let queue = g.json(&["queue"]);
-    let order: Vec<&str> = queue["agents"]
-        .as_array()
-        .expect("queue")
-        .iter()
+    let order: Vec<&str> = each(&queue, "agents")
         .filter_map(|a| a["id"].as_str())
         .collect();
     assert_eq!(order.first(), Some(&user.as_str()), "{queue}");
@@ -343,9 +340,7 @@ fn max_procs_caps_the_whole_tree() {
 #[test]
 fn max_procs_of_zero_is_refused_and_changes_nothing() {
     let g = Grove::new();
-    let out = g.run(&["spawn", "--max-procs", "0", "--", "true"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("0 processes"), "{}", out.stderr);
+    g.refused(&["spawn", "--max-procs", "0", "--", "true"], "0 processes");
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
 }
 

@@ -111,16 +111,8 @@ fn assert_nothing_refused_left_behind(g: &Grove) {
 fn a_socket_dir_others_may_write_is_refused_by_client_and_daemon() {
     let g = Grove::new();
     make_dir(&g.home, 0o777);
-    let out = g.run(&["list"]);
-    assert_ne!(out.code, 0, "{}", out.stdout);
-    assert!(
-        out.stderr.contains("mode 0777") && out.stderr.contains("chmod 700"),
-        "{}",
-        out.stderr
-    );
-    let out = g.run(&["daemon", "run"]);
-    assert_ne!(out.code, 0, "{}", out.stdout);
-    assert!(out.stderr.contains("chmod 700"), "{}", out.stderr);
+    g.fails(&["list"], &["mode 0777", "chmod 700"]);
+    g.fails(&["daemon", "run"], &["chmod 700"]);
     // doctor says the same, and fails, and changes nothing either.
     let doctor = g.run(&["doctor"]);
     assert_eq!(doctor.code, 1, "{}", doctor.stdout);
@@ -149,9 +141,7 @@ fn a_socket_dir_that_is_a_symlink_is_refused() {
     let real = g.dir.path().join("real");
     make_dir(&real, 0o700);
     std::os::unix::fs::symlink(&real, &g.home).expect("symlink");
-    let out = g.run(&["list"]);
-    assert_ne!(out.code, 0, "{}", out.stdout);
-    assert!(out.stderr.contains("symbolic link"), "{}", out.stderr);
+    g.fails(&["list"], &["symbolic link"]);
     assert!(fs::read_dir(&real).expect("real").next().is_none());
 }
 
@@ -171,20 +161,8 @@ fn a_socket_dir_of_another_user_is_refused_by_client_and_daemon() {
         Some(nix::unistd::Gid::from_raw(gid)),
     )
     .expect("chown");
-    let out = g.run(&["list"]);
-    assert_ne!(out.code, 0, "{}", out.stdout);
-    assert!(
-        out.stderr.contains(&format!("belongs to uid {uid}")),
-        "{}",
-        out.stderr
-    );
-    let out = g.run(&["daemon", "run"]);
-    assert_ne!(out.code, 0, "{}", out.stdout);
-    assert!(
-        out.stderr.contains(&format!("belongs to uid {uid}")),
-        "{}",
-        out.stderr
-    );
+    g.fails(&["list"], &[&format!("belongs to uid {uid}")]);
+    g.fails(&["daemon", "run"], &[&format!("belongs to uid {uid}")]);
     assert_nothing_refused_left_behind(&g);
 }
 
@@ -339,12 +317,7 @@ fn an_env_value_is_gone_from_disk_once_its_agent_started() {
 
 #[test]
 fn a_queued_agent_gets_its_env_after_a_daemon_crash_and_then_it_is_gone() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let hold = g.dir.path().join("hold");
-    let first = g.spawn(
-        &[],
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
-    );
+    let (g, first, hold) = one_slot_held();
     let secret = secret_value();
     let expected = g.dir.path().join("expected");
     let stop = g.dir.path().join("stop");
@@ -602,13 +575,7 @@ fn connections_over_the_cap_get_one_error_line_and_are_closed() {
             answer.contains("max_connections") && answer.lines().count() == 1
         },
     );
-    let refused = g.run(&["list"]);
-    assert_ne!(refused.code, 0);
-    assert!(
-        refused.stderr.contains("max_connections"),
-        "{}",
-        refused.stderr
-    );
+    g.fails(&["list"], &["max_connections"]);
     drop(held);
     eventually("room again", Duration::from_secs(10), || {
         g.run(&["list"]).code == 0
@@ -649,12 +616,7 @@ fn the_command_is_looked_up_on_the_callers_path_at_spawn() {
     );
     assert_eq!(given.code, 0, "{}", given.stderr);
     g.wait(given.stdout.trim());
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(g.all_agents().len(), 2);
 }
 
 #[test]

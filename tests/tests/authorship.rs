@@ -103,13 +103,7 @@ fn commit_author_grove_and_no_identity_fall_back_to_grove() {
     assert_eq!(lines[2], format!("{id}: work left at exit"), "{lines:?}");
 
     let bad = Grove::new().with_env(&[("GROVE_COMMIT_AUTHOR", "someone")]);
-    let out = bad.run(&["list"]);
-    assert_ne!(out.code, 0, "{}", out.stdout);
-    assert!(
-        out.stderr.contains("commit_author") && out.stderr.contains("expected user or grove"),
-        "{}",
-        out.stderr
-    );
+    bad.fails(&["list"], &["commit_author", "expected user or grove"]);
 }
 
 #[test]

@@ -309,23 +309,9 @@ fn unknown_and_ambiguous_id_prefixes() {
         .map(|id| &id[..1])
         .find(|c| ids.iter().filter(|id| id.starts_with(*c)).count() > 1)
         .expect("pigeonhole");
-    let out = g.run(&["show", shared]);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains(&format!("`{shared}` matches")),
-        "{}",
-        out.stderr
+    g.refused_all(
+        &["show", shared],
+        &[&format!("`{shared}` matches"), "give more characters"],
     );
-    assert!(
-        out.stderr.contains("give more characters"),
-        "{}",
-        out.stderr
-    );
-    let out = g.run(&["wait", "ffffffffff"]);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains("no agent has an id starting with"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["wait", "ffffffffff"], "no agent has an id starting with");
 }

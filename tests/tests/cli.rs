@@ -224,7 +224,7 @@ fn json_of_every_command_parses_and_has_the_documented_fields() {
         "true",
     );
     g.wait(&in_session);
-    g.ok(&["state", "update", "--session", "s1", "notes", "[\"a\"]"]);
+    g.state_update("s1", &["notes", "[\"a\"]"]);
 
     let list = g.json(&["list", "--all"]);
     has_keys(&list["agents"][0], &AGENT_FIELDS, "list");
@@ -236,10 +236,7 @@ fn json_of_every_command_parses_and_has_the_documented_fields() {
     assert!(queue["agents"].is_array(), "queue: {queue}");
 
     let sessions = g.json(&["session", "list"]);
-    let session = sessions["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
+    let session = each(&sessions, "sessions")
         .find(|s| s["name"] == "s1")
         .unwrap_or_else(|| panic!("s1 in {sessions}"));
     has_keys(
@@ -408,10 +405,7 @@ fn top_shows_a_running_agents_tree_memory_and_last_log_line() {
         Duration::from_secs(30),
         || {
             let top = g.json(&["top"]);
-            agent = top["agents"]
-                .as_array()
-                .expect("agents")
-                .iter()
+            agent = each(&top, "agents")
                 .find(|a| a["id"] == id.as_str())
                 .cloned()
                 .unwrap_or(Value::Null);
@@ -641,10 +635,7 @@ fn config_shows_values_and_their_sources() {
     );
 
     let config = g.json(&["config"]);
-    let setting = config["settings"]
-        .as_array()
-        .expect("settings")
-        .iter()
+    let setting = each(&config, "settings")
         .find(|s| s["key"] == "retention")
         .cloned()
         .expect("retention");

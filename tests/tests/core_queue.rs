@@ -14,16 +14,10 @@ const LONG: Duration = Duration::from_secs(60);
 /// the daemon says why.
 #[test]
 fn a_queued_agent_whose_environment_cannot_be_read_stays_queued() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let hold = g.dir.path().join("hold");
-    let first = g.spawn(
-        &[],
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
-    );
+    let (g, first, hold) = one_slot_held();
     let queued = g.spawn(&["--env", "SECRET=x"], "true");
     assert_eq!(g.status(&queued), "queued");
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("open grove.db");
+    let db = g.stopped_db();
     let changed = db
         .execute(
             "UPDATE queued_env SET env = 'not json' WHERE agent_id = ?1",
@@ -52,12 +46,7 @@ fn a_queued_agent_whose_environment_cannot_be_read_stays_queued() {
 /// came.
 #[test]
 fn a_slot_the_start_up_scan_frees_starts_the_queued_agent() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let release = g.dir.path().join("release");
-    let first = g.spawn(
-        &[],
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", release.display()),
-    );
+    let (g, first, release) = one_slot_held();
     let queued = g.spawn(&[], "echo ran > ran.txt");
     assert_eq!(g.status(&queued), "queued");
     let worktree = g.record(&first)["worktree"]
@@ -107,21 +96,13 @@ fn a_slot_the_start_up_scan_frees_starts_the_queued_agent() {
 /// positions `grove list` shows stay 1..n as agents leave it.
 #[test]
 fn twenty_queued_agents_start_in_order_and_positions_follow() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let hold = g.dir.path().join("hold");
-    let first = g.spawn(
-        &[],
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
-    );
+    let (g, first, hold) = one_slot_held();
     let order = g.dir.path().join("order");
     let ids: Vec<String> = (0..20)
         .map(|i| g.spawn(&[], &format!("echo {i} >> {}", order.display())))
         .collect();
     let queue = g.json(&["queue"]);
-    let positions: Vec<u64> = queue["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let positions: Vec<u64> = each(&queue, "agents")
         .filter_map(|a| a["queue_position"].as_u64())
         .collect();
     assert_eq!(positions, (1..=20).collect::<Vec<u64>>(), "{queue}");

@@ -62,26 +62,19 @@ fn run_harness(pool_size: &str) {
         ("GROVE_BIN", BIN),
         ("GROVE_POOL_SIZE", pool_size),
     ]);
-    fs::write(
-        g.repo.join(".grove.toml"),
+    commit_schema(
+        &g,
         "[state]\nversion = 1\n[state.channels]\nitems = { reducer = \"append\" }\n",
-    )
-    .expect("schema");
-    g.git(&["add", ".grove.toml"]);
-    g.git(&["commit", "-qm", "schema"]);
+    );
     let ids: Vec<String> = (0..25)
         .map(|_| g.spawn(&["--session", "crash"], AGENT))
         .collect();
 
-    let lock = g.home.join("daemon.lock");
     let mut kills = 0;
     while kills < 20 {
         // The pause is the stimulus (when to strike), not a wait for a condition.
         std::thread::sleep(Duration::from_millis(rng.between(50, 350)));
-        let Some(pid) = fs::read_to_string(&lock)
-            .ok()
-            .and_then(|p| p.trim().parse::<i32>().ok())
-        else {
+        let Some(pid) = g.locked_daemon_pid() else {
             continue;
         };
         if !process_exists(pid) || kill(Pid::from_raw(pid), Signal::SIGKILL).is_err() {
@@ -273,7 +266,6 @@ done
     g.ok(&["list"]);
     let mut spawns: Vec<_> = (0..SLOW_AGENTS).map(|_| spawn(&g)).collect();
 
-    let lock = g.home.join("daemon.lock");
     let (mut inside, mut kills) = (0, 0);
     let (mut last_kill, mut last_add) = (Instant::now(), Instant::now());
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -298,11 +290,7 @@ done
             // The pause is the stimulus (when to strike within the checkout).
             std::thread::sleep(Duration::from_millis(rng.between(0, 300)));
         }
-        let Some(pid) = fs::read_to_string(&lock)
-            .ok()
-            .and_then(|p| p.trim().parse::<i32>().ok())
-            .filter(|pid| process_exists(*pid))
-        else {
+        let Some(pid) = g.locked_daemon_pid().filter(|pid| process_exists(*pid)) else {
             g.run(&["list"]);
             continue;
         };
@@ -371,10 +359,7 @@ done
             );
         }
         std::thread::sleep(Duration::from_millis(rng.between(700, 1000)));
-        let pid = fs::read_to_string(&lock)
-            .ok()
-            .and_then(|p| p.trim().parse::<i32>().ok())
-            .filter(|pid| process_exists(*pid));
+        let pid = g.locked_daemon_pid().filter(|pid| process_exists(*pid));
         if let Some(pid) = pid {
             if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
                 kills += 1;
@@ -386,11 +371,11 @@ done
         g.run(&["list"]);
     }
     eprintln!("seed {seed}: {kills} kills in all");
-    let all = g.json(&["list", "--all"])["agents"].clone();
+    let all = g.all_agents();
     assert_eq!(
-        all.as_array().map(Vec::len),
-        Some(ids.len()),
-        "seed {seed}: one agent per acknowledged spawn: {all}"
+        all.len(),
+        ids.len(),
+        "seed {seed}: one agent per acknowledged spawn: {all:?}"
     );
 
     let mut args = vec!["--json", "wait"];

@@ -40,13 +40,9 @@ fn racing_commands_start_exactly_one_daemon() {
 fn a_second_daemon_is_refused_while_one_runs() {
     let g = Grove::new();
     let pid = g.daemon_pid();
-    let out = g.run(&["daemon", "run"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr
-            .contains(&format!("another grove daemon (pid {pid}) already runs")),
-        "{}",
-        out.stderr
+    g.fails(
+        &["daemon", "run"],
+        &[&format!("another grove daemon (pid {pid}) already runs")],
     );
     assert_eq!(g.daemon_pid(), pid);
 }
@@ -107,14 +103,7 @@ fn sigkill_of_the_daemon_loses_no_agent() {
 #[test]
 fn stop_leaves_agents_running_and_the_next_daemon_adopts_them() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!(
-            "while [ ! -e '{}' ]; do sleep 0.02; done; echo done > done.txt",
-            gate.display()
-        ),
-    );
+    let (id, gate) = g.spawn_gated(&[], "", "echo done > done.txt");
     let shim = g.record(&id)["pid"].as_i64().expect("pid") as i32;
     assert!(g.ok(&["daemon", "stop"]).contains("stopped"));
     assert!(process_exists(shim));
@@ -136,8 +125,7 @@ fn an_unreadable_agent_record_stops_the_start_and_changes_nothing() {
         .as_str()
         .expect("worktree")
         .to_string();
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let db = g.stopped_db();
     let record_text = |db: &rusqlite::Connection| -> String {
         db.query_row("SELECT record FROM agents WHERE id = ?1", [&id], |r| {
             r.get::<_, String>(0)
@@ -150,15 +138,13 @@ fn an_unreadable_agent_record_stops_the_start_and_changes_nothing() {
     db.execute("UPDATE agents SET record = ?1 WHERE id = ?2", [&newer, &id])
         .expect("write a newer record");
 
-    let out = g.run(&["list", "--all"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr
-            .contains(&format!("the record of agent {id} cannot be read")),
-        "{}",
-        out.stderr
+    g.fails(
+        &["list", "--all"],
+        &[
+            &format!("the record of agent {id} cannot be read"),
+            "Nothing was changed",
+        ],
     );
-    assert!(out.stderr.contains("Nothing was changed"), "{}", out.stderr);
     assert_eq!(record_text(&db), newer);
     assert_eq!(
         fs::read_to_string(std::path::Path::new(&worktree).join("kept.txt")).expect("kept"),

@@ -48,9 +48,7 @@ fn after_discard_show_says_the_branch_is_gone_and_its_tip_is_under_salvage() {
     assert_eq!(g.json(&["show", &id])["branch_exists"], false);
 
     // Nothing left to discard: a clear error, nothing changes.
-    let again = g.run(&["discard", &id, "--yes"]);
-    assert_eq!(again.code, 2, "{} {}", again.stdout, again.stderr);
-    assert!(again.stderr.contains("no branch"), "{}", again.stderr);
+    g.refused(&["discard", &id, "--yes"], "no branch");
     assert_eq!(g.git(&["rev-parse", &salvage_ref]).trim(), tip);
 }
 
@@ -67,10 +65,7 @@ fn discard_refuses_a_branch_checked_out_elsewhere_and_changes_nothing() {
         &branch,
     ]);
 
-    let out = g.run(&["discard", &id, "--yes"]);
-    assert_eq!(out.code, 2, "{} {}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("checked out"), "{}", out.stderr);
-    assert!(out.stderr.contains("elsewhere"), "{}", out.stderr);
+    g.refused_all(&["discard", &id, "--yes"], &["checked out", "elsewhere"]);
     assert_eq!(g.git(&["rev-parse", &branch]).trim(), tip);
     let salvage = format!("refs/grove/salvage/discarded-{id}");
     assert_eq!(
@@ -95,9 +90,7 @@ fn discarding_a_branch_git_deleted_tells_the_record() {
     let (id, branch, _) = finished(&g, "echo f > f.txt && git add f.txt && git commit -qm f");
     g.git(&["branch", "-D", &branch]);
     assert_eq!(record(&g, &id)["branch_exists"], true);
-    let out = g.run(&["discard", &id, "--yes"]);
-    assert_eq!(out.code, 2, "{} {}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("no branch"), "{}", out.stderr);
+    g.refused(&["discard", &id, "--yes"], "no branch");
     assert_eq!(record(&g, &id)["branch_exists"], false);
 }
 

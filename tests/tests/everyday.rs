@@ -41,14 +41,9 @@ fn with_json_errors_are_json_on_stderr_with_the_same_exit_codes() {
 #[test]
 fn spawn_without_dashes_says_to_put_the_command_after_them_and_starts_nothing() {
     let g = Grove::new();
-    let out = g.run(&["spawn", "--name", "x", "sh", "-c", "echo hi > F"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(
-            "put the agent's command after `--`: grove spawn --name x -- sh -c 'echo hi > F'"
-        ),
-        "{}",
-        out.stderr
+    g.refused(
+        &["spawn", "--name", "x", "sh", "-c", "echo hi > F"],
+        "put the agent's command after `--`: grove spawn --name x -- sh -c 'echo hi > F'",
     );
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
 }
@@ -154,35 +149,20 @@ fn a_name_works_wherever_an_id_does_and_an_ambiguous_one_lists_the_candidates() 
     assert_eq!(g.wait(&by_id)["outcome"], "succeeded");
     let twin = g.spawn(&["--name", "beta"], "true");
     g.wait(&twin);
-    let out = g.run(&["show", "beta"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("2 agents are named `beta`")
-            && out.stderr.contains(&beta)
-            && out.stderr.contains(&twin),
-        "{}",
-        out.stderr
+    g.refused_all(
+        &["show", "beta"],
+        &["2 agents are named `beta`", &beta, &twin],
     );
-    let out = g.run(&["show", "gamma"]);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains("`gamma` or that name"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["show", "gamma"], "`gamma` or that name");
 }
 
 #[test]
 fn a_grove_toml_with_an_unknown_table_is_refused_with_the_known_ones() {
     let g = Grove::new();
     std::fs::write(g.repo.join(".grove.toml"), "[worktre]\ncopy = [\".env\"]\n").expect("write");
-    let out = g.run(&["spawn", "--", "true"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("unknown table or key `worktre`")
-            && out.stderr.contains("[state] and [worktree]"),
-        "{}",
-        out.stderr
+    g.refused_all(
+        &["spawn", "--", "true"],
+        &["unknown table or key `worktre`", "[state] and [worktree]"],
     );
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
     let out = g.run(&["trust"]);

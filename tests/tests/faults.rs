@@ -14,25 +14,10 @@ use support::*;
 fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
     for point in ["after_branch_create", "after_worktree_add"] {
         let g = Grove::new();
-        g.crash_during(
-            point,
-            &[
-                "spawn",
-                "--env",
-                "X=kept",
-                "--",
-                "sh",
-                "-c",
-                "echo $X > x.txt",
-            ],
-        );
+        g.crash_during(point, SPAWN_KEEPING_ENV);
         // The next daemon undoes the half preparation and starts the agent afresh.
-        let agents = g.json(&["list", "--all"])["agents"].clone();
-        assert_eq!(
-            agents.as_array().map(Vec::len),
-            Some(1),
-            "{point}: {agents}"
-        );
+        let agents = g.all_agents();
+        assert_eq!(agents.len(), 1, "{point}: {agents:?}");
         let id = agents[0]["id"].as_str().expect("id").to_string();
         let record = g.wait(&id);
         assert_eq!(record["outcome"], "succeeded", "{point}: {record}");
@@ -94,7 +79,7 @@ fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
         "true",
     );
     g.wait(&id);
-    g.ok(&["state", "update", "--session", "s", "n", "1"]);
+    g.state_update("s", &["n", "1"]);
     g.ok(&["daemon", "stop"]);
     g.crash_during(
         "mid_state_commit",
@@ -112,7 +97,7 @@ fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
     let state = g.json(&["state", "get", "--session", "s"]);
     assert_eq!(state["state"], json!({"n": 1, "l": []}));
     assert_eq!(state["checkpoint"], 1);
-    g.ok(&["state", "update", "--session", "s", "n", "2"]);
+    g.state_update("s", &["n", "2"]);
     assert_eq!(g.json(&["state", "get", "--session", "s"])["checkpoint"], 2);
 }
 
@@ -187,21 +172,14 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
         "true",
     );
     g.wait(&id);
-    g.ok(&["state", "update", "--session", "s", "l", "[\"before\"]"]);
+    g.state_update("s", &["l", "[\"before\"]"]);
 
     // Worktree root full: git cannot check out; nothing half made is left.
     let filler = fill_up(&root);
-    let out = g.run(&["spawn", "--", "true"]);
-    assert_ne!(out.code, 0);
-    assert!(out.stderr.contains("git worktree add"), "{}", out.stderr);
+    g.fails(&["spawn", "--", "true"], &["git worktree add"]);
     assert!(g.worktree_dirs().is_empty());
     assert_eq!(g.git(&["branch", "--list", "grove/*"]), "");
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(1)
-    );
+    assert_eq!(g.all_agents().len(), 1);
     fs::remove_file(filler).expect("free");
 
     // State directory full: the write is refused, the database stays whole.
@@ -228,9 +206,8 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
         checkpoint,
         "every acknowledged batch, nothing else"
     );
-    g.ok(&["state", "update", "--session", "s", "l", "[\"after\"]"]);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    g.state_update("s", &["l", "[\"after\"]"]);
+    let db = g.stopped_db();
     let check: String = db
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .expect("check");
@@ -336,11 +313,7 @@ fn a_git_helper_of_a_killed_daemon_is_killed_before_the_next_daemon_starts() {
 #[test]
 fn a_stale_trash_directory_does_not_stop_a_removal() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!("until [ -e {} ]; do sleep 0.02; done", gate.display()),
-    );
+    let (id, gate) = g.spawn_gated(&[], "", "");
     let worktree = std::path::PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
     let stale = worktree.with_file_name(format!(".grove-trash-{id}"));
     fs::create_dir_all(stale.join("left")).expect("stale trash");
@@ -443,12 +416,7 @@ fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
         "{status}"
     );
     // Requests that need no recovery are answered meanwhile.
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(2 * BACKLOG)
-    );
+    assert_eq!(g.all_agents().len(), 2 * BACKLOG);
     fs::write(&rollbacks, "").expect("gate");
 
     let all = g.json(&["list", "--all"])["agents"].clone();

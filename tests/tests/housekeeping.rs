@@ -143,21 +143,12 @@ fn rm_salvages_then_removes_a_kept_worktree() {
     assert!(!worktree.exists());
     assert_work_on(&g, &format!("grove/{id}"), &work);
     let log = g.json(&["gc", "--log"]);
-    let entry = log["removals"]
-        .as_array()
-        .expect("removals")
-        .iter()
+    let entry = each(&log, "removals")
         .find(|r| r["reason"] == "rm")
         .expect("rm logged");
     assert_eq!(entry["agent_id"], id.as_str());
     assert_eq!(entry["salvage_ref"], format!("grove/{id}").as_str());
-    let again = g.run(&["rm", &id]);
-    assert_eq!(again.code, 2);
-    assert!(
-        again.stderr.contains("no worktree left"),
-        "{}",
-        again.stderr
-    );
+    g.refused(&["rm", &id], "no worktree left");
 }
 
 #[test]
@@ -177,12 +168,7 @@ fn gc_prunes_idle_worktrees_after_a_dry_run_and_forgets_expired_records() {
         .starts_with("prune: idle for"));
     assert_eq!(dry["records_deleted"], serde_json::json!([clean]));
     assert!(worktree.exists(), "a dry run removes nothing");
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(g.all_agents().len(), 2);
 
     let done = g.json(&["gc"]);
     assert_eq!(
@@ -193,10 +179,7 @@ fn gc_prunes_idle_worktrees_after_a_dry_run_and_forgets_expired_records() {
     assert_work_on(&g, &format!("grove/{id}"), &work);
     // Retention counts from the end of an agent's life; with 1ms both records expire
     // once no worktree is left. Their branches stay: only the records go.
-    let mut deleted: Vec<String> = done["records_deleted"]
-        .as_array()
-        .expect("deleted")
-        .iter()
+    let mut deleted: Vec<String> = each(&done, "records_deleted")
         .map(|v| v.as_str().expect("id").to_string())
         .collect();
     deleted.sort();
@@ -315,10 +298,7 @@ fn startup_scan_reconciles_disk_git_and_processes() {
     assert_eq!(listed[1], g.record(&kept)["worktree"].as_str().expect("wt"));
     g.git(&["fsck", "--strict"]);
     let log = g.json(&["gc", "--log"]);
-    let reasons: Vec<&str> = log["removals"]
-        .as_array()
-        .expect("removals")
-        .iter()
+    let reasons: Vec<&str> = each(&log, "removals")
         .filter_map(|r| r["reason"].as_str())
         .collect();
     assert!(

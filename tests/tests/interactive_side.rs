@@ -202,12 +202,7 @@ fn binary_input_arrives_byte_for_byte() {
 
 #[test]
 fn a_queued_agent_gets_its_input_and_it_is_not_kept_once_it_started() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let hold = g.dir.path().join("hold");
-    let first = g.spawn(
-        &[],
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
-    );
+    let (g, first, hold) = one_slot_held();
     let secret = format!("secret-{}", std::process::id());
     let queued = spawn_in(
         &g,
@@ -237,12 +232,7 @@ fn a_queued_agent_gets_its_input_and_it_is_not_kept_once_it_started() {
 
 #[test]
 fn a_cancelled_queued_agent_leaves_no_input_behind() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let hold = g.dir.path().join("hold");
-    let first = g.spawn(
-        &[],
-        &format!("while [ ! -e {} ]; do sleep 0.05; done", hold.display()),
-    );
+    let (g, first, hold) = one_slot_held();
     let queued = spawn_in(&g, &g.repo, &[], "cat", Some(b"private\n"));
     let kept = g.home.join("agents").join(&queued).join("stdin");
     assert!(kept.exists());
@@ -331,17 +321,16 @@ fn built_in_presets_build_their_documented_argv() {
     assert_eq!(print_argv(&g, &["--agent", "claude"]), ["claude"]);
     assert_eq!(print_argv(&g, &["--agent", "aider"]), ["aider"]);
     // A prompt that would be dropped is refused instead.
-    let out = g.run(&["spawn", "--print-argv", "--agent", "aider", "do it"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("takes no prompt"), "{}", out.stderr);
-    let out = g.run(&["spawn", "--agent", "claude", "--headless"]);
-    assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("needs a prompt"), "{}", out.stderr);
+    g.refused(
+        &["spawn", "--print-argv", "--agent", "aider", "do it"],
+        "takes no prompt",
+    );
+    g.refused(
+        &["spawn", "--agent", "claude", "--headless"],
+        "needs a prompt",
+    );
     let listed = g.json(&["agents"]);
-    let names: Vec<&str> = listed["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let names: Vec<&str> = each(&listed, "agents")
         .map(|p| p["name"].as_str().expect("name"))
         .collect();
     assert_eq!(names, ["aider", "claude", "codex", "gemini"]);
@@ -389,10 +378,7 @@ fn a_user_preset_runs_its_command_with_the_prompt_and_its_env() {
     let log = finished_log(&g, &id);
     assert!(log.contains("arg: claude-override\nvar: mine\n"), "{log}");
     let listed = g.json(&["agents"]);
-    let claude = listed["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let claude = each(&listed, "agents")
         .find(|p| p["name"] == "claude")
         .expect("claude")
         .clone();
@@ -428,13 +414,9 @@ fn a_repository_preset_adds_names_but_never_replaces_a_known_one() {
 #[test]
 fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
     let g = Grove::new();
-    let out = g.run(&["spawn", "--agent", "clod", "fix it"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("no agent preset `clod`")
-            && out.stderr.contains("aider, claude, codex, gemini"),
-        "{}",
-        out.stderr
+    g.refused_all(
+        &["spawn", "--agent", "clod", "fix it"],
+        &["no agent preset `clod`", "aider, claude, codex, gemini"],
     );
     // A preset whose program is not on the caller's PATH: refused at spawn, exit 2.
     let out = g.run_env(
@@ -450,13 +432,7 @@ fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
     // A bad preset table is named with its file.
     fs::create_dir_all(&g.home).expect("home");
     fs::write(g.home.join("config.toml"), "[agents.x]\ntty = true\n").expect("config");
-    let out = g.run(&["agents"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("[agents.x] has no `command`"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["agents"], "[agents.x] has no `command`");
     assert_eq!(agent_count_without_daemon(&g), 0);
 }
 
@@ -529,13 +505,7 @@ fn pause_and_resume(g: &Grove) {
     let listed = g.ok(&["list"]);
     assert!(listed.contains("paused"), "{listed}");
     // Twice is a clear error, and changes nothing.
-    let again = g.run(&["pause", &id]);
-    assert_ne!(again.code, 0);
-    assert!(
-        again.stderr.contains("nothing to pause"),
-        "{}",
-        again.stderr
-    );
+    g.fails(&["pause", &id], &["nothing to pause"]);
     assert_eq!(g.json(&["resume", &id])["status"], "running");
     advances(&file);
     let again = g.run(&["resume", &id]);
@@ -600,14 +570,9 @@ fn pausing_what_does_not_run_is_a_clear_error() {
     let g = Grove::new();
     let id = g.spawn(&[], "true");
     g.wait(&id);
-    let out = g.run(&["pause", &id]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(&format!(
-            "agent {id} is succeeded, so there is nothing to pause"
-        )),
-        "{}",
-        out.stderr
+    g.refused(
+        &["pause", &id],
+        &format!("agent {id} is succeeded, so there is nothing to pause"),
     );
     let out = g.run(&["pause", "nosuchid"]);
     assert_ne!(out.code, 0);
@@ -783,13 +748,9 @@ fn a_bad_notify_setting_is_named_and_nothing_starts() {
         "[notify]\ncommand = [\"true\"]\nevents = [\"done\"]\n",
     )
     .expect("config");
-    let out = g.run(&["config"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr.contains("unknown event `done`")
-            && out.stderr.contains("waiting, exited, failed"),
-        "{}",
-        out.stderr
+    g.fails(
+        &["config"],
+        &["unknown event `done`", "waiting, exited, failed"],
     );
 }
 

@@ -62,12 +62,7 @@ fn jail_confines_writes_to_the_worktree_and_git_can_still_commit() {
 
     // Inside: git add && git commit from the worktree, onto the agent's branch.
     assert!(log.contains("committed"), "{log}");
-    let branch = format!("grove/{id}");
-    assert_eq!(
-        g.git(&["log", "--format=%s", &format!("main..{branch}")]),
-        "jailed commit\n"
-    );
-    assert_eq!(g.git(&["show", &format!("{branch}:new.txt")]), "hi\n");
+    g.assert_one_commit_on_branch(&id, "jailed commit", "new.txt", "hi\n");
     assert_eq!(record["salvaged"], false);
     g.git(&["fsck", "--strict"]);
 
@@ -152,9 +147,7 @@ fn jail_write_opens_one_more_path() {
     );
 
     // Without --jail, --jail-write is a mistake, and said to be one.
-    let out = g.run(&["spawn", "--jail-write", "cache", "--", "true"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("--jail"), "{}", out.stderr);
+    g.refused(&["spawn", "--jail-write", "cache", "--", "true"], "--jail");
 }
 
 #[test]
@@ -419,13 +412,7 @@ fn a_jailed_agents_children_are_jailed_too() {
         escape.display()
     );
     let id = g.spawn(&["--jail", "--env", &format!("GROVE_BIN={BIN}")], &script);
-    let record = g.wait(&id);
-    assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
-    let child = g
-        .git(&["show", &format!("grove/{id}:child.id")])
-        .trim()
-        .to_string();
-    let child_record = g.wait(&child);
+    let (_, child_record) = g.child_of_succeeded(&id);
     assert_eq!(
         child_record["jail"], true,
         "--no-jail from inside a jail is overridden"

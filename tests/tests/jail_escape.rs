@@ -49,6 +49,18 @@ fn sha_of(path: &Path) -> Vec<u8> {
     fs::read(path).unwrap_or_default()
 }
 
+/// The user's main and its index are as they were before agent `id` ran, and the
+/// work.txt it left is saved on its branch.
+fn assert_main_kept_and_work_saved(g: &Grove, id: &str, main: &str, index: &[u8]) {
+    assert_eq!(rev(g, "main"), main, "salvage committed onto main");
+    assert_eq!(
+        sha_of(&g.repo.join(".git/index")),
+        index,
+        "main index touched"
+    );
+    assert_eq!(g.git(&["show", &format!("grove/{id}:work.txt")]), "work\n");
+}
+
 #[test]
 fn a_jailed_agent_cannot_move_or_delete_anything_of_the_users_repository() {
     if !have_landlock() {
@@ -130,12 +142,7 @@ fn a_jailed_agent_cannot_move_or_delete_anything_of_the_users_repository() {
     );
 
     // Its own commit still lands on its branch in the user's repository.
-    let branch = format!("grove/{id}");
-    assert_eq!(
-        g.git(&["log", "--format=%s", &format!("main..{branch}")]),
-        "own commit\n"
-    );
-    assert_eq!(g.git(&["show", &format!("{branch}:mine.txt")]), "mine\n");
+    g.assert_one_commit_on_branch(&id, "own commit", "mine.txt", "mine\n");
     assert_eq!(record["branch_exists"], true);
     assert!(!Path::new(record["worktree"].as_str().expect("path")).exists());
 }
@@ -171,15 +178,8 @@ fn collect_runs_no_driver_or_hook_of_a_jailed_agents_repository() {
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
     assert!(!marker.exists(), "collect ran the agent's driver or hook");
-    assert_eq!(rev(&g, "main"), main);
-    assert_eq!(
-        sha_of(&g.repo.join(".git/index")),
-        index,
-        "main index touched"
-    );
     // What could be saved is saved, through grove's own view of the files.
-    let branch = format!("grove/{id}");
-    assert_eq!(g.git(&["show", &format!("{branch}:work.txt")]), "work\n");
+    assert_main_kept_and_work_saved(&g, &id, &main, &index);
     assert_eq!(record["salvaged"], true);
     assert_eq!(record["tampered"], false);
 }
@@ -200,14 +200,7 @@ fn a_jailed_agent_whose_git_dir_points_at_the_users_gets_its_files_saved_not_mai
     let common = g.repo.join(".git").display().to_string();
     let id = spawn_with(&g, &["--jail"], &[("COMMON", common)], script);
     let record = g.wait(&id);
-    assert_eq!(rev(&g, "main"), main, "salvage committed onto main");
-    assert_eq!(
-        sha_of(&g.repo.join(".git/index")),
-        index,
-        "main index touched"
-    );
-    let branch = format!("grove/{id}");
-    assert_eq!(g.git(&["show", &format!("{branch}:work.txt")]), "work\n");
+    assert_main_kept_and_work_saved(&g, &id, &main, &index);
     assert_eq!(record["tampered"], true, "{record}");
     let worktree = PathBuf::from(record["worktree"].as_str().expect("path"));
     assert!(worktree.exists(), "a tampered worktree is kept");
@@ -406,13 +399,7 @@ fn a_jailed_agents_child_starts_from_the_agents_own_commits() {
         "$GROVE_BIN" wait "$child" > /dev/null; true
     "#;
     let id = spawn_with(&g, &["--jail"], &[("GROVE_BIN", BIN.to_string())], script);
-    let record = g.wait(&id);
-    assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
-    let child = g
-        .git(&["show", &format!("grove/{id}:child.id")])
-        .trim()
-        .to_string();
-    let child_record = g.wait(&child);
+    let (child, child_record) = g.child_of_succeeded(&id);
     assert_eq!(child_record["outcome"], "succeeded", "{child_record}");
     assert_eq!(child_record["base_ref"], format!("grove/{id}"));
     let parent_commit = rev(&g, &format!("grove/{id}~1"));
@@ -430,12 +417,9 @@ fn jail_with_sparse_is_refused_clearly_and_leaves_nothing() {
         return;
     }
     let g = Grove::new();
-    let out = g.run(&["spawn", "--jail", "--sparse", "src", "--", "true"]);
-    assert_eq!(out.code, 2, "{}", out.stdout);
-    assert!(
-        out.stderr.contains("--sparse") && out.stderr.contains("--jail"),
-        "{}",
-        out.stderr
+    g.refused_all(
+        &["spawn", "--jail", "--sparse", "src", "--", "true"],
+        &["--sparse", "--jail"],
     );
     assert!(g.worktree_dirs().is_empty());
     assert!(!g.git(&["branch", "--list", "grove/*"]).contains("grove/"));

@@ -128,12 +128,7 @@ fn a_jailed_agent_cannot_spawn_in_another_repository() {
         !marker.exists(),
         "setup or a hook ran in the other repository"
     );
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(1)
-    );
+    assert_eq!(g.all_agents().len(), 1);
 }
 
 #[test]
@@ -245,12 +240,7 @@ fn a_copy_through_a_committed_symlink_is_refused_and_writes_nothing_outside() {
     );
     assert_eq!(fs::read_to_string(&victim).expect("read"), "user's own\n");
     // Only the attackers exist: the refused children left nothing.
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(3)
-    );
+    assert_eq!(g.all_agents().len(), 3);
     assert_eq!(grove_branches(&g.repo).lines().count(), 3);
     assert_eq!(
         g.worktree_dirs().len(),
@@ -380,30 +370,15 @@ fn an_agent_cannot_approve_setup_commands() {
 #[test]
 fn trust_outside_a_repository_or_without_a_file_says_so() {
     let g = Grove::new();
-    let out = g.run(&["trust"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains(".grove.toml does not exist"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["trust"], ".grove.toml does not exist");
     let nowhere = g.dir.path().join("nowhere");
     fs::create_dir_all(&nowhere).expect("mkdir");
-    let out = g.run(&["trust", "--repo", nowhere.to_str().expect("utf-8")]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("is not inside a git repository"),
-        "{}",
-        out.stderr
+    g.refused(
+        &["trust", "--repo", nowhere.to_str().expect("utf-8")],
+        "is not inside a git repository",
     );
     configure(&g, "[worktree]\ncopies = [\"x\"]\n");
-    let out = g.run(&["trust"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("unknown field `copies`"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["trust"], "unknown field `copies`");
 }
 
 #[test]
@@ -428,12 +403,7 @@ fn a_jailed_agents_setup_command_cannot_reach_the_daemon_as_the_user() {
         "{child_log}"
     );
     // Only the attacker and its child: no agent was started by the setup command.
-    assert_eq!(
-        g.json(&["list", "--all"])["agents"]
-            .as_array()
-            .map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(g.all_agents().len(), 2);
     assert!(!escape.exists(), "an unjailed agent wrote outside");
     // The approval still stands.
     let id = g.spawn(&[], "true");

@@ -108,11 +108,7 @@ fn five_agents_in_parallel_edit_the_same_file_each_on_its_own_branch() {
 #[test]
 fn running_agent_worktree_is_locked_and_known_to_git() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display()),
-    );
+    let (id, gate) = g.spawn_gated(&[], "", "");
     let record = g.record(&id);
     assert_eq!(record["status"], "running");
     let worktree = record["worktree"].as_str().expect("worktree").to_string();
@@ -167,13 +163,7 @@ fn kill_stops_the_whole_tree_including_background_and_escaped_grandchildren() {
     }
     assert!(g.worktree_dirs().is_empty());
     // Killing a finished agent is refused clearly.
-    let again = g.run(&["kill", &id]);
-    assert_eq!(again.code, 2, "{}", again.stderr);
-    assert!(
-        again.stderr.contains("already finished"),
-        "{}",
-        again.stderr
-    );
+    g.refused(&["kill", &id], "already finished");
 }
 
 #[test]
@@ -283,14 +273,7 @@ fn agent_sees_its_identity_and_user_env_but_values_are_not_recorded() {
 #[test]
 fn logs_follow_streams_until_the_agent_ends() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!(
-            "echo first; while [ ! -e '{}' ]; do sleep 0.02; done; echo second",
-            gate.display()
-        ),
-    );
+    let (id, gate) = g.spawn_gated(&[], "echo first", "echo second");
     let follower = g
         .command()
         .args(["logs", "-f", &id])
@@ -331,13 +314,7 @@ fn ids_resolve_by_unique_prefix() {
     let id = g.spawn(&[], "true");
     g.wait(&id);
     assert_eq!(g.json(&["show", &id[..3]])["id"], id.as_str());
-    let out = g.run(&["show", "zz"]);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains("no agent has an id starting with `zz`"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["show", "zz"], "no agent has an id starting with `zz`");
 }
 
 #[test]
@@ -381,12 +358,9 @@ fn sparse_spawn_checks_out_only_the_given_directories_and_loses_nothing_else() {
         1,
         "{changed}"
     );
-    let bad = g.run(&["spawn", "--sparse", "../x", "--", "true"]);
-    assert_eq!(bad.code, 2);
-    assert!(
-        bad.stderr.contains("relative to the repository root"),
-        "{}",
-        bad.stderr
+    g.refused(
+        &["spawn", "--sparse", "../x", "--", "true"],
+        "relative to the repository root",
     );
 }
 

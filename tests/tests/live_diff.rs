@@ -135,15 +135,9 @@ fn overlaps_sees_running_agents_uncommitted_and_untracked_changes() {
         });
     }
     let overlaps = g.json(&["overlaps", "--hunks"]);
-    let files: Vec<(String, Vec<String>)> = overlaps["files"]
-        .as_array()
-        .expect("files")
-        .iter()
+    let files: Vec<(String, Vec<String>)> = each(&overlaps, "files")
         .map(|f| {
-            let mut ids: Vec<String> = f["agents"]
-                .as_array()
-                .expect("agents")
-                .iter()
+            let mut ids: Vec<String> = each(f, "agents")
                 .filter_map(|x| x["id"].as_str().map(String::from))
                 .collect();
             ids.sort();
@@ -168,14 +162,7 @@ fn overlaps_sees_running_agents_uncommitted_and_untracked_changes() {
 #[test]
 fn a_repeated_live_diff_follows_every_change_and_its_scratch_index_goes_at_collect() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!(
-            "echo aaa >> README.md; while [ ! -e '{}' ]; do sleep 0.02; done",
-            gate.display()
-        ),
-    );
+    let (id, gate) = g.spawn_gated(&[], "echo aaa >> README.md", "");
     let worktree = std::path::PathBuf::from(
         g.record(&id)["worktree"]
             .as_str()

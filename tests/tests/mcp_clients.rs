@@ -91,12 +91,7 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
     assert_eq!(r["failures"], serde_json::json!([]), "{r:#}");
     let tools = tool_names(&r);
     assert_eq!(tools, MCP_TOOLS);
-    let mut called: Vec<&str> = r["called"]
-        .as_array()
-        .expect("called")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let mut called: Vec<&str> = each(&r, "called").filter_map(Value::as_str).collect();
     called.sort();
     called.dedup();
     assert_eq!(called, tools, "every tool answered with structured content");

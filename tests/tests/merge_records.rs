@@ -80,10 +80,7 @@ fn overlaps_and_the_suggested_order_skip_merged_failed_and_live_agents() {
     let live = g.spawn(&[], "echo live > LIVE.txt; sleep 60");
     let good = done(&g, &[], "echo good > GOOD.txt");
     let merged = g.json(&["merge", &good]);
-    let order: Vec<&str> = merged["order"]
-        .as_array()
-        .expect("order")
-        .iter()
+    let order: Vec<&str> = each(&merged, "order")
         .filter_map(|n| n["id"].as_str())
         .collect();
     assert_eq!(order, [other.as_str()], "{merged}");
@@ -117,16 +114,11 @@ fn discard_merged_drops_every_merged_branch_and_keeps_their_tips() {
     g.json(&["merge", "--squash", &squashed]);
     g.json(&["merge", &plain]);
     // Without a terminal to ask on, it needs --yes, and changes nothing.
-    let refused = g.run(&["discard", "--merged"]);
-    assert_eq!(refused.code, 2, "{}", refused.stderr);
-    assert!(refused.stderr.contains("--yes"), "{}", refused.stderr);
+    g.refused(&["discard", "--merged"], "--yes");
     assert_eq!(reviewed(&g, &["--all"]).len(), 3);
 
     let out = g.json(&["discard", "--merged", "--yes"]);
-    let mut gone: Vec<&str> = out["discarded"]
-        .as_array()
-        .expect("discarded")
-        .iter()
+    let mut gone: Vec<&str> = each(&out, "discarded")
         .filter_map(|d| d["id"].as_str())
         .collect();
     gone.sort_unstable();

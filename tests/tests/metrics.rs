@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{call, can_run, client, doctor_check, eventually, Grove};
+use support::{call, can_run, client, doctor_check, each, eventually, Grove};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -161,17 +161,11 @@ fn prometheus_scrapes_the_endpoint_and_counts_the_spawns() {
     assert_eq!(up["data"]["result"][0]["value"][1], "1", "{up}");
     // `grove metrics --json` agrees with what was scraped.
     let metrics = g.json(&["metrics"]);
-    let spawn = metrics["metrics"]
-        .as_array()
-        .expect("metrics")
-        .iter()
+    let spawn = each(&metrics, "metrics")
         .find(|m| m["name"] == "grove_spawn_seconds")
         .expect("spawn histogram")
         .clone();
-    let total: f64 = spawn["series"]
-        .as_array()
-        .expect("series")
-        .iter()
+    let total: f64 = each(&spawn, "series")
         .filter_map(|s| s["value"].as_f64())
         .sum();
     assert_eq!(total, 3.0, "{spawn}");
@@ -290,7 +284,7 @@ fn slo_checkpoint_save_breaches_and_recovers() {
     let g = watched(&[("GROVE_SLO_CHECKPOINT_SAVE_P95", "0")]);
     let rx = subscribe(&g);
     create_session(&g, "s");
-    g.ok(&["state", "update", "--session", "s", "count", "1"]);
+    g.state_update("s", &["count", "1"]);
     // The slow saves leave the window: met again.
     breach_then_recover(&g, &rx, "checkpoint_save_p95", "checkpoint save p95", || {});
 }
@@ -300,7 +294,7 @@ fn slo_restore_breaches_and_recovers() {
     let g = watched(&[("GROVE_SLO_RESTORE_P95", "0")]);
     let rx = subscribe(&g);
     create_session(&g, "s");
-    g.ok(&["state", "update", "--session", "s", "count", "1"]);
+    g.state_update("s", &["count", "1"]);
     g.ok(&["state", "get", "--session", "s", "--at", "1"]);
     breach_then_recover(&g, &rx, "restore_p95", "restore p95", || {});
 }
@@ -311,9 +305,9 @@ fn slo_session_state_size_breaches_and_recovers() {
     let rx = subscribe(&g);
     create_session(&g, "s");
     let big = format!("\"{}\"", "x".repeat(500));
-    g.ok(&["state", "update", "--session", "s", "plan", &big]);
+    g.state_update("s", &["plan", &big]);
     breach_then_recover(&g, &rx, "session_state_p99", "session state p99", || {
-        g.ok(&["state", "update", "--session", "s", "plan", "\"short\""]);
+        g.state_update("s", &["plan", "\"short\""]);
     });
 }
 
@@ -323,7 +317,7 @@ fn slo_checkpoints_per_session_breaches_and_recovers() {
     let rx = subscribe(&g);
     create_session(&g, "s");
     for n in 1..=3 {
-        g.ok(&["state", "update", "--session", "s", "count", &n.to_string()]);
+        g.state_update("s", &["count", &n.to_string()]);
     }
     breach_then_recover(
         &g,
@@ -358,15 +352,8 @@ fn slo_start_to_ready_breaches_and_recovers() {
 fn slo_schema_mismatch_breaches_and_recovers() {
     let g = watched(&[]);
     create_session(&g, "s");
-    g.ok(&["state", "update", "--session", "s", "count", "1"]);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
-    db.execute(
-        "UPDATE sessions SET schema_version = 99 WHERE name = 's'",
-        [],
-    )
-    .expect("bump");
-    drop(db);
+    g.state_update("s", &["count", "1"]);
+    g.alter_stopped_db("UPDATE sessions SET schema_version = 99 WHERE name = 's'");
     let rx = subscribe(&g);
     let out = g.run(&["state", "get", "--session", "s"]);
     assert_ne!(out.code, 0, "{}", out.stdout);
@@ -439,21 +426,12 @@ fn json_logs_follow_one_agent_through_requests_and_its_own_spans() {
 #[test]
 fn an_unknown_log_format_is_refused_with_the_choices() {
     let g = Grove::new().with_env(&[("GROVE_LOG_FORMAT", "xml")]);
-    let out = g.run(&["daemon", "run"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr.contains("GROVE_LOG_FORMAT") && out.stderr.contains("json"),
-        "{}",
-        out.stderr
-    );
+    g.fails(&["daemon", "run"], &["GROVE_LOG_FORMAT", "json"]);
 }
 
 fn metric_value(g: &Grove, name: &str, labels: &[(&str, &str)]) -> f64 {
     let metrics = g.json(&["metrics"]);
-    metrics["metrics"]
-        .as_array()
-        .expect("metrics")
-        .iter()
+    each(&metrics, "metrics")
         .filter(|m| m["name"] == name)
         .flat_map(|m| m["series"].as_array().cloned().unwrap_or_default())
         .find(|s| {

@@ -15,14 +15,7 @@ fn events_arrive_in_order_and_can_be_filtered_by_agent() {
         call(&mut all, "events.subscribe", json!({})).expect("sub")["subscribed"],
         true
     );
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &["--session", "ev"],
-        &format!(
-            "echo hi > hi.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
-            gate.display()
-        ),
-    );
+    let (id, gate) = g.spawn_gated(&["--session", "ev"], "echo hi > hi.txt", "");
     let mut one = client(&g);
     call(&mut one, "events.subscribe", json!({"agent": id})).expect("sub");
     // Only now may the agent end: the filtered subscriber must see it exit.
@@ -192,11 +185,8 @@ fn an_agent_connecting_directly_may_not_touch_what_is_not_its_own() {
     )
     .expect("schema");
     let schema = schema.to_str().expect("utf8");
-    let gate = g.dir.path().join("gate");
-    let sibling = g.spawn(
-        &["--session", "other", "--schema", schema],
-        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display()),
-    );
+    let (sibling, _never_opened) =
+        g.spawn_gated(&["--session", "other", "--schema", schema], "", "");
     let probe = g.dir.path().join("probe.py");
     fs::write(&probe, PROBE).expect("probe");
     let out = g.dir.path().join("out.json");

@@ -288,18 +288,7 @@ fn a_crash_while_a_spawn_takes_a_pool_worktree_loses_nothing() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     g.wait(out.stdout.trim());
     wait_for_ready_pool(&g, 1);
-    g.crash_during(
-        "mid_pool_adopt",
-        &[
-            "spawn",
-            "--env",
-            "X=kept",
-            "--",
-            "sh",
-            "-c",
-            "echo $X > x.txt",
-        ],
-    );
+    g.crash_during("mid_pool_adopt", SPAWN_KEEPING_ENV);
 
     // The next daemon rolls the half-taken worktree back and runs the agent afresh.
     let agents = g.json(&["list", "--all"])["agents"].clone();

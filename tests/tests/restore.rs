@@ -41,11 +41,7 @@ fn a_restored_worktree_lives_under_the_root_and_is_tracked_like_an_agents() {
     assert_eq!(record["worktree"], restored["worktree"], "{record}");
     let list = g.json(&["list", "--all"]);
     assert!(
-        list["agents"]
-            .as_array()
-            .expect("agents")
-            .iter()
-            .any(|a| a["id"] == id.as_str()),
+        each(&list, "agents").any(|a| a["id"] == id.as_str()),
         "{list}"
     );
     // Its diff is the salvaged work against where it forked from main.
@@ -82,14 +78,12 @@ fn a_restored_worktree_lives_under_the_root_and_is_tracked_like_an_agents() {
 #[test]
 fn restoring_an_unknown_ref_is_refused_and_leaves_nothing() {
     let g = Grove::new();
-    let out = g.run(&["restore", "no-such-thing"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr
-            .contains("no salvage ref `refs/grove/salvage/no-such-thing`")
-            && out.stderr.contains("grove salvaged"),
-        "{}",
-        out.stderr
+    g.fails(
+        &["restore", "no-such-thing"],
+        &[
+            "no salvage ref `refs/grove/salvage/no-such-thing`",
+            "grove salvaged",
+        ],
     );
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
     assert!(g.worktree_dirs().is_empty());

@@ -87,12 +87,8 @@ fn a_spawn_whose_answer_a_crash_cut_off_is_retried_without_a_second_agent() {
     let id = g.spawn(&[], &script);
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{record}");
-    let agents = g.json(&["list", "--all"])["agents"].clone();
-    assert_eq!(
-        agents.as_array().map(Vec::len),
-        Some(1),
-        "one agent: {agents}"
-    );
+    let agents = g.all_agents();
+    assert_eq!(agents.len(), 1, "one agent: {agents:?}");
     assert_eq!(runs(&runs_dir, &id), 1, "the agent ran once");
     assert!(
         !g.daemon_log_lines("GROVE_TEST_CRASH_AT: crashing on purpose")
@@ -104,13 +100,10 @@ fn a_spawn_whose_answer_a_crash_cut_off_is_retried_without_a_second_agent() {
 #[test]
 fn a_state_update_whose_answer_a_crash_cut_off_counts_once() {
     let g = Grove::new();
-    fs::write(
-        g.repo.join(".grove.toml"),
+    commit_schema(
+        &g,
         "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\n",
-    )
-    .expect("schema");
-    g.git(&["add", ".grove.toml"]);
-    g.git(&["commit", "-qm", "schema"]);
+    );
     let gate = g.dir.path().join("gate");
     let done = g.dir.path().join("updated");
     let script = format!(
@@ -140,11 +133,7 @@ fn a_state_update_whose_answer_a_crash_cut_off_counts_once() {
 #[test]
 fn a_wait_in_flight_while_the_daemon_is_killed_completes_after_the_restart() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let id = g.spawn(
-        &[],
-        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display()),
-    );
+    let (id, gate) = g.spawn_gated(&[], "", "");
     let mut wait = g.command();
     wait.args(["--json", "wait", &id]).stdout(Stdio::piped());
     let waiting = wait.spawn().expect("grove wait");
@@ -181,7 +170,7 @@ fn a_state_watch_resumes_after_the_daemon_is_killed() {
         resumed.contains("state.lagged") && resumed.contains("reconnected"),
         "{resumed}"
     );
-    g.ok(&["state", "update", "--session", "w", "x", "1"]);
+    g.state_update("w", &["x", "1"]);
     let update = lines.next().expect("line").expect("read");
     assert!(update.contains("state.updated"), "{update}");
     let _ = watching.kill();
@@ -310,12 +299,8 @@ fn an_mcp_clients_spawn_and_state_update_cut_off_by_a_crash_complete_once() {
         serde_json::from_str(spawned["text"].as_str().unwrap_or_default()).expect("record");
     let id = spawned["id"].as_str().expect("id").to_string();
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
-    let agents = g.json(&["list", "--all"])["agents"].clone();
-    assert_eq!(
-        agents.as_array().map(Vec::len),
-        Some(1),
-        "one agent: {agents}"
-    );
+    let agents = g.all_agents();
+    assert_eq!(agents.len(), 1, "one agent: {agents:?}");
     assert_eq!(runs(&runs_dir, &id), 1, "the agent ran once");
 
     crash_before_answering(&g);
@@ -382,10 +367,6 @@ fn a_spawn_sent_again_while_its_agent_is_prepared_answers_once_it_runs() {
     assert_eq!(answer["result"]["status"], "running", "{answer}");
     let id = answer["result"]["id"].as_str().expect("id").to_string();
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
-    let agents = g.json(&["list", "--all"])["agents"].clone();
-    assert_eq!(
-        agents.as_array().map(Vec::len),
-        Some(1),
-        "one agent: {agents}"
-    );
+    let agents = g.all_agents();
+    assert_eq!(agents.len(), 1, "one agent: {agents:?}");
 }

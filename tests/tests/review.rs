@@ -55,10 +55,7 @@ fn agents_on_different_files_merge_cleanly_in_any_order() {
     let ((docs, docs_branch), (code, code_branch)) = (&ags[0], &ags[1]);
 
     let review = g.json(&["review"]);
-    let listed: Vec<&str> = review["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
+    let listed: Vec<&str> = each(&review, "agents")
         .map(|a| a["id"].as_str().expect("id"))
         .collect();
     assert_eq!(listed, [code.as_str(), docs.as_str()], "newest first");
@@ -347,10 +344,7 @@ fn overlap_radar_lists_shared_files_lines_and_base_changes() {
     // not move under it, is suggested first.
     let report = g.json(&["merge", a]);
     assert_eq!(report["result"], "merged");
-    let order: Vec<&str> = report["order"]
-        .as_array()
-        .expect("order")
-        .iter()
+    let order: Vec<&str> = each(&report, "order")
         .map(|n| n["id"].as_str().expect("id"))
         .collect();
     assert_eq!(order, [c.as_str(), b.as_str()]);
@@ -373,13 +367,7 @@ fn merge_into_a_dirty_checkout_is_refused_and_changes_nothing() {
 
     // Only what the merge would write stands in the way: here x.txt, untracked.
     fs::write(g.repo.join("x.txt"), "wip\n").expect("write");
-    let out = g.run(&["merge", id]);
-    assert_eq!(out.code, 2, "{} {}", out.stdout, out.stderr);
-    assert!(
-        out.stderr.contains("uncommitted changes") && out.stderr.contains("untracked: x.txt"),
-        "{}",
-        out.stderr
-    );
+    g.refused_all(&["merge", id], &["uncommitted changes", "untracked: x.txt"]);
     assert_eq!(
         fs::read_to_string(g.repo.join("x.txt")).ok().as_deref(),
         Some("wip\n")
@@ -387,9 +375,7 @@ fn merge_into_a_dirty_checkout_is_refused_and_changes_nothing() {
     fs::remove_file(g.repo.join("x.txt")).expect("rm");
     fs::write(g.repo.join("README.md"), "edited\n").expect("write");
     for mode in ["--squash", "--rebase"] {
-        let out = g.run(&["merge", id, mode]);
-        assert_eq!(out.code, 2, "{mode}: {}", out.stderr);
-        assert!(out.stderr.contains("README.md"), "{}", out.stderr);
+        g.refused(&["merge", id, mode], "README.md");
     }
     assert_eq!(g.git(&["status", "--porcelain"]), " M README.md\n");
     assert_eq!(tip(&g, "HEAD"), head);
@@ -418,9 +404,7 @@ fn merge_into_another_worktree_or_a_branch_checked_out_nowhere() {
         release.to_str().expect("path"),
     ]);
     fs::write(release.join("x.txt"), "wip\n").expect("write");
-    let out = g.run(&["merge", id, "--into", "release"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("x.txt"), "{}", out.stderr);
+    g.refused(&["merge", id, "--into", "release"], "x.txt");
     assert_eq!(tip(&g, "release"), head);
 
     fs::remove_file(release.join("x.txt")).expect("rm");
@@ -465,9 +449,7 @@ fn discard_needs_confirmation_and_keeps_the_tip_reachable() {
     let (id, branch) = &ags[0];
     let branch_tip = tip(&g, branch);
 
-    let out = g.run(&["discard", id]);
-    assert_eq!(out.code, 2, "{} {}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("--yes"), "{}", out.stderr);
+    g.refused(&["discard", id], "--yes");
     assert_eq!(tip(&g, branch), branch_tip);
 
     let out = g.ok(&["discard", id, "--yes"]);

@@ -37,16 +37,13 @@ fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
         .expect("update");
     }
     g.ok(&["state", "pin", "--session", "old", "5"]);
-    g.ok(&["state", "update", "--session", "other", "count", "3"]);
+    g.state_update("other", &["count", "3"]);
     let out = g.ok(&["session", "rm", "old", "--reason", "done with it"]);
     assert!(out.contains("deleted session old (70 checkpoints"), "{out}");
     assert_eq!(session_names(&g), vec!["other"]);
-    let out = g.run(&["state", "get", "--session", "old"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("no session `old`"), "{}", out.stderr);
+    g.refused(&["state", "get", "--session", "old"], "no session `old`");
     // Nothing of it is left in the database, after a restart too.
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let db = g.stopped_db();
     for table in ["checkpoints", "snapshots", "pins"] {
         let n: i64 = db
             .query_row(
@@ -87,9 +84,7 @@ fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
             .trim(),
         "3"
     );
-    let out = g.run(&["session", "rm", "nope"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("no session `nope`"), "{}", out.stderr);
+    g.refused(&["session", "rm", "nope"], "no session `nope`");
 }
 
 /// An agent of session `busy` that adds 1 to `count`, waits for `gate`, then runs
@@ -165,7 +160,7 @@ fn a_crash_in_the_middle_of_session_rm_leaves_it_whole_or_gone_with_its_audit_ro
     let g = Grove::new();
     let mut c = client(&g);
     create_session(&mut c, "s", SCHEMA);
-    g.ok(&["state", "update", "--session", "s", "count", "2"]);
+    g.state_update("s", &["count", "2"]);
     drop(c);
     g.ok(&["daemon", "stop"]);
     g.crash_during("mid_session_rm", &["session", "rm", "s"]);
@@ -228,7 +223,7 @@ fn a_session_moves_from_active_to_deleted_and_its_deletion_is_audited() {
     let mut c = client(&g);
     let events = lifecycle_events(&g, "s");
     create_session(&mut c, "s", SCHEMA);
-    g.ok(&["state", "update", "--session", "s", "count", "4"]);
+    g.state_update("s", &["count", "4"]);
     assert_eq!(lifecycle(&g, "s")["lifecycle"], "active");
     assert_eq!(wait_for(&events, "idle"), vec!["idle"]);
     assert_eq!(wait_for(&events, "suspended"), vec!["suspended"]);
@@ -290,7 +285,7 @@ fn a_suspended_session_is_read_from_disk_and_made_active_by_any_read() {
     g.ok(&["daemon", "restart"]);
     assert_eq!(lifecycle(&g, "s")["lifecycle"], "suspended");
     let events = lifecycle_events(&g, "s");
-    g.ok(&["state", "update", "--session", "s", "count", "1"]);
+    g.state_update("s", &["count", "1"]);
     assert_eq!(wait_for(&events, "active"), vec!["active"]);
     let sum = ((0..70).sum::<u64>() + 1).to_string();
     assert_eq!(
@@ -314,7 +309,7 @@ fn a_session_with_a_live_agent_stays_active() {
     let mut c = client(&g);
     create_session(&mut c, "clock", SCHEMA);
     let clock = lifecycle_events(&g, "clock");
-    g.ok(&["state", "update", "--session", "clock", "count", "1"]);
+    g.state_update("clock", &["count", "1"]);
     wait_for(&clock, "suspended");
     assert_eq!(lifecycle(&g, "busy")["lifecycle"], "active");
     fs::write(&gate, "").expect("gate");
@@ -327,7 +322,7 @@ fn at_most_session_cache_heads_stay_in_memory_least_recently_used_out() {
     let mut c = client(&g);
     for name in ["a", "b", "c"] {
         create_session(&mut c, name, SCHEMA);
-        g.ok(&["state", "update", "--session", name, "count", "1"]);
+        g.state_update(name, &["count", "1"]);
     }
     let in_memory = |g: &Grove| -> Vec<bool> {
         ["a", "b", "c"]
@@ -344,7 +339,7 @@ fn at_most_session_cache_heads_stay_in_memory_least_recently_used_out() {
     // After a restart no head is read until used.
     g.ok(&["daemon", "restart"]);
     assert_eq!(in_memory(&g), vec![false, false, false]);
-    g.ok(&["state", "update", "--session", "b", "count", "1"]);
+    g.state_update("b", &["count", "1"]);
     assert_eq!(
         g.ok(&["state", "get", "--session", "b", "count"]).trim(),
         "2"
@@ -361,7 +356,7 @@ fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
     ]);
     let mut c = client(&g);
     create_session(&mut c, "s", SCHEMA);
-    g.ok(&["state", "update", "--session", "s", "count", "5"]);
+    g.state_update("s", &["count", "5"]);
     drop(c);
     g.ok(&["daemon", "stop"]);
     // This daemon dies by SIGKILL in its first pass that moves a session, mid-transaction.
@@ -369,17 +364,7 @@ fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
         &["state", "update", "--session", "s", "count", "1"],
         &[("GROVE_TEST_CRASH_AT", "mid_session_gc")],
     );
-    let lock = g.home.join("daemon.lock");
-    eventually(
-        "the daemon died in the pass",
-        Duration::from_secs(20),
-        || {
-            let pid = fs::read_to_string(&lock)
-                .ok()
-                .and_then(|p| p.trim().parse::<i32>().ok());
-            pid.is_none_or(|pid| !process_exists(pid))
-        },
-    );
+    g.await_daemon_gone("the daemon died in the pass", Duration::from_secs(20));
     assert!(g.daemon_log().contains("mid_session_gc"), "crashed there");
     let expected = if out.code == 0 { "6" } else { "5" };
     assert_eq!(
@@ -400,7 +385,7 @@ fn sessions_unreadable_at_start_are_refused_with_the_cause_and_nothing_changes()
     let g = Grove::new();
     let mut c = client(&g);
     create_session(&mut c, "kept", SCHEMA);
-    g.ok(&["state", "update", "--session", "kept", "count", "2"]);
+    g.state_update("kept", &["count", "2"]);
     drop(c);
     g.ok(&["daemon", "stop"]);
     let rename = |from: &str, to: &str| {

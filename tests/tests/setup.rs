@@ -82,15 +82,13 @@ fn a_failing_setup_command_fails_the_spawn_with_its_output_and_leaves_nothing() 
         "[worktree]\nsetup = [\"echo preparing; echo broken dependency >&2; exit 3\"]\n",
     );
     g.ok(&["trust"]);
-    let out = g.run(&["spawn", "--", "true"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("setup command `echo preparing; echo broken dependency >&2; exit 3` failed"),
-        "{}",
-        out.stderr
+    g.refused_all(
+        &["spawn", "--", "true"],
+        &[
+            "setup command `echo preparing; echo broken dependency >&2; exit 3` failed",
+            "broken dependency",
+        ],
     );
-    assert!(out.stderr.contains("broken dependency"), "{}", out.stderr);
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
     assert!(g.worktree_dirs().is_empty());
     assert_eq!(g.git(&["branch", "--list", "grove/*"]), "");
@@ -101,20 +99,10 @@ fn a_failing_setup_command_fails_the_spawn_with_its_output_and_leaves_nothing() 
 fn bad_worktree_config_is_refused_with_the_file() {
     let g = Grove::new();
     configure(&g, "[worktree]\ncopy = [\"../outside\"]\n");
-    let out = g.run(&["spawn", "--", "true"]);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr
-            .contains(".grove.toml: [worktree] path `../outside`"),
-        "{}",
-        out.stderr
+    g.refused(
+        &["spawn", "--", "true"],
+        ".grove.toml: [worktree] path `../outside`",
     );
     configure(&g, "[worktree]\ncopies = [\"x\"]\n");
-    let out = g.run(&["spawn", "--", "true"]);
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.contains("unknown field `copies`"),
-        "{}",
-        out.stderr
-    );
+    g.refused(&["spawn", "--", "true"], "unknown field `copies`");
 }

@@ -209,21 +209,10 @@ fn b22_a_newer_stored_schema_version_is_refused_not_misread() {
     create_session(&mut c, "s", SCHEMA);
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     drop(c);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
-    db.execute(
-        "UPDATE sessions SET schema_version = 99 WHERE name = 's'",
-        [],
-    )
-    .expect("bump");
-    drop(db);
-    let out = g.run(&["state", "get", "--session", "s"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr
-            .contains("state schema version 99, newer than this grove understands (1)"),
-        "{}",
-        out.stderr
+    g.alter_stopped_db("UPDATE sessions SET schema_version = 99 WHERE name = 's'");
+    g.fails(
+        &["state", "get", "--session", "s"],
+        &["state schema version 99, newer than this grove understands (1)"],
     );
     let out = g.run(&["state", "update", "--session", "s", "count", "1"]);
     assert!(
@@ -242,20 +231,10 @@ fn a_stored_schema_that_cannot_be_read_is_refused_and_the_rest_still_serves() {
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     update(&mut c, "t", json!([{"channel": "count", "value": 2}]));
     drop(c);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
-    db.execute(
-        "UPDATE sessions SET schema = '{\"channels\": 7}' WHERE name = 's'",
-        [],
-    )
-    .expect("break the schema");
-    drop(db);
-    let out = g.run(&["state", "get", "--session", "s"]);
-    assert_ne!(out.code, 0);
-    assert!(
-        out.stderr.contains("stored schema this grove cannot read"),
-        "{}",
-        out.stderr
+    g.alter_stopped_db("UPDATE sessions SET schema = '{\"channels\": 7}' WHERE name = 's'");
+    g.fails(
+        &["state", "get", "--session", "s"],
+        &["stored schema this grove cannot read"],
     );
     let out = g.run(&["state", "update", "--session", "s", "count", "1"]);
     assert!(out.stderr.contains("cannot read"), "{}", out.stderr);
@@ -324,7 +303,7 @@ fn b24_an_agent_writes_only_its_own_session() {
     assert_eq!(get(&mut c, "other", None)["count"], 0);
     assert_eq!(history(&mut c, "mine")[0]["writer"], id.as_str());
     // The user's shell may write any session.
-    g.ok(&["state", "update", "--session", "other", "count", "2"]);
+    g.state_update("other", &["count", "2"]);
     assert_eq!(get(&mut c, "other", None)["count"], 2);
 }
 
@@ -350,10 +329,7 @@ fn ten_agents_writing_a_hundred_updates_each_lose_nothing() {
     let distinct: std::collections::HashSet<&Value> = items.iter().collect();
     assert_eq!(distinct.len(), 1000);
     assert_eq!(state["count"], 1000);
-    let labels: std::collections::HashSet<String> = state["labels"]
-        .as_array()
-        .expect("labels")
-        .iter()
+    let labels: std::collections::HashSet<String> = each(&state, "labels")
         .map(|v| v.as_str().expect("label").to_string())
         .collect();
     let mut expected: std::collections::HashSet<String> =
@@ -375,21 +351,19 @@ fn schema_errors_name_the_file_and_line_and_leave_nothing_behind() {
         "[state]\nversion = 1\n[state.channels]\nx = { reducer = \"average\" }\n",
     )
     .expect("write");
-    let out = g.run(&["spawn", "--", "true"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains(".grove.toml:4:"), "{}", out.stderr);
-    assert!(out.stderr.contains("average"), "{}", out.stderr);
+    g.refused_all(&["spawn", "--", "true"], &[".grove.toml:4:", "average"]);
     let bad = g.dir.path().join("bad.toml");
     fs::write(&bad, "[state]\nversion = 1\n[state.channels\n").expect("write");
-    let out = g.run(&[
-        "spawn",
-        "--schema",
-        bad.to_str().expect("utf8"),
-        "--",
-        "true",
-    ]);
-    assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("bad.toml:3:"), "{}", out.stderr);
+    g.refused(
+        &[
+            "spawn",
+            "--schema",
+            bad.to_str().expect("utf8"),
+            "--",
+            "true",
+        ],
+        "bad.toml:3:",
+    );
     assert_eq!(g.json(&["list", "--all"])["agents"], json!([]));
     assert_eq!(g.json(&["session", "list"])["sessions"], json!([]));
     assert!(g.worktree_dirs().is_empty());
@@ -424,7 +398,7 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
     let subscribed: Value =
         serde_json::from_str(&lines.next().expect("line").expect("read")).expect("json");
     assert_eq!(subscribed["session"], "cli");
-    g.ok(&["state", "update", "--session", "cli", "count", "1"]);
+    g.state_update("cli", &["count", "1"]);
     let seen = lines.next().map(|l| l.expect("read"));
     let first: Value = serde_json::from_str(&seen.expect("a notification")).expect("json");
     assert_eq!(first["method"], "state.updated");
@@ -434,14 +408,7 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
         "{\"items\": [\"a\"], \"plan\": \"p1\"}\n{\"writes\": [{\"channel\": \"labels\", \"value\": [\"x\"]}]}\n",
     )
     .expect("write");
-    let out = g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "cli",
-        "--file",
-        batches.to_str().expect("utf8"),
-    ]);
+    let out = g.state_update("cli", &["--file", batches.to_str().expect("utf8")]);
     assert_eq!(out.lines().count(), 2, "{out}");
     let next: Value =
         serde_json::from_str(&lines.next().expect("line").expect("read")).expect("json");
@@ -460,23 +427,25 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
         r#""$GROVE_BIN" state update plan '"agent plan"'"#,
     );
     assert_eq!(g.wait(&agent)["outcome"], "succeeded");
-    let stale = g.run(&[
-        "state",
-        "update",
-        "--session",
-        "cli",
-        "--base",
-        &(plan_at - 1).to_string(),
-        "plan",
-        "\"mine\"",
-    ]);
-    assert_ne!(stale.code, 0);
-    assert!(stale.stderr.contains("plan"), "{}", stale.stderr);
+    g.fails(
+        &[
+            "state",
+            "update",
+            "--session",
+            "cli",
+            "--base",
+            &(plan_at - 1).to_string(),
+            "plan",
+            "\"mine\"",
+        ],
+        &["plan"],
+    );
     assert_eq!(
         g.json(&["state", "get", "--session", "cli", "plan"])["state"],
         "agent plan"
     );
-    let bad = g.run(&["state", "update", "--session", "cli", "count", "not json"]);
-    assert_eq!(bad.code, 2);
-    assert!(bad.stderr.contains("is not JSON"), "{}", bad.stderr);
+    g.refused(
+        &["state", "update", "--session", "cli", "count", "not json"],
+        "is not JSON",
+    );
 }

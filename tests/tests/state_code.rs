@@ -66,7 +66,7 @@ fn records_the_code(jail: bool) {
                 == "1"
         },
     );
-    g.ok(&["state", "update", "--session", "work", "count", "1"]);
+    g.state_update("work", &["count", "1"]);
     let history = checkpoints(&g, "work");
     let (user, agent) = (&history[0], &history[1]);
     assert_eq!(user["writer"], "user", "{history:?}");
@@ -239,22 +239,23 @@ fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
         serde_json::json!({"name": "plain", "schema_text": {"origin": "t.toml", "text": SCHEMA}}),
     )
     .expect("session.create");
-    g.ok(&["state", "update", "--session", "plain", "count", "1"]);
-    let out = g.run(&[
-        "state",
-        "fork",
-        "--from",
-        "plain",
-        "--at",
-        "1",
-        "--session",
-        "nope",
-        "--spawn",
-        "--",
-        "true",
-    ]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("records no code"), "{}", out.stderr);
+    g.state_update("plain", &["count", "1"]);
+    g.refused(
+        &[
+            "state",
+            "fork",
+            "--from",
+            "plain",
+            "--at",
+            "1",
+            "--session",
+            "nope",
+            "--spawn",
+            "--",
+            "true",
+        ],
+        "records no code",
+    );
     let names = g.ok(&["session", "list"]);
     assert!(!names.contains("nope"), "{names}");
 }

@@ -75,11 +75,10 @@ fn opens_reads_and_writes(fixture_name: &str) {
     let history = g.json(&["state", "history", "--session", "legacy", "--limit", "3"]);
     assert_eq!(history["checkpoints"][0]["id"], 70, "{fixture_name}");
     assert_eq!(
-        g.ok(&["state", "update", "--session", "legacy", "count", "1"])
-            .trim(),
+        g.state_update("legacy", &["count", "1"]).trim(),
         "checkpoint 71"
     );
-    g.ok(&["state", "update", "--session", "empty", "items", "[\"x\"]"]);
+    g.state_update("empty", &["items", "[\"x\"]"]);
     g.ok(&["daemon", "restart"]);
     assert_eq!(get(&g, &["count"]), json!(71), "{fixture_name}");
     assert_eq!(
@@ -126,8 +125,7 @@ fn every_database_format_has_a_fixture() {
     // Format N is the database's schema version; each released one needs a fixture.
     let g = Grove::new();
     g.ok(&["list"]);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let db = g.stopped_db();
     let current: i64 = db
         .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
         .expect("version");
@@ -167,8 +165,7 @@ fn make_current_fixture() {
         .expect("update");
     }
     drop(c);
-    g.ok(&["daemon", "stop"]);
-    let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
+    let db = g.stopped_db();
     let version: i64 = db
         .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
         .expect("version");

@@ -35,7 +35,7 @@ fn a_write_over_the_per_write_limit_is_refused_and_changes_nothing() {
     let g = Grove::new().with_env(&[("GROVE_STATE_MAX_WRITE", "4K")]);
     let mut c = client(&g);
     create_session(&mut c, "s", SCHEMA);
-    g.ok(&["state", "update", "--session", "s", "count", "1"]);
+    g.state_update("s", &["count", "1"]);
     let big = json!(text(5000)).to_string();
     let out = g.run(&["state", "update", "--session", "s", "blob", &big]);
     assert_eq!(out.code, 4, "refused: {} {}", out.stdout, out.stderr);
@@ -109,15 +109,8 @@ fn an_agent_cannot_grow_its_session_past_the_limit() {
         "{shown}"
     );
     // A write that shrinks the state is taken.
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "mine",
-        "items",
-        r#"{"__overwrite__": []}"#,
-    ]);
-    g.ok(&["state", "update", "--session", "mine", "items", &item]);
+    g.state_update("mine", &["items", r#"{"__overwrite__": []}"#]);
+    g.state_update("mine", &["items", &item]);
 }
 
 #[test]
@@ -172,14 +165,7 @@ fn a_state_over_the_line_cap_reads_whole_in_pages_even_when_stored_before_the_li
     assert_eq!(out.code, 0, "a write that does not grow it: {}", out.stderr);
     let out = g.run(&["state", "update", "--session", "s", "items", "[1]"]);
     assert_eq!(out.code, 4, "{}", out.stderr);
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "items",
-        r#"{"__overwrite__": []}"#,
-    ]);
+    g.state_update("s", &["items", r#"{"__overwrite__": []}"#]);
 }
 
 #[test]
@@ -230,10 +216,7 @@ fn a_long_history_comes_in_pages_and_the_cli_reads_them_all() {
     .expect("page 2");
     assert_eq!(rest["checkpoints"][0]["id"], next - 1);
     let all = g.json(&["state", "history", "--session", "s", "--limit", "100000"]);
-    let ids: Vec<u64> = all["checkpoints"]
-        .as_array()
-        .expect("rows")
-        .iter()
+    let ids: Vec<u64> = each(&all, "checkpoints")
         .map(|r| r["id"].as_u64().expect("id"))
         .collect();
     assert_eq!(ids, (1..=500).rev().collect::<Vec<u64>>());
@@ -247,7 +230,7 @@ fn checkpoints_past_checkpoint_keep_are_compacted_and_pinned_ones_stay() {
     let mut c = client(&g);
     create_session(&mut c, "s", SCHEMA);
     for n in 1..=5 {
-        g.ok(&["state", "update", "--session", "s", "count", &n.to_string()]);
+        g.state_update("s", &["count", &n.to_string()]);
     }
     let pinned = g.ok(&["state", "pin", "--session", "s", "3"]);
     assert!(pinned.contains("pinned checkpoint 3 of s"), "{pinned}");
@@ -330,10 +313,7 @@ fn a_long_session_list_comes_in_pages_and_the_cli_reads_them_all() {
     assert_eq!(rest["sessions"].as_array().expect("page").len(), 200);
     assert!(rest.get("next").is_none(), "{}", rest["next"]);
     let all = g.json(&["session", "list"]);
-    let names: Vec<&str> = all["sessions"]
-        .as_array()
-        .expect("sessions")
-        .iter()
+    let names: Vec<&str> = each(&all, "sessions")
         .map(|s| s["name"].as_str().expect("name"))
         .collect();
     let expected: Vec<String> = (0..1200).map(|n| format!("s{n:04}")).collect();

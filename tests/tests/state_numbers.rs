@@ -61,13 +61,9 @@ fn an_integer_past_the_exact_range_is_refused_alike_on_the_cli_and_the_socket() 
         "-9223372036854775809",
         "[1, 100000000000000000000000]",
     ] {
-        let out = g.run(&["state", "update", "--session", "s", "--", "count", big]);
-        assert_eq!(out.code, 2, "{big}: {} {}", out.stdout, out.stderr);
-        assert!(
-            out.stderr
-                .contains("outside the range integers are exact in"),
-            "{}",
-            out.stderr
+        let out = g.refused(
+            &["state", "update", "--session", "s", "--", "count", big],
+            "outside the range integers are exact in",
         );
         let request = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"state.update","params":{{"session":"s","writes":[{{"channel":"count","value":{big}}}]}}}}"#
@@ -86,32 +82,10 @@ fn an_integer_past_the_exact_range_is_refused_alike_on_the_cli_and_the_socket() 
         );
     }
     // The edges of the range are taken exactly.
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "count",
-        "18446744073709551615",
-    ]);
+    g.state_update("s", &["count", "18446744073709551615"]);
     assert_eq!(state(&g)["count"], json!(u64::MAX));
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "count",
-        r#"{"__overwrite__": 0}"#,
-    ]);
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "--",
-        "count",
-        "-9223372036854775808",
-    ]);
+    g.state_update("s", &["count", r#"{"__overwrite__": 0}"#]);
+    g.state_update("s", &["--", "count", "-9223372036854775808"]);
     assert_eq!(state(&g)["count"], json!(i64::MIN));
     let mut c = client(&g);
     let shown = call(&mut c, "session.show", json!({"name": "s"})).expect("show");
@@ -121,46 +95,14 @@ fn an_integer_past_the_exact_range_is_refused_alike_on_the_cli_and_the_socket() 
 #[test]
 fn one_and_one_point_zero_are_one_number_for_every_reducer() {
     let g = setup();
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "labels",
-        "[1, 2.5]",
-        "top",
-        "1",
-    ]);
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "labels",
-        "[1.0, 2.50, 3]",
-        "top",
-        "1.0",
-    ]);
+    g.state_update("s", &["labels", "[1, 2.5]", "top", "1"]);
+    g.state_update("s", &["labels", "[1.0, 2.50, 3]", "top", "1.0"]);
     let now = state(&g);
     assert_eq!(now["labels"], json!([1, 2.5, 3]));
     assert_eq!(now["top"], json!(1));
     // Exact past 2^53, where a float cannot tell the two apart.
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "top",
-        "9007199254740992.0",
-    ]);
-    g.ok(&[
-        "state",
-        "update",
-        "--session",
-        "s",
-        "top",
-        "9007199254740993",
-    ]);
+    g.state_update("s", &["top", "9007199254740992.0"]);
+    g.state_update("s", &["top", "9007199254740993"]);
     assert_eq!(state(&g)["top"], json!(9_007_199_254_740_993_u64));
 }
 

@@ -378,25 +378,17 @@ fn an_agent_without_a_terminal_takes_input_through_its_open_stdin() {
 fn terminal_commands_refuse_what_cannot_be_and_say_why() {
     let g = Grove::new();
     let plain = g.spawn(&[], "sleep 30");
-    let screen = g.run(&["screen", &plain]);
-    assert_eq!(screen.code, 2, "{}", screen.stderr);
-    assert!(screen.stderr.contains("--tty"), "{}", screen.stderr);
-    let send = g.run(&["send", &plain, "hello"]);
-    assert_eq!(send.code, 2, "{}", send.stderr);
-    assert!(send.stderr.contains("--stdin"), "{}", send.stderr);
+    g.refused(&["screen", &plain], "--tty");
+    g.refused(&["send", &plain, "hello"], "--stdin");
     let attach = g.run(&["attach", &plain]);
     assert_eq!(attach.code, 2, "{}", attach.stderr);
-    let key = g.run(&["attach", "--detach-key", "q", &plain]);
-    assert_eq!(key.code, 2, "{}", key.stderr);
-    assert!(key.stderr.contains("detach key"), "{}", key.stderr);
+    g.refused(&["attach", "--detach-key", "q", &plain], "detach key");
     let both = g.run(&["spawn", "--tty", "--stdin", "--", "true"]);
     assert_eq!(both.code, 2, "{}", both.stderr);
     let bad = g.run(&["status", "--id", &plain, "sleeping"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     g.ok(&["kill", &plain]);
-    let done = g.run(&["send", &plain, "late"]);
-    assert_eq!(done.code, 2, "{}", done.stderr);
-    assert!(done.stderr.contains("not running"), "{}", done.stderr);
+    g.refused(&["send", &plain, "late"], "not running");
 }
 
 /// The console socket is in the user's state directory and agents run as the user:

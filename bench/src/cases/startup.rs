@@ -4,13 +4,9 @@
 use super::{make_records, spawn_sleepers, Ctx};
 use crate::report::{Goal, Metric, Row};
 use crate::stats::{ms, Summary};
-use anyhow::{bail, Context, Result};
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use anyhow::Result;
+use std::time::Duration;
 
-const READY_LINE: &str = "grove-daemon-ready";
 const WORKTREES: usize = 20;
 
 pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
@@ -69,37 +65,7 @@ fn first_line(text: &str) -> &str {
 /// until its ready line; then stops it again.
 fn start_once(ctx: &Ctx<'_>) -> Result<Duration> {
     let env = ctx.env;
-    env.stop_daemon()?;
-    let mut command = env.grove_command(&env.root);
-    command
-        .args(["daemon", "run"])
-        .env("GROVE_NOTIFY_READY", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let start = Instant::now();
-    let mut child = command.spawn().context("starting grove daemon run")?;
-    let stdout = child.stdout.take().context("daemon stdout")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let ready = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|line| line.trim() == READY_LINE);
-        let _ = tx.send((ready, Instant::now()));
-    });
-    let outcome = rx.recv_timeout(Duration::from_secs(120));
-    let took = match outcome {
-        Ok((true, at)) => at - start,
-        Ok((false, _)) => {
-            let status = child.wait()?;
-            bail!("grove daemon run ended ({status}) without saying it was ready")
-        }
-        Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("grove daemon run was not ready within 120s")
-        }
-    };
+    let (mut child, _, took) = env.start_daemon_until_ready()?;
     // Let it answer once (its start-up scan done), then stop it and reap it.
     env.grove(&env.root, &["list"])?;
     env.stop_daemon()?;

@@ -564,32 +564,7 @@ fn session_gc_pass(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
 /// once after the ready line).
 fn start_until_ready(ctx: &Ctx<'_>) -> Result<(Duration, Duration)> {
     let env = ctx.env;
-    env.stop_daemon()?;
-    let mut command = env.grove_command(&env.root);
-    command
-        .args(["daemon", "run"])
-        .env("GROVE_NOTIFY_READY", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let start = Instant::now();
-    let mut child = command.spawn().context("starting grove daemon run")?;
-    let stdout = child.stdout.take().context("daemon stdout")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let ready = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|line| line.trim() == "grove-daemon-ready");
-        let _ = tx.send((ready, Instant::now()));
-    });
-    let took = match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok((true, at)) => at - start,
-        _ => {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("grove daemon run was not ready within 120s")
-        }
-    };
+    let (mut child, start, took) = env.start_daemon_until_ready()?;
     env.grove(
         &env.root,
         &["session", "show", &format!("{SESSION_PREFIX}0")],

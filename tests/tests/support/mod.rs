@@ -34,6 +34,17 @@ pub struct Out {
 }
 
 impl Out {
+    /// Insists that the message on stderr holds every needle (`args` name the command).
+    fn assert_says(&self, args: &[&str], needles: &[&str]) {
+        for needle in needles {
+            assert!(
+                self.stderr.contains(needle),
+                "{args:?}: expected {needle:?} in {}",
+                self.stderr
+            );
+        }
+    }
+
     fn from(output: Output) -> Out {
         Out {
             code: output.status.code().unwrap_or(-1),
@@ -244,17 +255,22 @@ impl Grove {
             "{point}: {args:?} should have lost its daemon: {}",
             out.stdout
         );
-        let lock = self.home.join("daemon.lock");
-        eventually(
-            "the crashed daemon is gone",
-            Duration::from_secs(10),
-            || {
-                let pid = fs::read_to_string(&lock)
-                    .ok()
-                    .and_then(|p| p.trim().parse::<i32>().ok());
-                pid.is_none_or(|pid| !process_exists(pid))
-            },
-        );
+        self.await_daemon_gone("the crashed daemon is gone", Duration::from_secs(10));
+    }
+
+    /// The pid in daemon.lock: the daemon that runs or ran last, if it wrote one.
+    pub fn locked_daemon_pid(&self) -> Option<i32> {
+        fs::read_to_string(self.home.join("daemon.lock"))
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+    }
+
+    /// Returns once no daemon of daemon.lock lives (it crashed or stopped).
+    pub fn await_daemon_gone(&self, what: &str, limit: Duration) {
+        eventually(what, limit, || {
+            self.locked_daemon_pid()
+                .is_none_or(|pid| !process_exists(pid))
+        });
     }
 
     pub fn crash_daemon(&self) {
@@ -273,15 +289,88 @@ impl Grove {
         self.record(id)["status"].as_str().unwrap_or("").to_string()
     }
 
+    /// Spawns an agent that runs `before`, waits until the returned gate file exists (the
+    /// test makes it), then runs `after`; either may be empty.
+    pub fn spawn_gated(&self, extra: &[&str], before: &str, after: &str) -> (String, PathBuf) {
+        let gate = self.dir.path().join("gate");
+        let wait = format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display());
+        let script: Vec<&str> = [before, &wait, after]
+            .into_iter()
+            .filter(|part| !part.is_empty())
+            .collect();
+        (self.spawn(extra, &script.join("; ")), gate)
+    }
+
+    /// `grove state update --session <session> <args>`, which must succeed; its stdout.
+    pub fn state_update(&self, session: &str, args: &[&str]) -> String {
+        let mut all = vec!["state", "update", "--session", session];
+        all.extend_from_slice(args);
+        self.ok(&all)
+    }
+
+    /// Every agent `grove list --all` shows.
+    pub fn all_agents(&self) -> Vec<Value> {
+        each(&self.json(&["list", "--all"]), "agents")
+            .cloned()
+            .collect()
+    }
+
     /// Runs grove and insists on a refusal (exit code 2) whose message holds `needle`.
-    pub fn refused(&self, args: &[&str], needle: &str) {
+    pub fn refused(&self, args: &[&str], needle: &str) -> Out {
+        self.refused_all(args, &[needle])
+    }
+
+    /// Runs grove and insists on a refusal (exit code 2) whose message holds every needle.
+    pub fn refused_all(&self, args: &[&str], needles: &[&str]) -> Out {
         let out = self.run(args);
-        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
-        assert!(
-            out.stderr.contains(needle),
-            "{args:?}: expected {needle:?} in {}",
-            out.stderr
+        assert_eq!(out.code, 2, "{args:?}: {} {}", out.stdout, out.stderr);
+        out.assert_says(args, needles);
+        out
+    }
+
+    /// Runs grove and insists it fails (any exit code but 0) with every needle in its
+    /// message.
+    pub fn fails(&self, args: &[&str], needles: &[&str]) -> Out {
+        let out = self.run(args);
+        assert_ne!(out.code, 0, "{args:?}: {}", out.stdout);
+        out.assert_says(args, needles);
+        out
+    }
+
+    /// Stops the daemon and opens its database, for a test that reads or tampers with it
+    /// as a crash or an older grove would have left it.
+    pub fn stopped_db(&self) -> rusqlite::Connection {
+        self.ok(&["daemon", "stop"]);
+        rusqlite::Connection::open(self.home.join("grove.db")).expect("open grove.db")
+    }
+
+    /// Stops the daemon and runs `sql` on its database; returns the rows it changed.
+    pub fn alter_stopped_db(&self, sql: &str) -> usize {
+        self.stopped_db().execute(sql, []).expect(sql)
+    }
+
+    /// Insists that agent `id`'s branch holds one commit over main, `subject`, and that
+    /// `file` on it holds `content`.
+    pub fn assert_one_commit_on_branch(&self, id: &str, subject: &str, file: &str, content: &str) {
+        let branch = format!("grove/{id}");
+        assert_eq!(
+            self.git(&["log", "--format=%s", &format!("main..{branch}")]),
+            format!("{subject}\n")
         );
+        assert_eq!(self.git(&["show", &format!("{branch}:{file}")]), content);
+    }
+
+    /// Waits for agent `id` to succeed, then for the child it spawned and wrote to
+    /// `child.id` on its branch; returns that child and its final record.
+    pub fn child_of_succeeded(&self, id: &str) -> (String, Value) {
+        let record = self.wait(id);
+        assert_eq!(record["outcome"], "succeeded", "{}", self.ok(&["logs", id]));
+        let child = self
+            .git(&["show", &format!("grove/{id}:child.id")])
+            .trim()
+            .to_string();
+        let child_record = self.wait(&child);
+        (child, child_record)
     }
 
     /// The worktrees git lists for the test repository (its main checkout is one).
@@ -436,6 +525,34 @@ pub fn commit_schema(g: &Grove, schema: &str) {
     fs::write(g.repo.join(".grove.toml"), schema).expect("schema");
     g.git(&["add", "."]);
     g.git(&["commit", "-qm", "schema"]);
+}
+
+/// A spawn whose agent writes its `--env` value to x.txt: "kept" in x.txt on its branch
+/// after a crash shows that the agent started afresh with what it was given.
+pub const SPAWN_KEEPING_ENV: &[&str] = &[
+    "spawn",
+    "--env",
+    "X=kept",
+    "--",
+    "sh",
+    "-c",
+    "echo $X > x.txt",
+];
+
+/// A grove with one worktree slot, taken by an agent that runs until the returned file
+/// exists: later spawns queue behind it. Returns the grove, that agent and the file.
+pub fn one_slot_held() -> (Grove, String, PathBuf) {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    let (holder, release) = g.spawn_gated(&[], "", "");
+    (g, holder, release)
+}
+
+/// The elements of the array `value[key]`, which must be one.
+pub fn each<'a>(value: &'a Value, key: &str) -> std::slice::Iter<'a, Value> {
+    value[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no array `{key}` in {value}"))
+        .iter()
 }
 
 /// The JSON object a program printed, once it succeeded; its output otherwise.
