@@ -11,6 +11,7 @@ pub mod gc;
 mod handle;
 mod migrate;
 mod requests;
+mod scan;
 mod session;
 mod store;
 
