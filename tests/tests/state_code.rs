@@ -571,3 +571,60 @@ fn changes_only_stat_data_or_a_link_can_tell_are_recorded() {
     );
     assert!(!listing.contains("keep/"), "{listing}");
 }
+
+/// Refs of checkpoints compacted before refs were deleted with them (made by hand
+/// here: two of a session that is gone, one past its session's last checkpoint) are
+/// swept when the daemon starts; those whose checkpoints exist stay, and so does one an
+/// agent still queued is based on, which then runs on its code.
+#[test]
+fn checkpoint_refs_no_checkpoint_names_are_swept_at_start() {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    let writer = g.spawn(
+        &["--session", "orig", "--env", &bin],
+        r#"set -e
+        for n in 1 2; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
+    );
+    assert_eq!(g.wait(&writer)["outcome"], "succeeded");
+    let mut c = client(&g);
+    for at in [1, 2] {
+        call(
+            &mut c,
+            "state.code",
+            serde_json::json!({"session": "orig", "at": at}),
+        )
+        .expect("state.code");
+    }
+    drop(c);
+    let tip = git_in(&g.repo, &["rev-parse", "refs/grove/checkpoints/orig/2"]);
+    for orphan in ["gone/5", "gone/6", "orig/77"] {
+        g.git(&[
+            "update-ref",
+            &format!("refs/grove/checkpoints/{orphan}"),
+            tip.trim(),
+        ]);
+    }
+    let hold = g.dir.path().join("hold");
+    let holder = g.spawn(
+        &[],
+        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", hold.display()),
+    );
+    let queued = g.spawn(&["--base", "refs/grove/checkpoints/gone/6"], "cat work.txt");
+    assert_eq!(g.status(&queued), "queued");
+
+    g.ok(&["daemon", "restart"]);
+    wait_for_refs(
+        &g,
+        &[
+            "refs/grove/checkpoints/gone/6",
+            "refs/grove/checkpoints/orig/1",
+            "refs/grove/checkpoints/orig/2",
+        ],
+    );
+    fs::write(&hold, "").expect("hold");
+    assert_eq!(g.wait(&holder)["outcome"], "succeeded");
+    let done = g.wait(&queued);
+    assert_eq!(done["outcome"], "succeeded", "{done}");
+    assert_eq!(g.ok(&["logs", &queued]), "2\n");
+}

@@ -411,3 +411,64 @@ fn drop_refs(
     }
     Ok(())
 }
+
+/// Deletes the checkpoint refs no checkpoint names any more: those of checkpoints
+/// compacted before their refs were deleted with them, which nothing else deletes.
+/// Once at start, off the state task: refs are listed first, then the rows read, so a
+/// ref made meanwhile (for a checkpoint that exists) is never one of those deleted.
+pub async fn sweep_orphan_refs(db: crate::db::Db) {
+    let swept = async {
+        let repos = db.call(|conn| super::store::code_repos(conn)).await?;
+        let listed = tokio::task::spawn_blocking(move || {
+            repos
+                .into_iter()
+                .filter_map(|repo| {
+                    let names = list_refs(&repo).ok()?;
+                    (!names.is_empty()).then_some((repo, names))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?;
+        for (repo, names) in listed {
+            let orphans = db
+                .call(move |conn| super::store::orphan_refs(conn, names))
+                .await?;
+            if orphans.is_empty() {
+                continue;
+            }
+            tokio::task::spawn_blocking(move || delete_refs(&repo, &orphans))
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))?
+                .map_err(|e| Error::Git(e.message().to_string()))?;
+        }
+        Ok::<_, Error>(())
+    };
+    if let Err(e) = swept.await {
+        tracing::warn!(error = %e, "cannot sweep the refs of deleted checkpoints");
+    }
+}
+
+/// `refs/grove/checkpoints/**` of `path`; libgit2 only reads refs here.
+fn list_refs(path: &Path) -> Result<Vec<String>, git2::Error> {
+    let repo = Repository::open(path)?;
+    let names = repo
+        .references_glob("refs/grove/checkpoints/*")?
+        .names()
+        .filter_map(Result::ok)
+        .map(String::from)
+        .collect();
+    Ok(names)
+}
+
+fn delete_refs(path: &Path, names: &[String]) -> Result<(), git2::Error> {
+    let repo = Repository::open(path)?;
+    for name in names {
+        match repo.find_reference(name) {
+            Ok(mut reference) => reference.delete()?,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
