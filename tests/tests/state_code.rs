@@ -494,3 +494,124 @@ fn trees_written_from_the_last_one_are_the_ones_git_writes() {
         .collect();
     assert_eq!(recorded, expected, "{log}");
 }
+
+/// The recording stats every tracked file (several threads, each directory opened
+/// without following links) and hands libgit2 only what its stat data does not vouch
+/// for. Each change here is one such a walk could miss: the trees recorded must still
+/// be those `git add -A && git write-tree` makes. A file rewritten at the same size
+/// with its mtime set back (only its ctime tells), two files of one size swapped (only
+/// their inodes tell), a tracked directory turned into a link to a directory outside
+/// (recorded as the link, never followed), a directory unignored by an edit of
+/// `.gitignore`, new nested and empty directories.
+#[test]
+fn changes_only_stat_data_or_a_link_can_tell_are_recorded() {
+    let g = Grove::new();
+    with_schema(&g);
+    let outside = g.dir.path().join("outside");
+    fs::create_dir_all(outside.join("deep")).expect("outside");
+    fs::write(outside.join("deep/one"), "secret\n").expect("secret");
+    let script = format!(
+        r#"set -e
+        idx=$(mktemp -u)
+        step() {{ "$GROVE_BIN" state update count 1; GIT_INDEX_FILE=$idx git add -A; echo "tree $(GIT_INDEX_FILE=$idx git write-tree)"; }}
+        mkdir -p keep/deep build; echo aaaa > keep/deep/one; echo bbbb > keep/deep/two
+        printf 'build/\n' > .gitignore; echo out > build/out; step
+        ref=$(mktemp); touch -r src/lib.txt "$ref"; printf 'ONE\nTWO\nTHREE\n' > src/lib.txt; touch -r "$ref" src/lib.txt; step
+        mv keep/deep/one t; mv keep/deep/two keep/deep/one; mv t keep/deep/two; step
+        rm -r keep; ln -s '{o}' keep; step
+        printf '# none\n' > .gitignore; step
+        mkdir -p new/a/b empty; echo n > new/a/b/c; step
+        step
+        rm "$idx" "$ref""#,
+        o = outside.display()
+    );
+    let id = g.spawn(
+        &[
+            "--session",
+            "walk",
+            "--jail",
+            "--env",
+            &format!("GROVE_BIN={BIN}"),
+        ],
+        &script,
+    );
+    let record = g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let expected: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("tree "))
+        .collect();
+    assert_eq!(expected.len(), 7, "{log}");
+    let recorded: Vec<String> = checkpoints(&g, "walk")
+        .iter()
+        .rev()
+        .map(|c| c["code"]["tree"].as_str().unwrap_or("none").to_string())
+        .collect();
+    assert_eq!(recorded, expected, "{log}");
+    let listing = git_in(&g.repo, &["ls-tree", "-r", &recorded[3]]);
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with("120000 blob") && l.ends_with("\tkeep")),
+        "{listing}"
+    );
+    assert!(!listing.contains("keep/"), "{listing}");
+}
+
+/// Refs of checkpoints compacted before refs were deleted with them (made by hand
+/// here: two of a session that is gone, one past its session's last checkpoint) are
+/// swept when the daemon starts; those whose checkpoints exist stay, and so does one an
+/// agent still queued is based on, which then runs on its code.
+#[test]
+fn checkpoint_refs_no_checkpoint_names_are_swept_at_start() {
+    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
+    with_schema(&g);
+    let bin = format!("GROVE_BIN={BIN}");
+    let writer = g.spawn(
+        &["--session", "orig", "--env", &bin],
+        r#"set -e
+        for n in 1 2; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
+    );
+    assert_eq!(g.wait(&writer)["outcome"], "succeeded");
+    let mut c = client(&g);
+    for at in [1, 2] {
+        call(
+            &mut c,
+            "state.code",
+            serde_json::json!({"session": "orig", "at": at}),
+        )
+        .expect("state.code");
+    }
+    drop(c);
+    let tip = git_in(&g.repo, &["rev-parse", "refs/grove/checkpoints/orig/2"]);
+    for orphan in ["gone/5", "gone/6", "orig/77"] {
+        g.git(&[
+            "update-ref",
+            &format!("refs/grove/checkpoints/{orphan}"),
+            tip.trim(),
+        ]);
+    }
+    let hold = g.dir.path().join("hold");
+    let holder = g.spawn(
+        &[],
+        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", hold.display()),
+    );
+    let queued = g.spawn(&["--base", "refs/grove/checkpoints/gone/6"], "cat work.txt");
+    assert_eq!(g.status(&queued), "queued");
+
+    g.ok(&["daemon", "restart"]);
+    wait_for_refs(
+        &g,
+        &[
+            "refs/grove/checkpoints/gone/6",
+            "refs/grove/checkpoints/orig/1",
+            "refs/grove/checkpoints/orig/2",
+        ],
+    );
+    fs::write(&hold, "").expect("hold");
+    assert_eq!(g.wait(&holder)["outcome"], "succeeded");
+    let done = g.wait(&queued);
+    assert_eq!(done["outcome"], "succeeded", "{done}");
+    assert_eq!(g.ok(&["logs", &queued]), "2\n");
+}

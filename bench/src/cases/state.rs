@@ -59,6 +59,12 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
             "n/a (state API not available)",
         )])
     };
+    // For work on one part: `GROVE_BENCH_STATE=code` (or `startup`) runs only that row.
+    match std::env::var("GROVE_BENCH_STATE").as_deref() {
+        Ok("code") => return Ok(vec![checkpoint_with_code(ctx)?]),
+        Ok("startup") => return startup_with_sessions(ctx),
+        _ => {}
+    }
     let mut client = ctx.env.client()?;
     let schema = json!({
         "version": 1,

@@ -10,6 +10,7 @@
 //! branch tip is read (refs, no config that could run anything); of an agent that is
 //! not jailed, its index seeds the scratch index.
 
+use super::scan;
 use super::store::DroppedCode;
 use crate::error::Error;
 use crate::git::own_repo;
@@ -109,9 +110,13 @@ fn write_tree(
     let last = read_last_tree(last_tree)
         .filter(|_| !started_again)
         .filter(|last| now.saturating_sub(last.full_at) < FULL_TREE_EVERY_SECS);
+    let index_mtime = mtime_of(scratch);
     repo.set_index(&mut index)
         .map_err(|e| git("reading the scratch index", e))?;
-    let changed = add_changes(repo, &mut index).map_err(|e| git("reading the worktree", e))?;
+    let changed =
+        add_changes(repo, &mut index, index_mtime).map_err(|e| git("reading the worktree", e))?;
+    let untouched = changed.is_none();
+    let changed = changed.unwrap_or_default();
     let updated = last.and_then(|last| {
         let tree = updated_tree(repo, last.tree, &changed).ok()?;
         Some(LastTree { tree, ..last })
@@ -129,9 +134,11 @@ fn write_tree(
     // checkpoint finds the same changes again and applies them to a tree that has them.
     save_last_tree(last_tree, &written).map_err(Error::io("save", last_tree))?;
     // The stat data kept is what spares the next checkpoint the hashing.
-    index
-        .write()
-        .map_err(|e| git("saving the scratch index", e))?;
+    if !untouched {
+        index
+            .write()
+            .map_err(|e| git("saving the scratch index", e))?;
+    }
     Ok(written.tree)
 }
 
@@ -141,20 +148,38 @@ type Change = (PathBuf, Option<(Oid, u32)>);
 /// `git add -A` into `index`: what differs from the worktree is added or removed, and
 /// the stat data of files found unchanged is refreshed (or they would be hashed again
 /// at every checkpoint). Entries the worktree lacks on purpose (skip-worktree, from a
-/// sparse checkout's index) stay as they are. Ignored files are left out.
-fn add_changes(repo: &Repository, index: &mut git2::Index) -> Result<Vec<Change>, git2::Error> {
+/// sparse checkout's index) stay as they are. Ignored files are left out. `None`:
+/// the stat walk vouched for every file, the index is as it was.
+fn add_changes(
+    repo: &Repository,
+    index: &mut git2::Index,
+    index_mtime: Option<(i64, i64)>,
+) -> Result<Option<Vec<Change>>, git2::Error> {
     use std::os::unix::ffi::OsStrExt;
-    let sparse: HashSet<Vec<u8>> = index
-        .iter()
-        .filter(|e| e.flags_extended & SKIP_WORKTREE != 0)
-        .map(|e| e.path)
-        .collect();
+    let entries: Vec<scan::Entry> = index.iter().map(scan_entry).collect();
     let mut options = git2::DiffOptions::new();
     options
         .include_untracked(true)
         .recurse_untracked_dirs(true)
         .include_typechange(true)
         .update_index(true);
+    if let Some(worktree) = repo.workdir() {
+        // libgit2 looks only at what the stat walk could not vouch for.
+        if let Some(paths) = scan::candidates(worktree, &entries, index_mtime) {
+            if paths.is_empty() {
+                return Ok(None);
+            }
+            for path in paths {
+                options.pathspec(path);
+            }
+            options.disable_pathspec_match(true);
+        }
+    }
+    let sparse: HashSet<&[u8]> = entries
+        .iter()
+        .filter(|e| e.sparse)
+        .map(|e| e.path.as_slice())
+        .collect();
     let deltas: Vec<(PathBuf, bool)> = repo
         .diff_index_to_workdir(Some(index), Some(&mut options))?
         .deltas()
@@ -181,7 +206,36 @@ fn add_changes(repo: &Repository, index: &mut git2::Index) -> Result<Vec<Change>
         let entry = index.get_path(&path, 0).map(|e| (e.id, e.mode));
         changed.push((path, entry));
     }
-    Ok(changed)
+    Ok(Some(changed))
+}
+
+/// What the stat walk compares of an index entry: a conflict's stages are left to
+/// libgit2.
+fn scan_entry(entry: git2::IndexEntry) -> scan::Entry {
+    let stage = (entry.flags >> 12) & 3;
+    let sparse = entry.flags_extended & SKIP_WORKTREE != 0;
+    let stat = (stage == 0).then_some(scan::Tracked {
+        mode: entry.mode,
+        size: entry.file_size,
+        mtime: (entry.mtime.seconds(), entry.mtime.nanoseconds()),
+        ctime: (entry.ctime.seconds(), entry.ctime.nanoseconds()),
+        ino: entry.ino,
+        uid: entry.uid,
+        gid: entry.gid,
+    });
+    scan::Entry {
+        path: entry.path,
+        stat,
+        sparse,
+    }
+}
+
+/// When the index file was written, as libgit2 compares it with a file's mtime to tell
+/// a racily clean entry.
+fn mtime_of(path: &Path) -> Option<(i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some((meta.mtime(), meta.mtime_nsec()))
 }
 
 /// `last` with `changed` applied: only the trees along those paths are written.
@@ -348,6 +402,67 @@ fn drop_refs(
         }
     };
     for name in names.iter().filter(|name| !keep.contains(*name)) {
+        match repo.find_reference(name) {
+            Ok(mut reference) => reference.delete()?,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the checkpoint refs no checkpoint names any more: those of checkpoints
+/// compacted before their refs were deleted with them, which nothing else deletes.
+/// Once at start, off the state task: refs are listed first, then the rows read, so a
+/// ref made meanwhile (for a checkpoint that exists) is never one of those deleted.
+pub async fn sweep_orphan_refs(db: crate::db::Db) {
+    let swept = async {
+        let repos = db.call(|conn| super::store::code_repos(conn)).await?;
+        let listed = tokio::task::spawn_blocking(move || {
+            repos
+                .into_iter()
+                .filter_map(|repo| {
+                    let names = list_refs(&repo).ok()?;
+                    (!names.is_empty()).then_some((repo, names))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))?;
+        for (repo, names) in listed {
+            let orphans = db
+                .call(move |conn| super::store::orphan_refs(conn, names))
+                .await?;
+            if orphans.is_empty() {
+                continue;
+            }
+            tokio::task::spawn_blocking(move || delete_refs(&repo, &orphans))
+                .await
+                .map_err(|e| Error::Internal(e.to_string()))?
+                .map_err(|e| Error::Git(e.message().to_string()))?;
+        }
+        Ok::<_, Error>(())
+    };
+    if let Err(e) = swept.await {
+        tracing::warn!(error = %e, "cannot sweep the refs of deleted checkpoints");
+    }
+}
+
+/// `refs/grove/checkpoints/**` of `path`; libgit2 only reads refs here.
+fn list_refs(path: &Path) -> Result<Vec<String>, git2::Error> {
+    let repo = Repository::open(path)?;
+    let names = repo
+        .references_glob("refs/grove/checkpoints/*")?
+        .names()
+        .filter_map(Result::ok)
+        .map(String::from)
+        .collect();
+    Ok(names)
+}
+
+fn delete_refs(path: &Path, names: &[String]) -> Result<(), git2::Error> {
+    let repo = Repository::open(path)?;
+    for name in names {
         match repo.find_reference(name) {
             Ok(mut reference) => reference.delete()?,
             Err(e) if e.code() == git2::ErrorCode::NotFound => {}

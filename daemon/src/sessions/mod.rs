@@ -11,6 +11,7 @@ pub mod gc;
 mod handle;
 mod migrate;
 mod requests;
+mod scan;
 mod session;
 mod store;
 
@@ -133,7 +134,10 @@ pub async fn start(
     };
     tokio::spawn(async move {
         match load_sessions(&service.db).await {
-            Ok(sessions) => service.sessions = sessions,
+            Ok(sessions) => {
+                service.sessions = sessions;
+                tokio::spawn(code::sweep_orphan_refs(service.db.clone()));
+            }
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the sessions; shared state is unavailable");
                 let why = Arc::new(e);

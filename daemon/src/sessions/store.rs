@@ -677,3 +677,43 @@ fn live_bases(conn: &Connection) -> rusqlite::Result<HashSet<String>> {
     }
     Ok(bases)
 }
+
+/// Every repository a checkpoint ref may be in: those the rows of checkpoints with
+/// code name, and those of the agents on record.
+pub fn code_repos(conn: &Connection) -> rusqlite::Result<Vec<PathBuf>> {
+    let mut stmt = conn.prepare(
+        "SELECT json_extract(record, '$.repo') FROM agents
+         UNION SELECT json_extract(code, '$.repo') FROM checkpoints WHERE code IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], |r| r.get::<_, Option<String>>(0))?;
+    let mut repos = Vec::new();
+    for repo in rows {
+        repos.extend(repo?.map(PathBuf::from));
+    }
+    Ok(repos)
+}
+
+/// Of `refs` (`refs/grove/checkpoints/<session>/<n>`), those no checkpoint row names
+/// and no agent not yet started is based on.
+pub fn orphan_refs(conn: &Connection, refs: Vec<String>) -> rusqlite::Result<Vec<String>> {
+    let keep = live_bases(conn)?;
+    let mut stmt =
+        conn.prepare_cached("SELECT 1 FROM checkpoints WHERE session = ?1 AND id = ?2")?;
+    let mut orphans = Vec::new();
+    for name in refs {
+        let Some((session, id)) = name
+            .strip_prefix("refs/grove/checkpoints/")
+            .and_then(|rest| rest.rsplit_once('/'))
+        else {
+            continue;
+        };
+        // A name grove did not make is not grove's to delete.
+        let Ok(id) = id.parse::<u64>() else {
+            continue;
+        };
+        if !keep.contains(&name) && !stmt.exists(params![session, id as i64])? {
+            orphans.push(name);
+        }
+    }
+    Ok(orphans)
+}
