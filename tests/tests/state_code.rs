@@ -506,7 +506,7 @@ fn trees_written_from_the_last_one_are_the_ones_git_writes() {
 #[test]
 fn changes_only_stat_data_or_a_link_can_tell_are_recorded() {
     let g = Grove::new();
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let outside = g.dir.path().join("outside");
     fs::create_dir_all(outside.join("deep")).expect("outside");
     fs::write(outside.join("deep/one"), "secret\n").expect("secret");
@@ -566,7 +566,7 @@ fn changes_only_stat_data_or_a_link_can_tell_are_recorded() {
 #[test]
 fn checkpoint_refs_no_checkpoint_names_are_swept_at_start() {
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    with_schema(&g);
+    commit_schema(&g, SCHEMA);
     let bin = format!("GROVE_BIN={BIN}");
     let writer = g.spawn(
         &["--session", "orig", "--env", &bin],

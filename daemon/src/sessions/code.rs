@@ -427,8 +427,7 @@ pub async fn sweep_orphan_refs(db: crate::db::Db) {
                 })
                 .collect::<Vec<_>>()
         })
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))?;
+        .await?;
         for (repo, names) in listed {
             let orphans = db
                 .call(move |conn| super::store::orphan_refs(conn, names))
@@ -437,8 +436,7 @@ pub async fn sweep_orphan_refs(db: crate::db::Db) {
                 continue;
             }
             tokio::task::spawn_blocking(move || delete_refs(&repo, &orphans))
-                .await
-                .map_err(|e| Error::Internal(e.to_string()))?
+                .await?
                 .map_err(|e| Error::Git(e.message().to_string()))?;
         }
         Ok::<_, Error>(())
