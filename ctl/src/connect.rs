@@ -106,6 +106,9 @@ fn start_and_connect(dirs: &Dirs) -> Result<Client> {
 fn spawn_daemon(dirs: &Dirs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the grove executable")?;
     let mut command = Command::new(exe);
+    for var in grove_proto::env::AGENT_IDENTITY_VARS {
+        command.env_remove(var);
+    }
     command
         .args(["daemon", "run"])
         .env("GROVE_NOTIFY_READY", "1")

@@ -9,6 +9,13 @@ use std::os::unix::fs::DirBuilderExt;
 use tracing_subscriber::EnvFilter;
 
 pub fn run() -> Result<()> {
+    let notify = std::env::var_os("GROVE_NOTIFY_READY").is_some();
+    // A daemon that an agent's own `grove` started must not pass that agent's identity
+    // on to its git, shims and setup commands: a lost agent's leftovers are found by its
+    // token, and would take them along. Still one thread here, before the runtime.
+    for var in grove_proto::env::AGENT_IDENTITY_VARS {
+        std::env::remove_var(var);
+    }
     if !grove_sys::AGENTS_SUPPORTED {
         anyhow::bail!(
             "the grove daemon is not supported on this OS ({}): it runs on Linux only (it \
@@ -25,7 +32,6 @@ pub fn run() -> Result<()> {
         .create(&config.dirs.state_dir)
         .with_context(|| format!("creating {}", config.dirs.state_dir.display()))?;
     init_logging(&config.dirs.daemon_log())?;
-    let notify = std::env::var_os("GROVE_NOTIFY_READY").is_some();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -103,3 +103,56 @@ fn a_killed_shims_agent_without_a_cgroup_is_killed_too() {
     );
     Writer::start(&g, &script, &pidfile).kill_the_shim(&g);
 }
+
+/// A daemon that an agent's own `grove` started (the old one had crashed) carries none
+/// of that agent's identity: when the agent ends, grove kills what still carries its
+/// token, and that must not reach the daemon's git or another agent's shim. (CI saw
+/// a salvage's `git add -A` killed this way.)
+#[test]
+fn a_daemon_an_agent_started_passes_none_of_its_identity_on() {
+    let g = Grove::new().with_env(&[("GROVE_BIN", BIN)]);
+    let dir = g.dir.path();
+    let (restart, go) = (dir.join("restart"), dir.join("go"));
+    let (restarted, other_done) = (dir.join("restarted"), dir.join("other-done"));
+    let starter = g.spawn(
+        &[],
+        &format!(
+            "until [ -e '{r}' ]; do sleep 0.02; done; \"$GROVE_BIN\" list >/dev/null && : > '{d}'; \
+             until [ -e '{g}' ]; do sleep 0.02; done",
+            r = restart.display(),
+            d = restarted.display(),
+            g = go.display()
+        ),
+    );
+    g.crash_daemon();
+    fs::write(&restart, "").expect("gate");
+    eventually(
+        "the agent started a daemon",
+        Duration::from_secs(20),
+        || restarted.exists(),
+    );
+    let daemon = g.daemon_pid();
+    let environ = fs::read(format!("/proc/{daemon}/environ")).expect("environ");
+    assert!(
+        !environ
+            .split(|&b| b == 0)
+            .any(|var| var.starts_with(b"GROVE_TOKEN=")),
+        "the daemon carries an agent's token"
+    );
+    let other = g.spawn(
+        &[],
+        &format!(
+            "until [ -e '{g}' ]; do sleep 0.02; done; sleep 0.5; : > '{d}'",
+            g = go.display(),
+            d = other_done.display()
+        ),
+    );
+    eventually("the other agent runs", Duration::from_secs(20), || {
+        g.status(&other) == "running"
+    });
+    fs::write(&go, "").expect("gate");
+    assert_eq!(g.wait(&starter)["outcome"], "succeeded");
+    let other = g.wait(&other);
+    assert_eq!(other["outcome"], "succeeded", "{other}");
+    assert!(other_done.exists(), "the other agent was cut short");
+}

@@ -543,7 +543,8 @@ fn run(command: &mut Command, what: &str) -> Result<String, Error> {
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
     } else {
         Err(Error::Git(format!(
-            "salvage: git {what} failed: {}",
+            "salvage: git {what} failed ({}): {}",
+            output.status,
             String::from_utf8_lossy(&output.stderr).trim()
         )))
     }
