@@ -214,6 +214,18 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
     assert_eq!(check, "ok");
 }
 
+/// Starts a daemon, then `grove spawn -- true` in the background without retries: a
+/// retried spawn would start the next daemon, whose own (living) git would run through
+/// the test's git wrapper too.
+fn spawn_that_dies_with_the_daemon(g: &Grove) -> std::process::Child {
+    g.ok(&["list"]);
+    g.command()
+        .args(["spawn", "--", "true"])
+        .env("GROVE_RETRY_FOR", "0")
+        .spawn()
+        .expect("spawn")
+}
+
 /// A git the daemon started dies with it (issue 20): here `git worktree add` waits
 /// three seconds behind a wrapper, the daemon is SIGKILLed meanwhile, and the wrapper
 /// never gets to run the real git on grove's paths.
@@ -226,15 +238,7 @@ fn a_git_of_a_killed_daemon_dies_with_it() {
         "case \"$*\" in *'worktree add'*)\n  echo $$ > {m}/wrapper.pid\n  sleep 3 & echo $! > {m}/sleep.pid; wait\n  echo ran > {m}/git-ran;;\nesac",
         m = marks.display(),
     ));
-    g.ok(&["list"]);
-    // No retry: a retried spawn would start the next daemon, whose own (living) git
-    // would run through the wrapper too.
-    let mut spawn = g
-        .command()
-        .args(["spawn", "--", "true"])
-        .env("GROVE_RETRY_FOR", "0")
-        .spawn()
-        .expect("spawn");
+    let mut spawn = spawn_that_dies_with_the_daemon(&g);
     let pid_of = |name: &str| -> Option<i32> {
         fs::read_to_string(marks.join(name))
             .ok()?
@@ -279,13 +283,7 @@ fn a_git_helper_of_a_killed_daemon_is_killed_before_the_next_daemon_starts() {
         "case \"$*\" in *'worktree add'*)\n  if [ ! -e {m}/helper.pid ]; then sh -c '{helper}' & fi;;\nesac",
         m = marks.display(),
     ));
-    g.ok(&["list"]);
-    let mut spawn = g
-        .command()
-        .args(["spawn", "--", "true"])
-        .env("GROVE_RETRY_FOR", "0")
-        .spawn()
-        .expect("spawn");
+    let mut spawn = spawn_that_dies_with_the_daemon(&g);
     let helper = read_pid(&marks.join("helper.pid"));
     g.crash_daemon();
     let _ = spawn.wait();

@@ -420,10 +420,9 @@ fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
     assert_eq!(g.ok(&["logs", &on_code]), "4\n");
 }
 
-/// A queued agent spawned on a checkpoint's code has no branch yet: the ref is what
-/// keeps the commit until it starts, so it stays when its session goes.
-#[test]
-fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
+/// A grove with one slot whose session `orig` has two checkpoints of an agent, each
+/// with its code ref made (`state.code`); the client that made them.
+fn two_checkpoints_with_refs() -> (Grove, grove_proto::Client) {
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
     commit_schema(&g, SCHEMA);
     let bin = format!("GROVE_BIN={BIN}");
@@ -442,6 +441,14 @@ fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
         )
         .expect("state.code");
     }
+    (g, c)
+}
+
+/// A queued agent spawned on a checkpoint's code has no branch yet: the ref is what
+/// keeps the commit until it starts, so it stays when its session goes.
+#[test]
+fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
+    let (g, _client) = two_checkpoints_with_refs();
     let hold = g.dir.path().join("hold");
     let holder = g.spawn(
         &[],
@@ -565,24 +572,7 @@ fn changes_only_stat_data_or_a_link_can_tell_are_recorded() {
 /// agent still queued is based on, which then runs on its code.
 #[test]
 fn checkpoint_refs_no_checkpoint_names_are_swept_at_start() {
-    let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    commit_schema(&g, SCHEMA);
-    let bin = format!("GROVE_BIN={BIN}");
-    let writer = g.spawn(
-        &["--session", "orig", "--env", &bin],
-        r#"set -e
-        for n in 1 2; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
-    );
-    assert_eq!(g.wait(&writer)["outcome"], "succeeded");
-    let mut c = client(&g);
-    for at in [1, 2] {
-        call(
-            &mut c,
-            "state.code",
-            serde_json::json!({"session": "orig", "at": at}),
-        )
-        .expect("state.code");
-    }
+    let (g, c) = two_checkpoints_with_refs();
     drop(c);
     let tip = git_in(&g.repo, &["rev-parse", "refs/grove/checkpoints/orig/2"]);
     for orphan in ["gone/5", "gone/6", "orig/77"] {
