@@ -371,9 +371,9 @@ impl Core {
     /// retry spawns it).
     fn save_idempotency_key(&self, key: String, id: &str) {
         let answer = serde_json::json!({ "agent": id }).to_string();
-        let saving = self.db.submit(move |conn| {
-            crate::db::idempotency::record(conn, &key, "agent.spawn", &answer, now_ms())
-        });
+        let saving = self
+            .db
+            .submit(move |conn| crate::db::idempotency::record(conn, &key, "agent.spawn", &answer));
         let id = id.to_string();
         tokio::spawn(async move {
             if let Err(e) = saving.await {
