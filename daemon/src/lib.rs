@@ -20,6 +20,7 @@ mod server;
 mod sessions;
 mod spawn_defaults;
 mod supervisor;
+mod toml_table;
 mod worktree_setup;
 
 pub use config::Config;

@@ -2,7 +2,11 @@
 //! ones. Pure: the client reads the files and resolves a preset into an argv, so that
 //! the command and its PATH lookup are the caller's.
 
+use crate::toml_table::{flag, only_known_keys, strings};
 use std::collections::BTreeMap;
+
+/// The keys an `[agents.NAME]` table has.
+const KEYS: &[&str] = &["command", "headless", "tty", "env"];
 
 /// The placeholder of an argv template that the prompt replaces.
 pub const PROMPT: &str = "{prompt}";
@@ -78,37 +82,20 @@ fn one(name: &str, value: &toml::Value, origin: &str) -> Result<Preset, String> 
     let table = value
         .as_table()
         .ok_or_else(|| format!("{at} must be a table with `command`"))?;
-    if let Some(unknown) = table
-        .keys()
-        .find(|k| !["command", "headless", "tty", "env"].contains(&k.as_str()))
-    {
-        return Err(format!(
-            "{at}: unknown key `{unknown}`; a preset has command, headless, tty and env"
-        ));
-    }
+    only_known_keys(table, KEYS, &at, "a preset")?;
     let argv = |key: &str| -> Result<Option<Vec<String>>, String> {
-        let Some(value) = table.get(key) else {
-            return Ok(None);
-        };
-        let list: Option<Vec<String>> = value.as_array().and_then(|items| {
-            items
-                .iter()
-                .map(|i| i.as_str().map(str::to_string))
-                .collect()
-        });
-        match list {
-            Some(list) if !list.is_empty() && !list[0].is_empty() => Ok(Some(list)),
+        match strings(table, key, &at) {
+            Ok(None) => Ok(None),
+            Ok(Some(list)) if list.first().is_some_and(|program| !program.is_empty()) => {
+                Ok(Some(list))
+            }
             _ => Err(format!(
                 "{at}: `{key}` must be a non-empty list of strings, e.g. [\"claude\", \"{PROMPT}\"]"
             )),
         }
     };
     let command = argv("command")?.ok_or_else(|| format!("{at} has no `command`"))?;
-    let tty = match table.get("tty") {
-        None => false,
-        Some(toml::Value::Boolean(b)) => *b,
-        Some(_) => return Err(format!("{at}: `tty` must be true or false")),
-    };
+    let tty = flag(table, "tty", false, &at)?;
     let mut env = BTreeMap::new();
     if let Some(value) = table.get("env") {
         let vars = value

@@ -15,6 +15,7 @@ use grove_agent_shim::{now_ms, read_exit_record, EXIT_RECORD_FILE};
 use grove_proto::methods::SpawnParams;
 use grove_proto::types::{AgentRecord, AgentStatus, Removal};
 use std::collections::HashSet;
+use std::path::Path;
 use tokio::sync::oneshot;
 
 /// What the spawn handler has worked out before the agent gets an id.
@@ -194,7 +195,6 @@ impl Core {
 
     fn register(&mut self, new: NewAgent) -> Result<AgentRecord, Error> {
         let (id, token, agent_dir) = self.fresh_agent()?;
-        let dirs = &self.config.dirs;
         if let Some(input) = &new.stdin {
             if let Err(source) = keep_stdin(&agent_dir, input) {
                 let _ = std::fs::remove_dir_all(&agent_dir);
@@ -210,18 +210,60 @@ impl Core {
             None => format!("grove/{id}"),
         };
         let record = AgentRecord {
+            name: params.name,
             session: params.session.clone().unwrap_or_else(|| id.clone()),
-            repo: new.target.workdir.clone(),
             base_ref: new.base_name,
             base_commit: new.base_commit,
             branch,
-            worktree: dirs.worktree_root.join(&new.target.dir_name).join(&id),
-            log_path: agent_dir.join("output.log"),
             argv: params.argv,
             env_names: params.env.iter().map(|v| v.name.clone()).collect(),
             limits: params.limits,
             timeout_ms: params.timeout_ms,
             keep: params.keep,
+            branch_exists: true,
+            parent: new.parent,
+            depth: new.depth,
+            setup: new.setup,
+            sparse: params.sparse.clone(),
+            jail: params.jail.unwrap_or(false),
+            jail_write: params.jail_write,
+            tty: params.tty.then(|| params.tty_size.unwrap_or_default()),
+            keep_stdin: params.keep_stdin && !params.tty,
+            subdir: new.subdir,
+            stdin_bytes: new.stdin.as_ref().map(|b| b.len() as u64),
+            ..self.new_record(&id, &new.target, &agent_dir)
+        };
+        Ok(self.admit(record, token))
+    }
+
+    /// The record of agent `id` in `target` before anything happened to it: queued now,
+    /// with every field its life fills in empty.
+    pub(super) fn new_record(
+        &self,
+        id: &str,
+        target: &RepoTarget,
+        agent_dir: &Path,
+    ) -> AgentRecord {
+        AgentRecord {
+            id: id.to_string(),
+            name: None,
+            session: id.to_string(),
+            repo: target.workdir.clone(),
+            base_ref: String::new(),
+            base_commit: String::new(),
+            branch: String::new(),
+            worktree: self
+                .config
+                .dirs
+                .worktree_root
+                .join(&target.dir_name)
+                .join(id),
+            log_path: agent_dir.join("output.log"),
+            argv: Vec::new(),
+            env_names: Vec::new(),
+            limits: Default::default(),
+            timeout_ms: None,
+            keep: false,
             status: AgentStatus::Queued,
             outcome: None,
             pid: None,
@@ -235,37 +277,39 @@ impl Core {
             files_changed: None,
             insertions: None,
             deletions: None,
-            branch_exists: true,
+            branch_exists: false,
             salvaged: false,
             error: None,
             salvage_error: None,
             tampered: false,
             queue_position: None,
-            parent: new.parent,
-            depth: new.depth,
+            parent: None,
+            depth: 0,
             report: None,
-            setup: new.setup,
+            setup: Default::default(),
             placed: Vec::new(),
             attempt: 0,
-            sparse: params.sparse.clone(),
-            jail: params.jail.unwrap_or(false),
-            jail_write: params.jail_write,
+            sparse: Vec::new(),
+            jail: false,
+            jail_write: Vec::new(),
             cpu_ms: None,
             peak_memory_bytes: None,
-            tty: params.tty.then(|| params.tty_size.unwrap_or_default()),
-            keep_stdin: params.keep_stdin && !params.tty,
+            tty: None,
+            keep_stdin: false,
             activity: None,
-            subdir: new.subdir,
-            stdin_bytes: new.stdin.as_ref().map(|b| b.len() as u64),
-            name: params.name,
-            id: id.clone(),
-        };
+            subdir: None,
+            stdin_bytes: None,
+        }
+    }
+
+    /// Puts a new agent's record, and the token it proves itself with, in the table.
+    pub(super) fn admit(&mut self, record: AgentRecord, token: String) -> AgentRecord {
         self.agents.insert(AgentRow {
             record: record.clone(),
             token,
             pid_start: None,
         });
-        Ok(record)
+        record
     }
 
     /// A preparation finished: the agent runs, or it never will.
@@ -327,9 +371,9 @@ impl Core {
     /// retry spawns it).
     fn save_idempotency_key(&self, key: String, id: &str) {
         let answer = serde_json::json!({ "agent": id }).to_string();
-        let saving = self.db.submit(move |conn| {
-            crate::db::idempotency::record(conn, &key, "agent.spawn", &answer, now_ms())
-        });
+        let saving = self
+            .db
+            .submit(move |conn| crate::db::idempotency::record(conn, &key, "agent.spawn", &answer));
         let id = id.to_string();
         tokio::spawn(async move {
             if let Err(e) = saving.await {

@@ -3,7 +3,6 @@
 //! janitor (which salvages before it removes) know it.
 
 use super::{Core, Msg, Reply};
-use crate::db::agents::AgentRow;
 use crate::error::Error;
 use crate::git::refs::{self, Restored};
 use crate::git::target::RepoTarget;
@@ -48,65 +47,17 @@ impl Core {
         reference: &str,
     ) -> Result<AgentRecord, Error> {
         let (id, token, agent_dir) = self.fresh_agent()?;
-        let dirs = &self.config.dirs;
         let now = now_ms();
         let record = AgentRecord {
-            id: id.clone(),
-            name: None,
-            session: id.clone(),
-            repo: target.workdir.clone(),
-            base_ref: String::new(),
-            base_commit: String::new(),
-            branch: String::new(),
-            worktree: dirs.worktree_root.join(&target.dir_name).join(&id),
-            log_path: agent_dir.join("output.log"),
             argv: vec!["grove".into(), "restore".into(), reference.into()],
-            env_names: Vec::new(),
-            limits: Default::default(),
-            timeout_ms: None,
             keep: true,
             status: AgentStatus::Collected,
-            outcome: None,
-            pid: None,
             created_at_ms: now,
-            started_at_ms: None,
             ended_at_ms: Some(now),
             collected_at_ms: Some(now),
-            exit_code: None,
-            exit_signal: None,
-            head_commit: None,
-            files_changed: None,
-            insertions: None,
-            deletions: None,
-            branch_exists: false,
-            salvaged: false,
-            error: None,
-            salvage_error: None,
-            tampered: false,
-            queue_position: None,
-            parent: None,
-            depth: 0,
-            report: None,
-            setup: Default::default(),
-            placed: Vec::new(),
-            attempt: 0,
-            sparse: Vec::new(),
-            jail: false,
-            jail_write: Vec::new(),
-            cpu_ms: None,
-            peak_memory_bytes: None,
-            tty: None,
-            keep_stdin: false,
-            activity: None,
-            subdir: None,
-            stdin_bytes: None,
+            ..self.new_record(&id, target, &agent_dir)
         };
-        self.agents.insert(AgentRow {
-            record: record.clone(),
-            token,
-            pid_start: None,
-        });
-        Ok(record)
+        Ok(self.admit(record, token))
     }
 
     pub(super) async fn restored(

@@ -4,21 +4,17 @@
 //! agent: a key whose agent never came to be is no answer), so that a retry after a
 //! crash finds either the effect with its key or neither.
 
+use grove_agent_shim::now_ms;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// How long a key is kept: longer than any client retries.
 pub const KEEP_MS: u64 = 24 * 3600 * 1000;
 
-/// Stores `key` with its method and answer, dropping keys past [`KEEP_MS`].
-pub fn record(
-    conn: &Connection,
-    key: &str,
-    method: &str,
-    answer: &str,
-    at_ms: u64,
-) -> rusqlite::Result<()> {
-    prune(conn, at_ms)?;
-    insert(conn, key, method, answer, at_ms)
+/// Stores `key` with its method and answer now, dropping keys past [`KEEP_MS`].
+pub fn record(conn: &Connection, key: &str, method: &str, answer: &str) -> rusqlite::Result<()> {
+    let now = now_ms();
+    prune(conn, now)?;
+    insert(conn, key, method, answer, now)
 }
 
 /// Drops keys past [`KEEP_MS`] at `now_ms`: once per transaction is enough (a group of

@@ -2,6 +2,7 @@
 
 use grove_proto::types::Removal;
 use rusqlite::{params, Connection};
+use serde::de::DeserializeOwned;
 
 pub fn record(conn: &Connection, removal: &Removal) -> rusqlite::Result<()> {
     let json = serde_json::to_string(removal)
@@ -15,10 +16,20 @@ pub fn record(conn: &Connection, removal: &Removal) -> rusqlite::Result<()> {
 
 /// The most recent `limit` removals, oldest first.
 pub fn recent(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<Removal>> {
-    let mut stmt = conn.prepare(
-        "SELECT record FROM (SELECT seq, record FROM removals ORDER BY seq DESC LIMIT ?1)
-         ORDER BY seq",
-    )?;
+    recent_in(conn, "removals", limit)
+}
+
+/// The most recent `limit` records of a removal log (`removals`, or the sessions'
+/// `session_removals`), oldest first; a record that no longer decodes is skipped.
+pub fn recent_in<T: DeserializeOwned>(
+    conn: &Connection,
+    log: &str,
+    limit: u32,
+) -> rusqlite::Result<Vec<T>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT record FROM (SELECT seq, record FROM {log} ORDER BY seq DESC LIMIT ?1)
+         ORDER BY seq"
+    ))?;
     let rows = stmt.query_map([limit], |r| r.get::<_, String>(0))?;
     Ok(rows
         .filter_map(Result::ok)

@@ -55,6 +55,17 @@ fn at_most(name: &str, objective: String, value: f64, threshold: f64, unit: &str
     }
 }
 
+/// At most `limit` events of `what` in the window.
+fn per_window(name: &str, what: &str, recent: &Recent, since: u64, limit: u64) -> SloStatus {
+    at_most(
+        name,
+        format!("{what} <= {limit} per window"),
+        recent.since(since).len() as f64,
+        limit as f64,
+        "count",
+    )
+}
+
 fn below(
     name: &str,
     objective: String,
@@ -139,19 +150,19 @@ pub async fn evaluate(ctx: &Ctx) -> Vec<SloStatus> {
             slo.cleanup_lag.as_secs_f64(),
             "s",
         ),
-        at_most(
+        per_window(
             "schema_mismatches",
-            format!("schema mismatches <= {} per window", slo.schema_mismatches),
-            m.schema_refusals.recent.since(since).len() as f64,
-            slo.schema_mismatches as f64,
-            "count",
+            "schema mismatches",
+            &m.schema_refusals.recent,
+            since,
+            slo.schema_mismatches,
         ),
-        at_most(
+        per_window(
             "agents_lost",
-            format!("agents lost <= {} per window", slo.agents_lost),
-            m.agents_lost.recent.since(since).len() as f64,
-            slo.agents_lost as f64,
-            "count",
+            "agents lost",
+            &m.agents_lost.recent,
+            since,
+            slo.agents_lost,
         ),
     ]
 }

@@ -1,6 +1,10 @@
 //! `[notify]` of `config.toml`: which agent events run which command of the user's.
 
+use crate::toml_table::{flag, only_known_keys, strings};
 use std::time::Duration;
+
+/// The keys `[notify]` has.
+const KEYS: &[&str] = &["command", "events", "desktop", "window"];
 
 /// The events a user can be told about.
 pub const EVENTS: &[&str] = &["waiting", "exited", "failed"];
@@ -26,30 +30,8 @@ impl NotifyConfig {
         let table = value
             .as_table()
             .ok_or_else(|| format!("{at} must be a table"))?;
-        if let Some(unknown) = table
-            .keys()
-            .find(|k| !["command", "events", "desktop", "window"].contains(&k.as_str()))
-        {
-            return Err(format!(
-                "{at}: unknown key `{unknown}`; [notify] has command, events, desktop and window"
-            ));
-        }
-        let strings = |key: &str| -> Result<Option<Vec<String>>, String> {
-            let Some(value) = table.get(key) else {
-                return Ok(None);
-            };
-            value
-                .as_array()
-                .and_then(|items| {
-                    items
-                        .iter()
-                        .map(|i| i.as_str().map(str::to_string))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .map(Some)
-                .ok_or_else(|| format!("{at}: `{key}` must be a list of strings"))
-        };
-        let command = strings("command")?;
+        only_known_keys(table, KEYS, &at, "[notify]")?;
+        let command = strings(table, "command", &at)?;
         if command
             .as_ref()
             .is_some_and(|c| c.first().is_none_or(String::is_empty))
@@ -58,18 +40,15 @@ impl NotifyConfig {
                 "{at}: `command` must name a program, e.g. [\"notify-me\", \"--urgent\"]"
             ));
         }
-        let events = strings("events")?.unwrap_or_else(|| vec!["waiting".into(), "failed".into()]);
+        let events = strings(table, "events", &at)?
+            .unwrap_or_else(|| vec!["waiting".into(), "failed".into()]);
         if let Some(bad) = events.iter().find(|e| !EVENTS.contains(&e.as_str())) {
             return Err(format!(
                 "{at}: unknown event `{bad}` in `events`; choose from {}",
                 EVENTS.join(", ")
             ));
         }
-        let desktop = match table.get("desktop") {
-            None => true,
-            Some(toml::Value::Boolean(b)) => *b,
-            Some(_) => return Err(format!("{at}: `desktop` must be true or false")),
-        };
+        let desktop = flag(table, "desktop", true, &at)?;
         let window = match table.get("window") {
             None => Duration::from_secs(1),
             Some(toml::Value::String(text)) => humantime::parse_duration(text)

@@ -129,7 +129,7 @@ async fn once(
         let (key, method, text) = (key, method.to_string(), json.text());
         let saved = ctx
             .db
-            .call(move |db| crate::db::idempotency::record(db, &key, &method, &text, now_ms()))
+            .call(move |db| crate::db::idempotency::record(db, &key, &method, &text))
             .await;
         if let Err(e) = saved {
             tracing::warn!(error = %e, "cannot store an idempotency key; a retry would repeat the request");

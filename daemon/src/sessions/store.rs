@@ -469,15 +469,7 @@ pub fn recent_removals(
     conn: &Connection,
     limit: u32,
 ) -> rusqlite::Result<Vec<grove_proto::state::SessionRemoval>> {
-    let mut stmt = conn.prepare(
-        "SELECT record FROM (SELECT seq, record FROM session_removals ORDER BY seq DESC
-         LIMIT ?1) ORDER BY seq",
-    )?;
-    let rows = stmt.query_map([limit], |r| r.get::<_, String>(0))?;
-    Ok(rows
-        .filter_map(Result::ok)
-        .filter_map(|json| serde_json::from_str(&json).ok())
-        .collect())
+    crate::db::removals::recent_in(conn, "session_removals", limit)
 }
 
 /// Deletes a session with everything it holds.

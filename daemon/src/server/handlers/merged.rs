@@ -1,4 +1,3 @@
-use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::MergedParams;
@@ -7,7 +6,6 @@ use grove_proto::types::AgentRecord;
 /// `agent.merged`: `grove merge` (git in the user's process) tells the daemon what it
 /// merged; the daemon logs it, publishes `agent.merged` and, after `--delete`, records
 /// that the branch is gone.
-pub async fn handle(ctx: &Ctx, conn: &Conn, params: MergedParams) -> Result<AgentRecord, Error> {
-    super::authority::user_only(conn, "record merges")?;
+pub async fn handle(ctx: &Ctx, params: MergedParams) -> Result<AgentRecord, Error> {
     ctx.core.merged(params).await
 }

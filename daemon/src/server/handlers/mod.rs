@@ -1,5 +1,6 @@
-//! One file per method. Each handler gets the connection too: its authority (see
-//! authority.rs) decides what a caller inside an agent may do.
+//! One file per method. The dispatch decides which callers a method is for (the user
+//! only, or an agent on its own session: see authority.rs); a handler that acts on
+//! agents gets the connection too, to find them among those its caller may see.
 
 pub mod agent_activity;
 pub mod agent_attach;
@@ -48,7 +49,7 @@ pub mod wait;
 use super::connection::Conn;
 use super::Ctx;
 use grove_proto::methods::{self as m, Method};
-use grove_proto::{codes, RpcError};
+use grove_proto::{codes, RpcError, MAX_LINE_BYTES};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -89,34 +90,44 @@ pub async fn dispatch(
     method: &str,
     params: Option<Value>,
 ) -> Option<Answer> {
-    match method {
-        m::StateWatch::NAME => match parse::<m::StateWatch>(params) {
-            Ok(params) => state_watch::handle(ctx, conn, id, params).await,
-            Err(e) => Some(Err(e)),
-        },
-        m::EventsSubscribe::NAME => match parse::<m::EventsSubscribe>(params) {
-            Ok(params) => events_subscribe::handle(ctx, conn, id, params).await,
-            Err(e) => Some(Err(e)),
-        },
-        m::Attach::NAME => match parse::<m::Attach>(params) {
-            Ok(params) => agent_attach::handle(ctx, conn, id, params).await,
-            Err(e) => Some(Err(e)),
-        },
-        m::Lease::NAME => match parse::<m::Lease>(params) {
-            Ok(params) => repo_lease::handle(ctx, conn, id, params).await,
-            Err(e) => Some(Err(e)),
-        },
-        m::List::NAME => match parse::<m::List>(params) {
-            Ok(params) => {
-                list::handle(ctx, conn, id, params).await;
-                None
-            }
-            Err(e) => Some(Err(e)),
-        },
-        _ => Some(call(ctx, conn, method, params).await),
-    }
+    route(ctx, conn, id, method, params)
+        .await
+        .unwrap_or_else(|refused| Some(Err(refused)))
 }
 
+/// `dispatch`, where params that do not decode, or a caller the method is not for, are
+/// the answer.
+async fn route(
+    ctx: &Ctx,
+    conn: &Conn,
+    id: Option<Value>,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Option<Answer>, RpcError> {
+    Ok(match method {
+        m::StateWatch::NAME => {
+            let (caller, _) = parse_with_caller::<m::StateWatch>(ctx, conn, params).await?;
+            state_watch::handle(ctx, conn, id, caller).await
+        }
+        m::EventsSubscribe::NAME => {
+            events_subscribe::handle(ctx, conn, id, parse::<m::EventsSubscribe>(params)?).await
+        }
+        m::Attach::NAME => agent_attach::handle(ctx, conn, id, parse::<m::Attach>(params)?).await,
+        m::Lease::NAME => {
+            let params = parse_for_user::<m::Lease>(conn, params, "lease repositories")?;
+            repo_lease::handle(ctx, conn, id, params).await
+        }
+        m::List::NAME => {
+            list::handle(ctx, conn, id, parse::<m::List>(params)?).await;
+            None
+        }
+        _ => Some(call(ctx, conn, method, params).await),
+    })
+}
+
+/// The methods that answer once. Each arm says who may call it: anyone (a handler that
+/// acts on agents finds them among those the caller may see), the user only
+/// (`parse_for_user`), or a caller acting on its own session (`parse_with_caller`).
 async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> Answer {
     match method {
         m::Spawn::NAME => reply(spawn::handle(ctx, conn, parse::<m::Spawn>(params)?).await),
@@ -138,22 +149,48 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         m::Logs::NAME => reply(logs::handle(ctx, conn, parse::<m::Logs>(params)?).await),
         m::Diff::NAME => reply(diff::handle(ctx, conn, parse::<m::Diff>(params)?).await),
         m::Queue::NAME => {
-            parse::<m::Queue>(params)?;
-            reply(queue::handle(ctx, conn).await)
+            parse_for_user::<m::Queue>(conn, params, "see the queue")?;
+            reply(queue::handle(ctx).await)
         }
-        m::Remove::NAME => reply(remove::handle(ctx, conn, parse::<m::Remove>(params)?).await),
-        m::Discard::NAME => reply(discard::handle(ctx, conn, parse::<m::Discard>(params)?).await),
-        m::Merged::NAME => reply(merged::handle(ctx, conn, parse::<m::Merged>(params)?).await),
-        m::Gc::NAME => reply(gc::handle(ctx, conn, parse::<m::Gc>(params)?).await),
-        m::GcLog::NAME => reply(gc_log::handle(ctx, conn, parse::<m::GcLog>(params)?).await),
+        m::Remove::NAME => {
+            let params = parse_for_user::<m::Remove>(conn, params, "remove worktrees")?;
+            reply(remove::handle(ctx, params).await)
+        }
+        m::Discard::NAME => {
+            let params = parse_for_user::<m::Discard>(conn, params, "discard branches")?;
+            reply(discard::handle(ctx, params).await)
+        }
+        m::Merged::NAME => {
+            let params = parse_for_user::<m::Merged>(conn, params, "record merges")?;
+            reply(merged::handle(ctx, params).await)
+        }
+        m::Gc::NAME => {
+            let params = parse_for_user::<m::Gc>(conn, params, "run the prune pass")?;
+            reply(gc::handle(ctx, params).await)
+        }
+        m::GcLog::NAME => {
+            let params = parse_for_user::<m::GcLog>(conn, params, "read the removal log")?;
+            reply(gc_log::handle(ctx, params).await)
+        }
         m::Salvaged::NAME => {
-            parse::<m::Salvaged>(params)?;
-            reply(salvaged::handle(ctx, conn).await)
+            parse_for_user::<m::Salvaged>(conn, params, "list salvage refs")?;
+            reply(salvaged::handle(ctx).await)
         }
-        m::Restore::NAME => reply(restore::handle(ctx, conn, parse::<m::Restore>(params)?).await),
-        m::Trust::NAME => reply(trust::handle(ctx, conn, parse::<m::Trust>(params)?).await),
+        m::Restore::NAME => {
+            let params = parse_for_user::<m::Restore>(conn, params, "restore salvage refs")?;
+            reply(restore::handle(ctx, params).await)
+        }
+        m::Trust::NAME => {
+            let params = parse_for_user::<m::Trust>(
+                conn,
+                params,
+                "approve a repository's .grove.toml (grove trust)",
+            )?;
+            reply(trust::handle(ctx, params).await)
+        }
         m::SessionCreate::NAME => {
-            reply(session_create::handle(ctx, conn, parse::<m::SessionCreate>(params)?).await)
+            let params = parse_for_user::<m::SessionCreate>(conn, params, "create sessions")?;
+            reply(session_create::handle(ctx, params).await)
         }
         m::SessionList::NAME => {
             reply(session_list::handle(ctx, conn, parse::<m::SessionList>(params)?).await)
@@ -162,53 +199,78 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
             reply(session_show::handle(ctx, conn, parse::<m::SessionShow>(params)?).await)
         }
         m::StateUpdate::NAME => {
-            reply(state_update::handle(ctx, conn, parse::<m::StateUpdate>(params)?).await)
+            let (caller, params) = parse_with_caller::<m::StateUpdate>(ctx, conn, params).await?;
+            reply(state_update::handle(ctx, conn, caller, params).await)
         }
         m::StateGet::NAME => {
-            reply(state_get::handle(ctx, conn, parse::<m::StateGet>(params)?).await)
+            let (caller, params) = parse_with_caller::<m::StateGet>(ctx, conn, params).await?;
+            reply(state_get::handle(ctx, caller, params).await)
         }
         m::StateHistory::NAME => {
-            reply(state_history::handle(ctx, conn, parse::<m::StateHistory>(params)?).await)
+            let (caller, params) = parse_with_caller::<m::StateHistory>(ctx, conn, params).await?;
+            reply(state_history::handle(ctx, caller, params).await)
         }
         m::StateFork::NAME => {
-            reply(state_fork::handle(ctx, conn, parse::<m::StateFork>(params)?).await)
+            let (caller, params) = parse_with_caller::<m::StateFork>(ctx, conn, params).await?;
+            reply(state_fork::handle(ctx, caller, params).await)
         }
         m::StateCode::NAME => {
-            reply(state_code::handle(ctx, conn, parse::<m::StateCode>(params)?).await)
+            let (caller, params) = parse_with_caller::<m::StateCode>(ctx, conn, params).await?;
+            reply(state_code::handle(ctx, caller, params).await)
         }
         m::StateCompact::NAME => {
-            reply(state_compact::handle(ctx, conn, parse::<m::StateCompact>(params)?).await)
+            let params = parse_for_user::<m::StateCompact>(conn, params, "compact state")?;
+            reply(state_compact::handle(ctx, params).await)
         }
         m::SessionMigrate::NAME => {
-            reply(session_migrate::handle(ctx, conn, parse::<m::SessionMigrate>(params)?).await)
+            let params = parse_for_user::<m::SessionMigrate>(conn, params, "migrate sessions")?;
+            reply(session_migrate::handle(ctx, params).await)
         }
         m::SessionRm::NAME => {
-            reply(session_rm::handle(ctx, conn, parse::<m::SessionRm>(params)?).await)
+            let params = parse_for_user::<m::SessionRm>(conn, params, "delete sessions")?;
+            reply(session_rm::handle(ctx, params).await)
         }
         m::StatePin::NAME => {
-            reply(state_pin::handle(ctx, conn, parse::<m::StatePin>(params)?).await)
+            let params = parse_for_user::<m::StatePin>(conn, params, "pin checkpoints")?;
+            reply(state_pin::handle(ctx, params).await)
         }
         m::DaemonStatus::NAME => {
             parse::<m::DaemonStatus>(params)?;
             reply(daemon_status::handle(ctx).await)
         }
         m::DaemonMetrics::NAME => {
-            parse::<m::DaemonMetrics>(params)?;
-            reply(daemon_metrics::handle(ctx, conn).await)
+            parse_for_user::<m::DaemonMetrics>(conn, params, "read the daemon's metrics")?;
+            reply(daemon_metrics::handle(ctx).await)
         }
         m::DaemonProbe::NAME => {
-            parse::<m::DaemonProbe>(params)?;
-            reply(daemon_probe::handle(conn).await)
+            parse_for_user::<m::DaemonProbe>(conn, params, "probe the daemon's machine")?;
+            reply(daemon_probe::handle().await)
         }
         m::DaemonStop::NAME => {
-            parse::<m::DaemonStop>(params)?;
-            reply(daemon_stop::handle(ctx, conn).await)
+            parse_for_user::<m::DaemonStop>(conn, params, "stop the daemon")?;
+            reply(daemon_stop::handle(ctx).await)
         }
         other => Err(RpcError::new(
             codes::METHOD_NOT_FOUND,
             format!("unknown method `{other}`; docs/protocol.md lists the methods"),
         )),
     }
+}
+
+/// A paged answer's items, or a page of text once escaped into JSON, take at most this
+/// many bytes: inside the line cap with room for the envelope.
+pub const MAX_PAGE_BYTES: usize = MAX_LINE_BYTES - 64 * 1024;
+
+/// How many of the first items fit in a page of JSON (at least one).
+pub fn fitting_a_page<T: Serialize>(items: &[T]) -> usize {
+    let mut bytes = 0;
+    for (n, item) in items.iter().enumerate() {
+        bytes += crate::sessions::json_bytes(item) + 1;
+        if n > 0 && bytes > MAX_PAGE_BYTES as u64 {
+            return n;
+        }
+    }
+    items.len()
 }
 
 /// Decodes the params of method `M`; absent params count as `{}`.
@@ -220,6 +282,31 @@ pub fn parse<M: Method>(params: Option<Value>) -> Result<M::Params, RpcError> {
             format!("invalid params for {}: {e}", M::NAME),
         )
     })
+}
+
+/// Decodes the params of a method that is the user's alone; to an agent it answers that
+/// it may not `what`.
+fn parse_for_user<M: Method>(
+    conn: &Conn,
+    params: Option<Value>,
+    what: &str,
+) -> Result<M::Params, RpcError> {
+    let params = parse::<M>(params)?;
+    authority::user_only(conn, what)?;
+    Ok(params)
+}
+
+/// Decodes the params of a method on a session's state, and who acts on which session.
+async fn parse_with_caller<M: Method>(
+    ctx: &Ctx,
+    conn: &Conn,
+    params: Option<Value>,
+) -> Result<(Caller, M::Params), RpcError>
+where
+    M::Params: SessionScoped,
+{
+    let params = parse::<M>(params)?;
+    Ok((caller(ctx, conn, &params).await?, params))
 }
 
 /// Who is asking about which session. Inside an agent (its process tree or its token)
@@ -276,7 +363,7 @@ session_scoped!(
 );
 
 /// Who acts on which session: an agent on its own only, the user on the one named.
-pub async fn caller(
+async fn caller(
     ctx: &Ctx,
     conn: &Conn,
     params: &impl SessionScoped,

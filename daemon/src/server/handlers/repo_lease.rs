@@ -20,7 +20,7 @@ pub async fn handle(
     params: LeaseParams,
 ) -> Option<Answer> {
     let (release, released) = oneshot::channel::<()>();
-    match take(ctx, conn, params, released).await {
+    match take(ctx, params, released).await {
         Ok(lease) => {
             conn.respond(id, Json::of(&lease)).await;
             std::future::pending::<()>().await;
@@ -33,11 +33,9 @@ pub async fn handle(
 
 async fn take(
     ctx: &Ctx,
-    conn: &Conn,
     params: LeaseParams,
     released: oneshot::Receiver<()>,
 ) -> Result<LeaseResult, Error> {
-    super::authority::user_only(conn, "lease repositories")?;
     let target = super::client_repo(&params.repo).await?;
     let temp_dir = ctx.config.dirs.worktree_root.join(&target.dir_name);
     // Before the lane is held (the janitor removes them in it): what a killed merge

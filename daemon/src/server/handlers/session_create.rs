@@ -1,4 +1,3 @@
-use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::SessionCreateParams;
@@ -6,12 +5,7 @@ use grove_proto::state::SessionInfo;
 use grove_state::Schema;
 
 /// `session.create`: a new session with a schema (JSON form or TOML text).
-pub async fn handle(
-    ctx: &Ctx,
-    conn: &Conn,
-    params: SessionCreateParams,
-) -> Result<SessionInfo, Error> {
-    super::authority::user_only(conn, "create sessions")?;
+pub async fn handle(ctx: &Ctx, params: SessionCreateParams) -> Result<SessionInfo, Error> {
     let schema = match (&params.schema, &params.schema_text) {
         (Some(_), Some(_)) => {
             return Err(Error::BadInput(

@@ -2,11 +2,8 @@ use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::{SessionListParams, SessionListResult};
-use grove_proto::MAX_LINE_BYTES;
 
 const MAX_PAGE: usize = 1_000;
-/// Sessions per answer stay under this many bytes of JSON, inside the line cap.
-const MAX_PAGE_BYTES: u64 = (MAX_LINE_BYTES - 64 * 1024) as u64;
 
 /// `session.list`: sessions by name, in pages of at most 1000 and within the line cap.
 pub async fn handle(
@@ -27,16 +24,10 @@ pub async fn handle(
     let more = sessions.len() > limit;
     sessions.truncate(limit);
     let agents = ctx.core.snapshot().await?;
-    let mut bytes = 0;
-    let mut fits = sessions.len();
-    for (n, session) in sessions.iter_mut().enumerate() {
+    for session in &mut sessions {
         super::session_show::attach_agents(session, &agents);
-        bytes += crate::sessions::json_bytes(session) + 1;
-        if n > 0 && bytes > MAX_PAGE_BYTES {
-            fits = n;
-            break;
-        }
     }
+    let fits = super::fitting_a_page(&sessions);
     let cut = fits < sessions.len();
     sessions.truncate(fits);
     let next = (more || cut)

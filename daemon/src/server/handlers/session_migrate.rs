@@ -1,4 +1,3 @@
-use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::{SessionMigrateParams, SessionMigrateResult};
@@ -7,10 +6,8 @@ use grove_state::Schema;
 /// `session.migrate`: a session moves to a new schema in one checkpoint.
 pub async fn handle(
     ctx: &Ctx,
-    conn: &Conn,
     params: SessionMigrateParams,
 ) -> Result<SessionMigrateResult, Error> {
-    super::authority::user_only(conn, "migrate sessions")?;
     let schema = match (&params.schema, &params.schema_text) {
         (Some(json), None) => {
             Schema::from_json(json).map_err(|e| Error::BadInput(e.to_string()))?

@@ -1,4 +1,3 @@
-use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::Error;
 use grove_proto::methods::SessionRmParams;
@@ -6,12 +5,7 @@ use grove_proto::state::SessionRemoval;
 
 /// `session.rm`: deletes a session's head, checkpoints and snapshots, keeping an audit
 /// row. Refused while agents of it are live, unless forced.
-pub async fn handle(
-    ctx: &Ctx,
-    conn: &Conn,
-    params: SessionRmParams,
-) -> Result<SessionRemoval, Error> {
-    super::authority::user_only(conn, "delete sessions")?;
+pub async fn handle(ctx: &Ctx, params: SessionRmParams) -> Result<SessionRemoval, Error> {
     let live: Vec<String> = ctx
         .core
         .snapshot()

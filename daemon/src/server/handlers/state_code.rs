@@ -1,5 +1,5 @@
-use super::super::connection::Conn;
 use super::super::Ctx;
+use super::Caller;
 use crate::git::authorship::Identity;
 use crate::Error;
 use grove_proto::methods::{StateCodeParams, StateCodeResult};
@@ -11,10 +11,9 @@ use std::path::Path;
 /// so that a spawn can start from it.
 pub async fn handle(
     ctx: &Ctx,
-    conn: &Conn,
+    caller: Caller,
     params: StateCodeParams,
 ) -> Result<StateCodeResult, Error> {
-    let caller = super::caller(ctx, conn, &params).await?;
     let code = ctx.state.code_at(&caller.session, params.at).await?;
     let Some(repo) = code.repo.clone() else {
         return Err(Error::InvalidState(format!(

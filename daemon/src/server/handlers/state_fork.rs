@@ -1,12 +1,15 @@
-use super::super::connection::Conn;
 use super::super::Ctx;
+use super::Caller;
 use crate::Error;
 use grove_proto::methods::StateForkParams;
 use grove_proto::state::SessionInfo;
 
 /// `state.fork`: a new session starting from a checkpoint of another.
-pub async fn handle(ctx: &Ctx, conn: &Conn, params: StateForkParams) -> Result<SessionInfo, Error> {
-    let caller = super::caller(ctx, conn, &params).await?;
+pub async fn handle(
+    ctx: &Ctx,
+    caller: Caller,
+    params: StateForkParams,
+) -> Result<SessionInfo, Error> {
     ctx.state
         .fork(
             &caller.session,

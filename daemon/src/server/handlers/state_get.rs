@@ -1,22 +1,16 @@
-use super::super::connection::Conn;
 use super::super::Ctx;
+use super::{Caller, MAX_PAGE_BYTES};
 use crate::Error;
 use grove_proto::methods::{StateGetParams, StateGetResult, StatePage};
-use grove_proto::MAX_LINE_BYTES;
 use serde_json::Value;
-
-/// Most bytes a page's text takes once escaped into the answer's JSON string: inside
-/// the line cap with room for the envelope.
-const MAX_PAGE_BYTES: usize = MAX_LINE_BYTES - 64 * 1024;
 
 /// `state.get`: the state (or one channel) now, or right after a checkpoint. A value
 /// too long for one answer comes as pages of its JSON text.
 pub async fn handle(
     ctx: &Ctx,
-    conn: &Conn,
+    caller: Caller,
     params: StateGetParams,
 ) -> Result<StateGetResult, Error> {
-    let caller = super::caller(ctx, conn, &params).await?;
     let begun = std::time::Instant::now();
     let (checkpoint, state) = ctx.state.get(&caller.session, params.at).await?;
     if params.at.is_some() {

@@ -1,5 +1,6 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
+use super::Caller;
 use crate::Error;
 use grove_proto::methods::{StateUpdateParams, StateUpdateResult};
 use grove_proto::state::CodeRef;
@@ -9,9 +10,9 @@ use grove_state::Write;
 pub async fn handle(
     ctx: &Ctx,
     conn: &Conn,
+    caller: Caller,
     params: StateUpdateParams,
 ) -> Result<StateUpdateResult, Error> {
-    let caller = super::caller(ctx, conn, &params).await?;
     let writes = params
         .writes
         .into_iter()

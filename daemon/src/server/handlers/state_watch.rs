@@ -4,20 +4,11 @@
 use super::super::connection::Conn;
 use super::super::stream::stream;
 use super::super::Ctx;
-use super::Answer;
-use grove_proto::methods::{StateWatchParams, StateWatchResult};
+use super::{Answer, Caller};
+use grove_proto::methods::StateWatchResult;
 use serde_json::Value;
 
-pub async fn handle(
-    ctx: &Ctx,
-    conn: &Conn,
-    id: Option<Value>,
-    params: StateWatchParams,
-) -> Option<Answer> {
-    let caller = match super::caller(ctx, conn, &params).await {
-        Ok(caller) => caller,
-        Err(e) => return Some(Err(e.into())),
-    };
+pub async fn handle(ctx: &Ctx, conn: &Conn, id: Option<Value>, caller: Caller) -> Option<Answer> {
     // Subscribe before reading the head, so no update falls between the two.
     let events = ctx.events.subscribe();
     let head = match ctx.state.info(&caller.session).await {

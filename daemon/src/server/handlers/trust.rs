@@ -2,7 +2,6 @@
 //! repository's `.grove.toml`, so that its setup commands may run. Never an agent's to
 //! give: an agent that could approve could run anything outside its jail.
 
-use super::super::connection::Conn;
 use super::super::Ctx;
 use crate::db::trust;
 use crate::worktree_setup::trust::{repo_key, sha256_hex};
@@ -10,8 +9,7 @@ use crate::Error;
 use grove_agent_shim::now_ms;
 use grove_proto::methods::{TrustParams, TrustResult};
 
-pub async fn handle(ctx: &Ctx, conn: &Conn, params: TrustParams) -> Result<TrustResult, Error> {
-    super::authority::user_only(conn, "approve a repository's .grove.toml (grove trust)")?;
+pub async fn handle(ctx: &Ctx, params: TrustParams) -> Result<TrustResult, Error> {
     let target = super::client_repo(&params.repo).await?;
     let file = target.workdir.join(".grove.toml");
     let key = repo_key(&target);
