@@ -18,38 +18,23 @@ pub struct Spec {
     pub bytes: u64,
 }
 
-pub const SMALL: Spec = Spec {
-    name: "small",
-    files: 500,
-    dirs: 25,
-    bytes: 3_000_000,
-};
-pub const BIG: Spec = Spec {
-    name: "big",
-    files: 50_000,
-    dirs: 2_000,
-    bytes: 300_000_000,
-};
-pub const BIG_QUICK: Spec = Spec {
-    name: "big",
-    files: 5_000,
-    dirs: 200,
-    bytes: 30_000_000,
-};
+/// `files` text files over `dirs` directories, `bytes` in all.
+const fn spec(name: &'static str, files: usize, dirs: usize, bytes: u64) -> Spec {
+    Spec {
+        name,
+        files,
+        dirs,
+        bytes,
+    }
+}
+
+pub const SMALL: Spec = spec("small", 500, 25, 3_000_000);
+pub const BIG: Spec = spec("big", 50_000, 2_000, 300_000_000);
+pub const BIG_QUICK: Spec = spec("big", 5_000, 200, 30_000_000);
 /// 5,000 files: the worktree a checkpoint's code is recorded from (case 5).
-pub const MEDIUM: Spec = Spec {
-    name: "medium",
-    files: 5_000,
-    dirs: 200,
-    bytes: 30_000_000,
-};
+pub const MEDIUM: Spec = spec("medium", 5_000, 200, 30_000_000);
 /// One file: for making many agent records quickly.
-pub const TINY: Spec = Spec {
-    name: "tiny",
-    files: 1,
-    dirs: 1,
-    bytes: 100,
-};
+pub const TINY: Spec = spec("tiny", 1, 1, 100);
 
 #[derive(Debug)]
 pub struct Repo {

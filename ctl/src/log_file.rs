@@ -179,13 +179,20 @@ impl Write for RotatingFile {
 mod tests {
     use super::*;
 
-    #[test]
-    fn rotates_by_size_and_keeps_three_files() {
-        let dir = std::env::temp_dir().join(format!("grove-log-test-{}", std::process::id()));
+    /// A fresh directory for test `name`, and `daemon.log` there, opened to rotate at
+    /// 100 bytes and keep 3 files.
+    fn fresh_log(name: &str) -> (PathBuf, PathBuf, RotatingFile) {
+        let dir = std::env::temp_dir().join(format!("grove-log-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("daemon.log");
-        let mut log = RotatingFile::open(&path, 100, 3).expect("open");
+        let log = RotatingFile::open(&path, 100, 3).expect("open");
+        (dir, path, log)
+    }
+
+    #[test]
+    fn rotates_by_size_and_keeps_three_files() {
+        let (dir, path, mut log) = fresh_log("test");
         for i in 0..50 {
             log.write_all(format!("line {i:04} of the log\n").as_bytes())
                 .expect("write");
@@ -216,11 +223,7 @@ mod tests {
 
     #[test]
     fn a_failed_rotation_deletes_nothing_and_an_unlinked_log_is_reopened() {
-        let dir = std::env::temp_dir().join(format!("grove-log-fail-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("daemon.log");
-        let mut log = RotatingFile::open(&path, 100, 3).expect("open");
+        let (dir, path, mut log) = fresh_log("fail");
         log.write_all(b"first file, long enough to fill most of it up to the limit of bytes\n")
             .expect("write");
         // The next rotation cannot make its new file: the name is taken by a directory.

@@ -9,6 +9,7 @@ use grove_agent_shim::now_ms;
 use grove_proto::types::{AgentRecord, AgentStatus, Outcome};
 use serde::Serialize;
 use std::io::IsTerminal;
+use std::process::ExitCode;
 use std::sync::OnceLock;
 
 /// When to colour the output (`--color`).
@@ -197,6 +198,21 @@ fn escape_into(out: &mut String, c: char) {
 pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+/// Prints `value` as JSON with `--json`, else for people with `print_human`: the end of
+/// a command that shows what the daemon answered.
+pub fn print_json_or<T: Serialize>(
+    json: bool,
+    value: &T,
+    print_human: impl FnOnce(&T),
+) -> Result<ExitCode> {
+    if json {
+        print_json(value)?;
+    } else {
+        print_human(value);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Bytes that end a token outside strings, or start a string.

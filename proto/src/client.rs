@@ -115,16 +115,43 @@ fn check_server(stream: &impl std::os::fd::AsFd, socket: &Path) -> Result<(), Cl
     Ok(())
 }
 
+/// One connection to the daemon, of either client: replaced whole when it is lost.
+struct Connection<R, W> {
+    reader: R,
+    writer: W,
+    next_id: u64,
+    /// `None` while the answer to `hello` is still on its way (see [`Client::connect_pipelined`]).
+    hello: Option<HelloResult>,
+}
+
+/// The retry settings, the same on both clients (the policy itself is [`crate::retry`]).
+macro_rules! retry_settings {
+    ($client:ty) => {
+        impl $client {
+            /// Sets how long calls keep retrying after a lost connection (zero: never).
+            pub fn retry_for(mut self, retry_for: Duration) -> Self {
+                self.retry_for = retry_for;
+                self
+            }
+
+            /// Sets what to do when nothing answers at the socket during a retry.
+            pub fn revive_with(mut self, revive: Revive) -> Self {
+                self.revive = Some(revive);
+                self
+            }
+        }
+    };
+}
+
+retry_settings!(Client);
+retry_settings!(AsyncClient);
+
 /// A blocking connection that has said hello. When the connection drops (a daemon
 /// restarting), a call reconnects and sends its request again, with the same
 /// idempotency key, for up to [`Client::retry_for`]; a subscription is sent again and
 /// its stream goes on after a `<prefix>.lagged` notification (`"reconnected": true`).
 pub struct Client {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-    next_id: u64,
-    /// `None` while the answer to `hello` is still on its way (see [`Client::connect_pipelined`]).
-    hello: Option<HelloResult>,
+    conn: Connection<BufReader<UnixStream>, UnixStream>,
     path: PathBuf,
     retry_for: Duration,
     revive: Option<Revive>,
@@ -133,18 +160,6 @@ pub struct Client {
 }
 
 impl Client {
-    /// Sets how long calls keep retrying after a lost connection (zero: never).
-    pub fn retry_for(mut self, retry_for: Duration) -> Client {
-        self.retry_for = retry_for;
-        self
-    }
-
-    /// Sets what to do when nothing answers at the socket during a retry.
-    pub fn revive_with(mut self, revive: Revive) -> Client {
-        self.revive = Some(revive);
-        self
-    }
-
     /// Blocks until the daemon pushes the next notification (after a subscription).
     /// A lost connection is replaced and the subscription sent again; what was missed
     /// meanwhile is said by a `<prefix>.lagged` notification.
@@ -180,7 +195,7 @@ impl Client {
     fn next_notification_once(&mut self) -> Result<crate::Notification, ClientError> {
         self.hello()?;
         loop {
-            match read_frame(&mut self.reader, MAX_LINE_BYTES)? {
+            match read_frame(&mut self.conn.reader, MAX_LINE_BYTES)? {
                 Frame::Line(line) => {
                     let value: Value = serde_json::from_slice(&line)
                         .map_err(|e| ClientError::Protocol(format!("invalid JSON: {e}")))?;
@@ -200,7 +215,7 @@ impl Client {
     /// A second handle on the connection's socket, for a thread that writes while
     /// this one reads (`agent.attach`: keys go out as output comes in).
     pub fn writer(&self) -> std::io::Result<UnixStream> {
-        self.writer.try_clone()
+        self.conn.writer.try_clone()
     }
 
     /// Connects and waits for the daemon's answer to `hello`.
@@ -230,12 +245,14 @@ impl Client {
         check_server(&stream, path)?;
         let writer = stream.try_clone()?;
         let mut client = Client {
-            // Long answers (agent.list pages) arrive in fewer reads. A buffer for a
-            // whole line measured slower: its fresh pages cost more than the reads.
-            reader: BufReader::with_capacity(64 * 1024, stream),
-            writer,
-            next_id: 2,
-            hello: None,
+            conn: Connection {
+                // Long answers (agent.list pages) arrive in fewer reads. A buffer for a
+                // whole line measured slower: its fresh pages cost more than the reads.
+                reader: BufReader::with_capacity(64 * 1024, stream),
+                writer,
+                next_id: 2,
+                hello: None,
+            },
             path: path.to_path_buf(),
             retry_for: Duration::ZERO,
             revive: None,
@@ -249,16 +266,18 @@ impl Client {
 
     /// What the daemon said to `hello`, read now if it has not been yet.
     pub fn hello(&mut self) -> Result<&HelloResult, ClientError> {
-        let hello = match self.hello.take() {
+        let hello = match self.conn.hello.take() {
             Some(hello) => hello,
             None => decode::<Hello>(self.next_response()?)?,
         };
-        Ok(self.hello.insert(hello))
+        Ok(self.conn.hello.insert(hello))
     }
 
     fn next_response(&mut self) -> Result<Response, ClientError> {
         loop {
-            if let Some(response) = parse_response(read_frame(&mut self.reader, MAX_LINE_BYTES)?)? {
+            if let Some(response) =
+                parse_response(read_frame(&mut self.conn.reader, MAX_LINE_BYTES)?)?
+            {
                 return Ok(response);
             }
         }
@@ -300,8 +319,8 @@ impl Client {
 
     /// Sends one request (saying `hello` first when it is still unanswered).
     fn send_request(&mut self, method: &str, params: Value) -> Result<(), ClientError> {
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.conn.next_id;
+        self.conn.next_id += 1;
         self.send(&encode_line(&Request::new(id, method, params)))?;
         self.hello()?;
         Ok(())
@@ -317,10 +336,7 @@ impl Client {
             });
             match fresh {
                 Ok(fresh) => {
-                    self.reader = fresh.reader;
-                    self.writer = fresh.writer;
-                    self.hello = fresh.hello;
-                    self.next_id = fresh.next_id;
+                    self.conn = fresh.conn;
                     return Ok(());
                 }
                 Err(e) => {
@@ -342,15 +358,15 @@ impl Client {
         params: &M::Params,
     ) -> Result<(M::Result, Option<std::os::fd::OwnedFd>), ClientError> {
         self.hello()?;
-        if !self.reader.buffer().is_empty() {
+        if !self.conn.reader.buffer().is_empty() {
             return Err(ClientError::Protocol(
                 "the daemon sent more than was asked before a descriptor call".into(),
             ));
         }
         let params = serde_json::to_value(params)
             .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.conn.next_id;
+        self.conn.next_id += 1;
         self.send(&encode_line(&Request::new(id, M::NAME, params)))?;
         let mut line = Vec::new();
         let mut fds = Vec::new();
@@ -359,7 +375,8 @@ impl Client {
             if line.len() > MAX_LINE_BYTES {
                 return Err(ClientError::Protocol("response over the line cap".into()));
             }
-            let (n, mut got) = grove_sys::fdpass::recv_with_fds(self.reader.get_ref(), &mut byte)?;
+            let (n, mut got) =
+                grove_sys::fdpass::recv_with_fds(self.conn.reader.get_ref(), &mut byte)?;
             if n == 0 {
                 return Err(ClientError::Io(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -378,7 +395,7 @@ impl Client {
     /// Writes a request. A daemon that turned the connection away (too many open) has
     /// said why in its answer to `hello`: that reason beats a broken pipe.
     fn send(&mut self, line: &[u8]) -> Result<(), ClientError> {
-        if let Err(e) = self.writer.write_all(line) {
+        if let Err(e) = self.conn.writer.write_all(line) {
             if let Err(ClientError::Rpc(reason)) = self.hello() {
                 return Err(ClientError::Rpc(reason));
             }
@@ -399,7 +416,7 @@ impl Client {
         self.retrying(Outgoing::new(method, params), |client, method, params| {
             client.send_request(method, params)?;
             loop {
-                match read_frame(&mut client.reader, MAX_LINE_BYTES)? {
+                match read_frame(&mut client.conn.reader, MAX_LINE_BYTES)? {
                     Frame::Line(line) => {
                         if let Some(response) = parse(line)? {
                             return Ok(response);
@@ -455,10 +472,10 @@ impl<'de, R: Deserialize<'de>> Envelope<R> {
 /// drops reconnects and is sent again, with the same idempotency key, for up to
 /// `GROVE_RETRY_FOR` seconds. It reads no notifications (no subscriptions).
 pub struct AsyncClient {
-    reader: tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
-    writer: tokio::net::unix::OwnedWriteHalf,
-    next_id: u64,
-    pub hello: Option<HelloResult>,
+    conn: Connection<
+        tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
+        tokio::net::unix::OwnedWriteHalf,
+    >,
     path: PathBuf,
     retry_for: Duration,
     /// Run on a blocking thread: starting a daemon waits for it.
@@ -474,16 +491,9 @@ impl AsyncClient {
         Ok(client)
     }
 
-    /// Sets how long calls keep retrying after a lost connection (zero: never).
-    pub fn retry_for(mut self, retry_for: Duration) -> AsyncClient {
-        self.retry_for = retry_for;
-        self
-    }
-
-    /// Sets what to do when nothing answers at the socket during a retry.
-    pub fn revive_with(mut self, revive: Revive) -> AsyncClient {
-        self.revive = Some(revive);
-        self
+    /// What the daemon said to `hello`.
+    pub fn hello(&self) -> Option<&HelloResult> {
+        self.conn.hello.as_ref()
     }
 
     /// A connection that has said hello, without retries.
@@ -498,10 +508,12 @@ impl AsyncClient {
         check_server(&stream, path)?;
         let (read, write) = stream.into_split();
         let mut client = AsyncClient {
-            reader: tokio::io::BufReader::new(read),
-            writer: write,
-            next_id: 1,
-            hello: None,
+            conn: Connection {
+                reader: tokio::io::BufReader::new(read),
+                writer: write,
+                next_id: 1,
+                hello: None,
+            },
             path: path.to_path_buf(),
             retry_for: Duration::ZERO,
             revive: None,
@@ -509,7 +521,7 @@ impl AsyncClient {
         let params = serde_json::to_value(hello_params())
             .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
         let hello = client.call_once(Hello::NAME, params).await?;
-        client.hello = Some(decode::<Hello>(hello)?);
+        client.conn.hello = Some(decode::<Hello>(hello)?);
         Ok(client)
     }
 
@@ -534,13 +546,14 @@ impl AsyncClient {
 
     async fn call_once(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
         use tokio::io::AsyncWriteExt;
-        let id = self.next_id;
-        self.next_id += 1;
-        self.writer
+        let id = self.conn.next_id;
+        self.conn.next_id += 1;
+        self.conn
+            .writer
             .write_all(&encode_line(&Request::new(id, method, params)))
             .await?;
         loop {
-            let frame = read_frame_async(&mut self.reader, MAX_LINE_BYTES).await?;
+            let frame = read_frame_async(&mut self.conn.reader, MAX_LINE_BYTES).await?;
             if let Some(response) = parse_response(frame)? {
                 return Ok(response);
             }
@@ -556,10 +569,7 @@ impl AsyncClient {
             tokio::time::sleep(attempts.pause()?).await;
             match AsyncClient::open(&self.path).await {
                 Ok(fresh) => {
-                    self.reader = fresh.reader;
-                    self.writer = fresh.writer;
-                    self.hello = fresh.hello;
-                    self.next_id = fresh.next_id;
+                    self.conn = fresh.conn;
                     return Ok(());
                 }
                 Err(e) => {

@@ -32,9 +32,13 @@ impl LineState {
         }
     }
 
-    /// Takes bytes from `available`; returns how many were consumed and the finished frame,
-    /// if the line ended inside them.
+    /// Takes bytes from `available` (what the reader's buffer holds: empty only at end
+    /// of stream); returns how many were consumed and the finished frame, if the line
+    /// ended inside them.
     fn feed(&mut self, available: &[u8]) -> (usize, Option<Frame>) {
+        if available.is_empty() {
+            return (0, Some(self.eof()));
+        }
         let (chunk, done) = match memchr::memchr(b'\n', available) {
             Some(i) => (&available[..i], Some(i + 1)),
             None => (available, None),
@@ -81,11 +85,7 @@ impl LineState {
 pub fn read_frame<R: BufRead>(reader: &mut R, cap: usize) -> io::Result<Frame> {
     let mut state = LineState::new(cap);
     loop {
-        let available = reader.fill_buf()?;
-        if available.is_empty() {
-            return Ok(state.eof());
-        }
-        let (consumed, frame) = state.feed(available);
+        let (consumed, frame) = state.feed(reader.fill_buf()?);
         reader.consume(consumed);
         if let Some(frame) = frame {
             return Ok(frame);
@@ -100,11 +100,7 @@ pub async fn read_frame_async<R: AsyncBufRead + Unpin>(
 ) -> io::Result<Frame> {
     let mut state = LineState::new(cap);
     loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(state.eof());
-        }
-        let (consumed, frame) = state.feed(available);
+        let (consumed, frame) = state.feed(reader.fill_buf().await?);
         reader.consume(consumed);
         if let Some(frame) = frame {
             return Ok(frame);
@@ -118,60 +114,4 @@ pub fn encode_line<T: serde::Serialize>(message: &T) -> Vec<u8> {
     let mut line = serde_json::to_vec(message).unwrap_or_else(|_| b"null".to_vec());
     line.push(b'\n');
     line
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Cursor;
-
-    fn frames(input: &[u8], cap: usize) -> Vec<Frame> {
-        let mut reader = io::BufReader::with_capacity(3, Cursor::new(input.to_vec()));
-        let mut out = Vec::new();
-        loop {
-            let frame = read_frame(&mut reader, cap).expect("read");
-            let end = matches!(frame, Frame::Eof { .. });
-            out.push(frame);
-            if end {
-                return out;
-            }
-        }
-    }
-
-    #[test]
-    fn splits_lines_across_small_buffers() {
-        assert_eq!(
-            frames(b"ab\r\ncdef\n", 10),
-            vec![
-                Frame::Line(b"ab".to_vec()),
-                Frame::Line(b"cdef".to_vec()),
-                Frame::Eof { partial: false }
-            ]
-        );
-    }
-
-    #[test]
-    fn overlong_line_is_reported_and_skipped() {
-        assert_eq!(
-            frames(b"0123456789ABC\nok\n", 10),
-            vec![
-                Frame::TooLong,
-                Frame::Line(b"ok".to_vec()),
-                Frame::Eof { partial: false }
-            ]
-        );
-    }
-
-    #[test]
-    fn line_of_exactly_the_cap_is_accepted() {
-        assert_eq!(
-            frames(b"0123456789\n", 10)[0],
-            Frame::Line(b"0123456789".to_vec())
-        );
-    }
-
-    #[test]
-    fn half_a_line_then_eof_is_partial() {
-        assert_eq!(frames(b"{\"a\":", 10), vec![Frame::Eof { partial: true }]);
-    }
 }

@@ -1,6 +1,7 @@
-//! Property tests at fuzzing strength for the line framing: any bytes, cut into any
-//! chunks, are framed without panics, never beyond the cap, and exactly as a model says.
-//! PROPTEST_CASES raises the count (CI runs the default, bounded in time).
+//! Tests of the line framing: examples, then property tests at fuzzing strength (any
+//! bytes, cut into any chunks, are framed without panics, never beyond the cap, and
+//! exactly as a model says). PROPTEST_CASES raises the count (CI runs the default,
+//! bounded in time).
 
 use grove_proto::framing::{read_frame, Frame};
 use proptest::prelude::*;
@@ -68,6 +69,51 @@ fn frames(data: &[u8], sizes: Vec<usize>, cap: usize, buffer: usize) -> Vec<Fram
             return out;
         }
     }
+}
+
+/// `input` read through a 3-byte buffer, 3 bytes at a time.
+fn small_reads(input: &[u8], cap: usize) -> Vec<Frame> {
+    frames(input, vec![3], cap, 3)
+}
+
+#[test]
+fn splits_lines_across_small_buffers() {
+    assert_eq!(
+        small_reads(b"ab\r\ncdef\n", 10),
+        vec![
+            Frame::Line(b"ab".to_vec()),
+            Frame::Line(b"cdef".to_vec()),
+            Frame::Eof { partial: false }
+        ]
+    );
+}
+
+#[test]
+fn overlong_line_is_reported_and_skipped() {
+    assert_eq!(
+        small_reads(b"0123456789ABC\nok\n", 10),
+        vec![
+            Frame::TooLong,
+            Frame::Line(b"ok".to_vec()),
+            Frame::Eof { partial: false }
+        ]
+    );
+}
+
+#[test]
+fn line_of_exactly_the_cap_is_accepted() {
+    assert_eq!(
+        small_reads(b"0123456789\n", 10)[0],
+        Frame::Line(b"0123456789".to_vec())
+    );
+}
+
+#[test]
+fn half_a_line_then_eof_is_partial() {
+    assert_eq!(
+        small_reads(b"{\"a\":", 10),
+        vec![Frame::Eof { partial: true }]
+    );
 }
 
 proptest! {

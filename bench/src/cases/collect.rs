@@ -2,7 +2,7 @@
 //! record appearing until `grove wait` returns it collected, against
 //! `git worktree remove --force` of a worktree with one changed file.
 
-use super::Ctx;
+use super::{baseline_worktree, Ctx};
 use crate::grove::{field, poll_until, timed};
 use crate::report::Row;
 use crate::repos::Repo;
@@ -85,11 +85,7 @@ fn grove_once(ctx: &Ctx<'_>, repo: &Repo, run: usize) -> Result<Duration> {
 
 fn git_once(ctx: &Ctx<'_>, repo: &Repo, run: usize) -> Result<Duration> {
     let env = ctx.env;
-    let path = env
-        .root
-        .join("wt")
-        .join(format!("collect-{}-{run}", repo.spec.name));
-    let branch = format!("bench/collect-{run}");
+    let (path, branch) = baseline_worktree(ctx, "collect", repo, run);
     env.git(
         &repo.path,
         &[

@@ -14,10 +14,11 @@ mod terminal;
 
 use crate::grove::Env;
 use crate::report::Row;
-use crate::repos::Repos;
+use crate::repos::{Repo, Repos};
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
@@ -30,6 +31,17 @@ pub struct Ctx<'a> {
     pub quick: bool,
     /// Case 1's unpooled spawn figures (small repo, big repo), for case 2's ratio.
     pub unpooled: std::cell::RefCell<[Option<crate::stats::Summary>; 2]>,
+}
+
+/// Where run `run` of a case's `git worktree add` baseline (named `case`) puts its
+/// worktree, and the branch it makes for it.
+fn baseline_worktree(ctx: &Ctx<'_>, case: &str, repo: &Repo, run: usize) -> (PathBuf, String) {
+    let path = ctx
+        .env
+        .root
+        .join("wt")
+        .join(format!("{case}-{}-{run}", repo.spec.name));
+    (path, format!("bench/{case}-{run}"))
 }
 
 pub fn title(case: u32) -> &'static str {

@@ -1,7 +1,7 @@
 //! Case 1: from starting `grove spawn` until the agent's first line is in its log,
 //! against `git worktree add -b` of the same repository in the same run.
 
-use super::Ctx;
+use super::{baseline_worktree, Ctx};
 use crate::grove::{field, poll_until, timed};
 use crate::report::{Goal, Metric, Row};
 use crate::repos::Repo;
@@ -73,11 +73,7 @@ pub fn grove_once(ctx: &Ctx<'_>, repo: &Repo) -> Result<Duration> {
 
 fn git_once(ctx: &Ctx<'_>, repo: &Repo, run: usize) -> Result<Duration> {
     let env = ctx.env;
-    let path = env
-        .root
-        .join("wt")
-        .join(format!("spawn-{}-{run}", repo.spec.name));
-    let branch = format!("bench/spawn-{run}");
+    let (path, branch) = baseline_worktree(ctx, "spawn", repo, run);
     let took = timed(
         env.git_command(&repo.path)
             .args(["worktree", "add", "-b", &branch])

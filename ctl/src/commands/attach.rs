@@ -9,11 +9,10 @@
 //! daemon restart.
 
 use crate::connect::{connect, dirs};
-use crate::exit::{UsageError, AGENT_FAILED};
-use crate::output::result_line;
+use crate::exit::UsageError;
 use anyhow::{anyhow, bail, Context, Result};
 use grove_proto::console::{FromShim, ToShim};
-use grove_proto::methods::{Attach, AttachParams, Wait, WaitParams};
+use grove_proto::methods::{Attach, AttachParams};
 use grove_proto::types::TtySize;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
@@ -96,30 +95,9 @@ pub fn run(id: &str, read_only: bool, detach_key: &str) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Ended::Closed => outcome(&dirs, &agent),
+        // The terminal closed: the agent ended (or its shim died).
+        Ended::Closed => super::wait::outcome(&dirs, &agent),
     }
-}
-
-/// The terminal closed: the agent ended (or its shim died). Its outcome comes from the
-/// daemon, on a new connection (the daemon may have restarted while we were attached).
-fn outcome(dirs: &grove_proto::paths::Dirs, agent: &str) -> Result<ExitCode> {
-    let finished = connect(dirs)?
-        .call::<Wait>(&WaitParams {
-            ids: vec![agent.to_string()],
-            mode: Default::default(),
-            until: Default::default(),
-        })?
-        .agents;
-    let record = finished
-        .into_iter()
-        .next()
-        .ok_or_else(|| anyhow!("the daemon returned no result for agent {agent}"))?;
-    eprintln!("{}", result_line(&record));
-    Ok(if record.succeeded() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(AGENT_FAILED)
-    })
 }
 
 enum Ended {

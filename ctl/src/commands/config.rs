@@ -2,7 +2,7 @@
 //! would see it, with where each value came from. Every setting is in docs/config.md.
 
 use crate::log_file::RotatingFile;
-use crate::output::{cell, print_json, table, Tone};
+use crate::output::{cell, print_json_or, table, Tone};
 use anyhow::Result;
 use comfy_table::Cell;
 use grove_daemon::config::{Source, SETTINGS};
@@ -38,38 +38,35 @@ pub fn run(json: bool) -> Result<ExitCode> {
         config_file_exists: config.dirs.config_file.exists(),
         settings: settings(&config),
     };
-    if json {
-        print_json(&effective)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let rows = effective
-        .settings
-        .iter()
-        .map(|s| {
-            let source = match (&s.source, &s.from) {
-                (&"file", Some(path)) => format!("file {path}"),
-                (&"environment", Some(var)) => format!("env {var}"),
-                (source, _) => source.to_string(),
-            };
-            let tone = if s.source == "default" {
-                Some(Tone::Dim)
+    print_json_or(json, &effective, |effective| {
+        let rows = effective
+            .settings
+            .iter()
+            .map(|s| {
+                let source = match (&s.source, &s.from) {
+                    (&"file", Some(path)) => format!("file {path}"),
+                    (&"environment", Some(var)) => format!("env {var}"),
+                    (source, _) => source.to_string(),
+                };
+                let tone = if s.source == "default" {
+                    Some(Tone::Dim)
+                } else {
+                    Some(Tone::Busy)
+                };
+                vec![Cell::new(&s.key), Cell::new(&s.value), cell(source, tone)]
+            })
+            .collect();
+        println!("{}", table(&["SETTING", "VALUE", "SOURCE"], rows));
+        println!(
+            "config file: {}{}",
+            effective.config_file.display(),
+            if effective.config_file_exists {
+                ""
             } else {
-                Some(Tone::Busy)
-            };
-            vec![Cell::new(&s.key), Cell::new(&s.value), cell(source, tone)]
-        })
-        .collect();
-    println!("{}", table(&["SETTING", "VALUE", "SOURCE"], rows));
-    println!(
-        "config file: {}{}",
-        effective.config_file.display(),
-        if effective.config_file_exists {
-            ""
-        } else {
-            " (none)"
-        }
-    );
-    Ok(ExitCode::SUCCESS)
+                " (none)"
+            }
+        );
+    })
 }
 
 fn settings(config: &Config) -> Vec<Setting> {

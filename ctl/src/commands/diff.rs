@@ -1,6 +1,6 @@
 use crate::connect::{connect, dirs};
 use crate::gitcli::Work;
-use crate::output::print_json;
+use crate::output::{print_json, print_json_or};
 use anyhow::{Context, Result};
 use grove_proto::methods::{Diff, DiffParams, Get, IdParams};
 use serde::Serialize;
@@ -21,12 +21,7 @@ pub fn run(id: &str, stat: bool, paths: &[String], json: bool) -> Result<ExitCod
             stat,
             paths: paths.to_vec(),
         })?;
-        if json {
-            print_json(&live)?;
-        } else {
-            print!("{}", live.diff);
-        }
-        return Ok(ExitCode::SUCCESS);
+        return print_json_or(json, &live, |live| print!("{}", live.diff));
     }
     let Some(work) = Work::load(record)? else {
         eprintln!(

@@ -38,23 +38,28 @@ pub fn run(dry_run: bool, log: bool, json: bool) -> Result<ExitCode> {
     for why in &report.kept {
         println!("kept: {why}");
     }
-    if !report.records_deleted.is_empty() {
-        let verb = if dry_run { "would forget" } else { "forgot" };
-        println!(
-            "{verb} {} finished agents past retention: {}",
-            report.records_deleted.len(),
-            report.records_deleted.join(", ")
-        );
-    }
-    if !report.refs_expired.is_empty() {
-        let verb = if dry_run { "would expire" } else { "expired" };
-        println!(
-            "{verb} {} discarded branch refs past retention: {}",
-            report.refs_expired.len(),
-            report.refs_expired.join(", ")
-        );
-    }
+    print_past_retention(
+        if dry_run { "would forget" } else { "forgot" },
+        "finished agents",
+        &report.records_deleted,
+    );
+    print_past_retention(
+        if dry_run { "would expire" } else { "expired" },
+        "discarded branch refs",
+        &report.refs_expired,
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// "forgot 2 finished agents past retention: a, b", when there were any.
+fn print_past_retention(verb: &str, what: &str, names: &[String]) {
+    if !names.is_empty() {
+        println!(
+            "{verb} {} {what} past retention: {}",
+            names.len(),
+            names.join(", ")
+        );
+    }
 }
 
 fn removal_table(removals: &[Removal]) -> String {

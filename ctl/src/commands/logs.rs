@@ -8,7 +8,7 @@
 use crate::connect::{connect, dirs};
 use anyhow::{Context, Result};
 use grove_agent_shim::EXIT_RECORD_FILE;
-use grove_proto::methods::{Get, IdParams, Wait, WaitParams};
+use grove_proto::methods::{Get, IdParams};
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
@@ -37,28 +37,7 @@ pub fn run(id: &str, follow: bool, raw: bool, json: bool) -> Result<ExitCode> {
     } else {
         follow_until_exit(log, agent_dir, raw)?;
     }
-    outcome(&record.id)
-}
-
-/// `-f` ends as `grove wait` does: the outcome line (on stderr, so that the agent's
-/// output stays as it was on stdout) and exit 1 unless the agent succeeded.
-fn outcome(id: &str) -> Result<ExitCode> {
-    let finished = connect(&dirs()?)?
-        .call::<Wait>(&WaitParams {
-            ids: vec![id.to_string()],
-            mode: Default::default(),
-            until: Default::default(),
-        })?
-        .agents;
-    let Some(done) = finished.into_iter().next() else {
-        anyhow::bail!("the daemon returned no result for agent {id}");
-    };
-    eprintln!("{}", crate::output::result_line(&done));
-    Ok(if done.succeeded() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(crate::exit::AGENT_FAILED)
-    })
+    super::wait::outcome(&dirs()?, &record.id)
 }
 
 fn follow_until_exit(log: &Path, agent_dir: &Path, raw: bool) -> Result<()> {

@@ -1,7 +1,7 @@
 //! `grove metrics`: every metric the daemon keeps, and its service levels.
 
 use crate::connect::{connect, dirs};
-use crate::output::{cell, print_json, table, Tone};
+use crate::output::{cell, print_json_or, table, Tone};
 use anyhow::Result;
 use comfy_table::Cell;
 use grove_proto::methods::{DaemonMetrics, Empty, Series, SloStatus};
@@ -9,42 +9,39 @@ use std::process::ExitCode;
 
 pub fn run(json: bool) -> Result<ExitCode> {
     let result = connect(&dirs()?)?.call::<DaemonMetrics>(&Empty {})?;
-    if json {
-        print_json(&result)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let rows = result
-        .metrics
-        .iter()
-        .flat_map(|m| {
-            m.series.iter().map(|s| {
+    print_json_or(json, &result, |result| {
+        let rows = result
+            .metrics
+            .iter()
+            .flat_map(|m| {
+                m.series.iter().map(|s| {
+                    vec![
+                        Cell::new(&m.name),
+                        Cell::new(labels(s)),
+                        Cell::new(value(s)),
+                    ]
+                })
+            })
+            .collect();
+        println!("{}", table(&["METRIC", "LABELS", "VALUE"], rows));
+        let rows = result
+            .slos
+            .iter()
+            .map(|s| {
+                let (word, tone) = if s.breached {
+                    ("BREACHED", Tone::Bad)
+                } else {
+                    ("ok", Tone::Good)
+                };
                 vec![
-                    Cell::new(&m.name),
-                    Cell::new(labels(s)),
-                    Cell::new(value(s)),
+                    cell(word, Some(tone)),
+                    Cell::new(&s.objective),
+                    Cell::new(measured(s)),
                 ]
             })
-        })
-        .collect();
-    println!("{}", table(&["METRIC", "LABELS", "VALUE"], rows));
-    let rows = result
-        .slos
-        .iter()
-        .map(|s| {
-            let (word, tone) = if s.breached {
-                ("BREACHED", Tone::Bad)
-            } else {
-                ("ok", Tone::Good)
-            };
-            vec![
-                cell(word, Some(tone)),
-                Cell::new(&s.objective),
-                Cell::new(measured(s)),
-            ]
-        })
-        .collect();
-    println!("{}", table(&["SLO", "OBJECTIVE", "NOW"], rows));
-    Ok(ExitCode::SUCCESS)
+            .collect();
+        println!("{}", table(&["SLO", "OBJECTIVE", "NOW"], rows));
+    })
 }
 
 fn labels(s: &Series) -> String {

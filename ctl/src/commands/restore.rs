@@ -1,5 +1,5 @@
 use crate::connect::{connect, dirs};
-use crate::output::{print_json, safe, safe_path};
+use crate::output::{print_json_or, safe, safe_path};
 use anyhow::{Context, Result};
 use grove_proto::methods::{Restore, RestoreParams};
 use std::path::PathBuf;
@@ -12,9 +12,7 @@ pub fn run(reference: &str, repo: Option<PathBuf>, json: bool) -> Result<ExitCod
         repo,
         reference: reference.into(),
     })?;
-    if json {
-        print_json(&restored)?;
-    } else {
+    print_json_or(json, &restored, |restored| {
         println!(
             "restored on branch {} in {} (tracked as {}: `grove diff {}`, `grove merge {}`, \
              `grove rm {}` salvages and removes it)",
@@ -25,6 +23,5 @@ pub fn run(reference: &str, repo: Option<PathBuf>, json: bool) -> Result<ExitCod
             safe(&restored.id),
             safe(&restored.id)
         );
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }

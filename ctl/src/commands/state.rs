@@ -4,7 +4,7 @@
 use crate::cli::{SessionArg, StateCommand};
 use crate::connect::{connect, dirs};
 use crate::exit::UsageError;
-use crate::output::{ago, print_json, safe, table};
+use crate::output::{ago, print_json, print_json_or, safe, table};
 use anyhow::{Context, Result};
 use grove_proto::methods::{
     StateCode, StateCodeParams, StateCodeResult, StateCompact, StateCompactParams, StateFork,
@@ -354,35 +354,32 @@ fn read_history(
 
 fn history(client: &mut Client, session: SessionArg, limit: u32, json: bool) -> Result<ExitCode> {
     let history = read_history(client, session.session, limit)?;
-    if json {
-        print_json(&history)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let rows = history
-        .checkpoints
-        .iter()
-        .map(|c| {
-            vec![
-                c.id.to_string(),
-                ago(c.at_ms),
-                safe(&c.writer),
-                safe(&match (&c.parent_session, c.parent) {
-                    (Some(from), Some(at)) => format!("{} from {from}@{at}", c.source),
-                    _ => c.source.clone(),
-                }),
-                safe(&c.channels.join(", ")),
-                c.code.as_ref().map_or_else(|| "-".into(), code_cell),
-            ]
-        })
-        .collect();
-    println!(
-        "{}",
-        table(
-            &["CHECKPOINT", "WHEN", "WRITER", "SOURCE", "CHANNELS", "CODE"],
-            rows
-        )
-    );
-    Ok(ExitCode::SUCCESS)
+    print_json_or(json, &history, |history| {
+        let rows = history
+            .checkpoints
+            .iter()
+            .map(|c| {
+                vec![
+                    c.id.to_string(),
+                    ago(c.at_ms),
+                    safe(&c.writer),
+                    safe(&match (&c.parent_session, c.parent) {
+                        (Some(from), Some(at)) => format!("{} from {from}@{at}", c.source),
+                        _ => c.source.clone(),
+                    }),
+                    safe(&c.channels.join(", ")),
+                    c.code.as_ref().map_or_else(|| "-".into(), code_cell),
+                ]
+            })
+            .collect();
+        println!(
+            "{}",
+            table(
+                &["CHECKPOINT", "WHEN", "WRITER", "SOURCE", "CHANNELS", "CODE"],
+                rows
+            )
+        );
+    })
 }
 
 /// The code of a checkpoint, short: the branch tip, and the worktree's tree.

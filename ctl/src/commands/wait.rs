@@ -3,6 +3,7 @@ use crate::exit::AGENT_FAILED;
 use crate::output::{print_json, result_line};
 use anyhow::Result;
 use grove_proto::methods::{Wait, WaitMode, WaitParams, WaitUntil};
+use grove_proto::paths::Dirs;
 use std::process::ExitCode;
 
 pub fn run(ids: Vec<String>, any: bool, until: &str, json: bool) -> Result<ExitCode> {
@@ -24,6 +25,29 @@ pub fn run(ids: Vec<String>, any: bool, until: &str, json: bool) -> Result<ExitC
         a.succeeded() || (until == WaitUntil::Waiting && !a.status.is_final())
     };
     Ok(if list.agents.iter().all(fine) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(AGENT_FAILED)
+    })
+}
+
+/// How a command that followed one agent until it ended (`attach`, `logs -f`) ends, as
+/// `grove wait` would: the outcome line, on stderr so that stdout stays the agent's
+/// output, and exit 1 unless the agent succeeded. The outcome comes on a new connection
+/// (the daemon may have restarted meanwhile).
+pub fn outcome(dirs: &Dirs, id: &str) -> Result<ExitCode> {
+    let finished = connect(dirs)?
+        .call::<Wait>(&WaitParams {
+            ids: vec![id.to_string()],
+            mode: Default::default(),
+            until: Default::default(),
+        })?
+        .agents;
+    let Some(done) = finished.into_iter().next() else {
+        anyhow::bail!("the daemon returned no result for agent {id}");
+    };
+    eprintln!("{}", result_line(&done));
+    Ok(if done.succeeded() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(AGENT_FAILED)

@@ -1,5 +1,7 @@
 //! The arguments of each tool. Unknown arguments are refused, as the socket refuses
 //! unknown params: a misspelled `timout_seconds` must not silently mean "no timeout".
+//! A tool whose arguments are a method's params as they are takes the protocol's own
+//! params type instead (see `tools::forward`).
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -65,23 +67,9 @@ pub struct SendInput {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReadScreen {
-    pub id: String,
-    #[serde(default)]
-    pub ansi: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct List {
     #[serde(default)]
     pub all: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Id {
-    pub id: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -99,16 +87,6 @@ pub struct Logs {
     #[serde(default)]
     pub offset: u64,
     pub max_bytes: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Diff {
-    pub id: String,
-    #[serde(default)]
-    pub stat: bool,
-    #[serde(default)]
-    pub paths: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,16 +124,6 @@ pub struct Merge {
 pub struct Report {
     pub id: String,
     pub text: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Empty {}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SessionName {
-    pub name: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,6 +5,7 @@
 //! of `required`), and `additionalProperties: false` says what the server enforces.
 
 use super::{args, cli, rpc, wait, Answer, GroveTools};
+use grove_proto::methods::{Diff, Empty, Get, IdParams, Kill, Method, Screen, SessionShow};
 use rmcp::model::{Tool, ToolAnnotations};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
@@ -451,18 +452,12 @@ pub async fn call(
             )
             .await
         }
-        "read_screen" => {
-            let r: args::ReadScreen = args::parse(name, arguments)?;
-            rpc("agent.screen", json!({ "id": r.id, "ansi": r.ansi })).await
-        }
+        "read_screen" => forward::<Screen>(name, arguments).await,
         "list_agents" => {
             let r: args::List = args::parse(name, arguments)?;
             rpc("agent.list", json!({ "all": r.all })).await
         }
-        "agent_status" => {
-            let r: args::Id = args::parse(name, arguments)?;
-            rpc("agent.get", json!({ "id": r.id })).await
-        }
+        "agent_status" => forward::<Get>(name, arguments).await,
         "wait_agents" => wait::run(args::parse(name, arguments)?, context).await,
         "agent_logs" => {
             let r: args::Logs = args::parse(name, arguments)?;
@@ -472,14 +467,7 @@ pub async fn call(
             }
             rpc("agent.logs", params).await
         }
-        "agent_diff" => {
-            let r: args::Diff = args::parse(name, arguments)?;
-            rpc(
-                "agent.diff",
-                json!({ "id": r.id, "stat": r.stat, "paths": r.paths }),
-            )
-            .await
-        }
+        "agent_diff" => forward::<Diff>(name, arguments).await,
         "review_agents" => {
             let r: args::Review = args::parse(name, arguments)?;
             let mut argv = vec!["review".to_string()];
@@ -518,7 +506,7 @@ pub async fn call(
             cli(server.default_repo.clone(), argv).await
         }
         "discard_agent" => {
-            let r: args::Id = args::parse(name, arguments)?;
+            let r: IdParams = args::parse(name, arguments)?;
             let argv = vec!["discard".into(), "--yes".into(), dash_safe(name, r.id)?];
             cli(server.default_repo.clone(), argv).await
         }
@@ -526,18 +514,12 @@ pub async fn call(
             let r: args::Report = args::parse(name, arguments)?;
             rpc("agent.report", json!({ "id": r.id, "text": r.text })).await
         }
-        "kill_agent" => {
-            let r: args::Id = args::parse(name, arguments)?;
-            rpc("agent.kill", json!({ "id": r.id })).await
-        }
+        "kill_agent" => forward::<Kill>(name, arguments).await,
         "session_list" => {
-            let _: args::Empty = args::parse(name, arguments)?;
+            let _: Empty = args::parse(name, arguments)?;
             rpc("session.list", json!({})).await
         }
-        "session_show" => {
-            let r: args::SessionName = args::parse(name, arguments)?;
-            rpc("session.show", json!({ "name": r.name })).await
-        }
+        "session_show" => forward::<SessionShow>(name, arguments).await,
         "state_get" => {
             let r: args::StateGet = args::parse(name, arguments)?;
             rpc(
@@ -580,6 +562,14 @@ pub async fn call(
         }
         other => Err(format!("there is no tool {other}")),
     }
+}
+
+/// A tool whose arguments are method `M`'s params as they are: parsed here, so that
+/// unknown ones are refused before anything is sent, then sent on.
+async fn forward<M: Method>(tool: &str, arguments: Value) -> Answer {
+    let params: M::Params = args::parse(tool, arguments)?;
+    let params = serde_json::to_value(params).map_err(|e| format!("{tool}: {e}"))?;
+    rpc(M::NAME, params).await
 }
 
 /// An id passed on to the command line must not read as an option.

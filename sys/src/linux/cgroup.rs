@@ -13,19 +13,14 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use crate::types::Usage;
+
 #[derive(Debug)]
 pub struct AgentCgroup {
     dir: PathBuf,
     /// `cgroup.procs`, opened for writing by the shim so that the child can join with
     /// one write(2) before exec (close-on-exec: the agent never holds it).
     procs: File,
-}
-
-/// Resource use of the tree, as the cgroup counted it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub cpu_usec: Option<u64>,
-    pub peak_memory_bytes: Option<u64>,
 }
 
 impl AgentCgroup {

@@ -5,21 +5,7 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::path::PathBuf;
 
-/// What grove reads of /proc/<pid>/stat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub parent: u32,
-    /// Exited but not yet reaped.
-    pub zombie: bool,
-    /// Asleep (state S): waiting for something.
-    pub sleeping: bool,
-    pub process_group: u32,
-    /// utime + stime, in clock ticks.
-    pub cpu_ticks: u64,
-    /// Clock ticks since boot. With the pid it names one process for good: pids are
-    /// reused, start times of one pid are not.
-    pub start_time: u64,
-}
+pub use crate::types::{Mount, Stat};
 
 /// /proc/<pid>/stat, read in one go: the file has no size to go by, so reading it
 /// into an empty string took six reads (a connection's ancestry is read on every
@@ -191,17 +177,6 @@ fn v1_line(text: &str, controller: &str) -> Option<String> {
             .any(|c| c == controller)
             .then(|| path.trim().to_string())
     })
-}
-
-/// One line of /proc/self/mountinfo, as much as grove needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    pub point: PathBuf,
-    pub fstype: String,
-    /// Mounted read-write.
-    pub read_write: bool,
-    /// The filesystem's own options (for cgroup v1: its controllers).
-    pub super_options: Vec<String>,
 }
 
 /// The mounts this process sees.

@@ -3,14 +3,10 @@
 use std::fs::File;
 use std::io;
 
+pub use crate::types::Usage;
+
 #[derive(Debug)]
 pub struct AgentCgroup(());
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
-    pub cpu_usec: Option<u64>,
-    pub peak_memory_bytes: Option<u64>,
-}
 
 impl AgentCgroup {
     pub fn create(_agent_id: &str) -> Option<AgentCgroup> {

@@ -3,15 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub parent: u32,
-    pub zombie: bool,
-    pub sleeping: bool,
-    pub process_group: u32,
-    pub cpu_ticks: u64,
-    pub start_time: u64,
-}
+pub use crate::types::{Mount, Stat};
 
 pub fn stat(_pid: u32) -> Option<Stat> {
     None
@@ -71,14 +63,6 @@ pub fn own_cgroup() -> Option<String> {
 
 pub fn own_v1_cgroup(_controller: &str) -> Option<String> {
     None
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    pub point: PathBuf,
-    pub fstype: String,
-    pub read_write: bool,
-    pub super_options: Vec<String>,
 }
 
 pub fn mounts() -> Vec<Mount> {
