@@ -62,8 +62,7 @@ fn refused_spawn(g: &Grove, flags: &[&str], needle: &str) {
 #[test]
 fn not_a_git_repository() {
     let g = Grove::new();
-    let plain = g.dir.path().join("plain");
-    fs::create_dir(&plain).expect("mkdir");
+    let plain = g.make_dir("plain");
     let p = plain.to_str().expect("utf8");
     refused(
         &g,
@@ -121,8 +120,7 @@ fn base_that_does_not_exist() {
 #[test]
 fn empty_repository_with_unborn_head() {
     let g = Grove::new();
-    let empty = g.dir.path().join("empty");
-    fs::create_dir(&empty).expect("mkdir");
+    let empty = g.make_dir("empty");
     git_in(&empty, &["init", "-q"]);
     refused(
         &g,

@@ -208,12 +208,10 @@ fn list_show_and_review_read_well_on_a_pipe() {
 fn json_of_every_command_parses_and_has_the_documented_fields() {
     let g = Grove::new();
     let id = agent_with_work(&g, "docs");
-    let schema = g.dir.path().join("schema.toml");
-    fs::write(
-        &schema,
+    let schema = g.write_file(
+        "schema.toml",
         "[state]\nversion = 1\n[state.channels]\nnotes = { reducer = \"append\" }\n",
-    )
-    .expect("schema");
+    );
     let in_session = g.spawn(
         &[
             "--session",
@@ -605,8 +603,7 @@ fn doctor_fails_over_a_long_socket_path() {
 #[test]
 fn config_shows_values_and_their_sources() {
     let g = Grove::new();
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(g.home.join("config.toml"), "max_idle = \"12h\"\n").expect("config");
+    g.write_config("max_idle = \"12h\"\n");
     let out = g.run_env(&["config"], &[("GROVE_MAX_WORKTREES", "7")]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let row = |key: &str| -> String {

@@ -50,8 +50,7 @@ fn a_second_daemon_is_refused_while_one_runs() {
 #[test]
 fn sigkill_of_the_daemon_loses_no_agent() {
     let g = Grove::new();
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let wait_for = |gate: &str, out: &str| {
         format!(
             "while [ ! -e '{}/{gate}' ]; do sleep 0.02; done; echo {gate} > {out}",

@@ -59,10 +59,7 @@ fn big_file_script(mib: usize) -> String {
 /// A 100 MiB tmpfs at `<scratch>/wt` as the worktree root; none where it cannot be
 /// mounted, once [`can_run`] said why.
 fn small_root(prefix: &str) -> Option<(tempfile::TempDir, Tmpfs, PathBuf)> {
-    let scratch = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in("/tmp")
-        .expect("tmp");
+    let scratch = short_temp_dir(prefix);
     let root = scratch.path().join("wt");
     match Tmpfs::mount(&root, 100) {
         Ok(mount) => Some((scratch, mount, root)),
@@ -127,8 +124,7 @@ fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns
     // Only a live agent left and usage high: spawns are refused, the live one is spared.
     g.ok(&["rm", &kept[3].0]);
     fill(&root.join("filler2"), 40);
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let live = g.spawn(
         &[],
         &format!(

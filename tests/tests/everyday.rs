@@ -119,16 +119,8 @@ fn list_filters_by_repo_status_and_name_and_session_list_hides_automatic_session
     let bogus = g.run(&["list", "--status", "sleepy"]);
     assert_eq!(bogus.code, 2);
 
-    let sessions = |args: &[&str]| -> Vec<String> {
-        let mut all = vec!["session", "list"];
-        all.extend_from_slice(args);
-        g.json(&all)["sessions"]
-            .as_array()
-            .expect("sessions")
-            .iter()
-            .filter_map(|s| s["name"].as_str().map(String::from))
-            .collect()
-    };
+    let sessions =
+        |args: &[&str]| listed_fields(&g, &["session", "list"], args, "sessions", "name");
     assert_eq!(sessions(&[]), ["shared"]);
     // `good` never wrote state: its automatic session does not exist (issue 17).
     let every = sessions(&["--all"]);
@@ -174,8 +166,7 @@ fn a_grove_toml_with_an_unknown_table_is_refused_with_the_known_ones() {
 fn completion_setup(g: &Grove) -> (String, String) {
     let id = g.spawn(&["--name", "tabbed"], "true");
     g.wait(&id);
-    let bin = g.dir.path().join("bin");
-    std::fs::create_dir_all(&bin).expect("bin dir");
+    let bin = g.make_dir("bin");
     std::os::unix::fs::symlink(BIN, bin.join("grove")).expect("symlink");
     let path = format!(
         "{}:{}",
@@ -187,12 +178,7 @@ fn completion_setup(g: &Grove) -> (String, String) {
 
 /// Whether `shell` runs here (CI installs zsh and fish, .ci/run).
 fn have_shell(shell: &str) -> bool {
-    let missing = std::process::Command::new(shell)
-        .args(["-c", "exit 0"])
-        .output()
-        .err()
-        .map(|e| format!("cannot run {shell}: {e}"));
-    can_run(shell, missing)
+    have_program(shell, &["-c", "exit 0"])
 }
 
 /// Runs `shell args...` with the grove's environment; its stdout lines.
@@ -272,8 +258,7 @@ fn zsh_completion_completes_agent_ids_and_names() {
     }
     let g = Grove::new();
     let (id, path) = completion_setup(&g);
-    let script = g.dir.path().join("capture.zsh");
-    std::fs::write(&script, ZSH_CAPTURE).expect("write");
+    let script = g.write_file("capture.zsh", ZSH_CAPTURE);
     let script = script.to_str().expect("utf-8 path").to_string();
     // A bound on the whole session: a completion that never ends fails the test.
     let complete =

@@ -341,26 +341,19 @@ fn built_in_presets_build_their_documented_argv() {
 #[test]
 fn a_user_preset_runs_its_command_with_the_prompt_and_its_env() {
     let g = Grove::new();
-    let script = g.dir.path().join("show-argv");
-    fs::write(
-        &script,
+    let script = g.write_file(
+        "show-argv",
         "#!/bin/sh\nfor a in \"$@\"; do echo \"arg: $a\"; done\necho \"var: $PRESET_VAR\"\n",
-    )
-    .expect("script");
+    );
     fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(
-        g.home.join("config.toml"),
-        format!(
+    g.write_config(format!(
             "max_worktrees = 5\n[agents.mine]\ncommand = [\"{}\", \"--task={{prompt}}\", \"{{prompt}}\"]\n\
              env = {{ PRESET_VAR = \"from the preset\" }}\n\
              [agents.claude]\ncommand = [\"{}\", \"claude-override\"]\n",
             script.display(),
             script.display()
-        ),
-    )
-    .expect("config");
+        ));
     let id = g
         .ok(&["spawn", "--agent", "mine", "two words"])
         .trim()
@@ -430,8 +423,7 @@ fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
         out.stderr
     );
     // A bad preset table is named with its file.
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(g.home.join("config.toml"), "[agents.x]\ntty = true\n").expect("config");
+    g.write_config("[agents.x]\ntty = true\n");
     g.refused(&["agents"], "[agents.x] has no `command`");
     assert_eq!(agent_count_without_daemon(&g), 0);
 }
@@ -655,16 +647,11 @@ fn an_agent_pauses_its_children_but_not_itself_nor_others() {
 fn notifying(events: &str) -> (Grove, std::path::PathBuf) {
     let g = Grove::new();
     let out = g.dir.path().join("notified");
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(
-        g.home.join("config.toml"),
-        format!(
+    g.write_config(format!(
             "[notify]\ncommand = [\"sh\", \"-c\", \"env | grep ^GROVE_ | sort >> {0}; echo --- >> {0}\"]\n\
              events = {events}\nwindow = \"2s\"\ndesktop = false\n",
             out.display()
-        ),
-    )
-    .expect("config");
+        ));
     (g, out)
 }
 
@@ -742,12 +729,7 @@ fn one_failure_is_told_with_its_id_name_event_and_status() {
 #[test]
 fn a_bad_notify_setting_is_named_and_nothing_starts() {
     let g = Grove::new();
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(
-        g.home.join("config.toml"),
-        "[notify]\ncommand = [\"true\"]\nevents = [\"done\"]\n",
-    )
-    .expect("config");
+    g.write_config("[notify]\ncommand = [\"true\"]\nevents = [\"done\"]\n");
     g.fails(
         &["config"],
         &["unknown event `done`", "waiting, exited, failed"],

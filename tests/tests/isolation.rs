@@ -120,8 +120,7 @@ fn jail_setting_makes_jail_the_default_and_no_jail_overrides_it() {
 #[test]
 fn jail_write_opens_one_more_path() {
     let g = Grove::new();
-    let cache = g.dir.path().join("cache");
-    fs::create_dir(&cache).expect("mkdir");
+    let cache = g.make_dir("cache");
     let id = g.spawn(
         &[
             "--jail",
@@ -287,12 +286,7 @@ fn cpu_time_limit_kills_a_busy_loop_and_show_reports_the_cpu_used() {
 #[test]
 fn config_defaults_apply_when_flags_are_absent() {
     let g = Grove::new();
-    fs::create_dir_all(&g.home).expect("mkdir home");
-    fs::write(
-        g.home.join("config.toml"),
-        "max_files = 32\ntimeout = \"2s\"\nmemory = \"1G\"\ncpu_time = 60\n",
-    )
-    .expect("config");
+    g.write_config("max_files = 32\ntimeout = \"2s\"\nmemory = \"1G\"\ncpu_time = 60\n");
     let id = g.spawn(&[], "ulimit -n");
     let record = g.wait(&id);
     assert_eq!(g.ok(&["logs", &id]).trim(), "32");
@@ -340,8 +334,7 @@ fn each_agent_runs_in_a_cgroup_of_its_own_that_goes_away_with_it() {
 fn kill_stops_escaped_descendants_with_and_without_a_cgroup() {
     for cgroup in ["true", "false"] {
         let g = Grove::new().with_env(&[("GROVE_CGROUP", cgroup)]);
-        let pids = g.dir.path().join("pids");
-        fs::create_dir(&pids).expect("mkdir");
+        let pids = g.make_dir("pids");
         let id = g.spawn(
             &[
                 "--jail",

@@ -84,8 +84,7 @@ fn a_jailed_agent_cannot_move_or_delete_anything_of_the_users_repository() {
         rev(&g, "refs/stash"),
     );
     let object = some_object(&common);
-    let outside = g.dir.path().join("bashrc");
-    fs::write(&outside, "# the user's\n").expect("write");
+    let outside = g.write_file("bashrc", "# the user's\n");
     let script = r#"
         try() { if "$@" 2>/dev/null; then echo "done: $*"; else echo "refused: $*"; fi; }
         try git --git-dir="$COMMON" update-ref refs/heads/main "$OTHER"

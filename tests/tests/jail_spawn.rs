@@ -190,10 +190,8 @@ fn a_copy_through_a_committed_symlink_is_refused_and_writes_nothing_outside() {
         fs::create_dir_all(g.repo.join(dir)).expect("mkdir");
         fs::write(g.repo.join(dir).join("x"), "config\n").expect("write");
     }
-    let victim = g.dir.path().join("bashrc");
-    fs::write(&victim, "user's own\n").expect("write");
-    let elsewhere = g.dir.path().join("elsewhere");
-    fs::create_dir_all(&elsewhere).expect("mkdir");
+    let victim = g.write_file("bashrc", "user's own\n");
+    let elsewhere = g.make_dir("elsewhere");
 
     // `.env` itself a link to a file outside.
     let (_, log) = run_jailed(
@@ -371,8 +369,7 @@ fn an_agent_cannot_approve_setup_commands() {
 fn trust_outside_a_repository_or_without_a_file_says_so() {
     let g = Grove::new();
     g.refused(&["trust"], ".grove.toml does not exist");
-    let nowhere = g.dir.path().join("nowhere");
-    fs::create_dir_all(&nowhere).expect("mkdir");
+    let nowhere = g.make_dir("nowhere");
     g.refused(
         &["trust", "--repo", nowhere.to_str().expect("utf-8")],
         "is not inside a git repository",

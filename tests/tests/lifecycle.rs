@@ -135,8 +135,7 @@ fn running_agent_worktree_is_locked_and_known_to_git() {
 #[test]
 fn kill_stops_the_whole_tree_including_background_and_escaped_grandchildren() {
     let g = Grove::new();
-    let pids = g.dir.path().join("pids");
-    fs::create_dir(&pids).expect("mkdir");
+    let pids = g.make_dir("pids");
     let id = g.spawn(
         &["--env", &format!("PIDS={}", pids.display())],
         r#"sleep 300 & echo $! > "$PIDS/background"

@@ -42,13 +42,7 @@ fn wait_for_ready_pool(g: &Grove, count: usize) -> Vec<Value> {
 }
 
 fn pool_paths(g: &Grove) -> Vec<PathBuf> {
-    g.worktree_dirs()
-        .into_iter()
-        .filter(|d| {
-            d.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("pool-"))
-        })
-        .collect()
+    g.worktree_dirs_named("pool-")
 }
 
 /// `git worktree list --porcelain`, one block per worktree.
@@ -86,8 +80,7 @@ fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
         .map(|p| p["path"].as_str().expect("path").to_string())
         .collect();
 
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let script = format!(
         "branch=$(git symbolic-ref HEAD); dirty=$(git status --porcelain | wc -l); \
          printf '%s %s\\n' \"$branch\" \"$dirty\" > probe.txt; {}",
@@ -173,8 +166,7 @@ fn the_pool_counts_inside_the_cap_and_gives_way_to_agents() {
     let g = pooled("2").with_env(&[("GROVE_MAX_WORKTREES", "3")]);
     let other = g.dir.path().join("other");
     init_repo(&other);
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
 
     let a = g.spawn(&[], &gate_script(&gates, "a"));
     wait_for_ready_pool(&g, 2);
@@ -337,8 +329,7 @@ fn index_of(worktree: &Path) -> PathBuf {
 #[test]
 fn new_worktrees_have_their_cache_tree_written_pooled_or_not() {
     let g = pooled("1");
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let unpooled = g.spawn(&[], &gate_script(&gates, "a"));
     wait_for_ready_pool(&g, 1);
     let pooled = g.spawn(&[], &gate_script(&gates, "b"));

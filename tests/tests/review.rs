@@ -480,8 +480,7 @@ fn merge_from_inside_another_repositorys_hook_touches_only_its_own_repository() 
         &[("x", "echo x > x.txt && git add x.txt && git commit -qm x")],
     );
     let (id, branch) = &ags[0];
-    let other = g.dir.path().join("other");
-    fs::create_dir_all(&other).expect("mkdir");
+    let other = g.make_dir("other");
     init_repo(&other);
     let other_head = git_in(&other, &["rev-parse", "HEAD"]);
     let other_index = fs::read(other.join(".git/index")).expect("index");

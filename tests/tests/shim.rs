@@ -113,8 +113,7 @@ fn without_the_shim_binary_grove_itself_holds_the_agents() {
 #[test]
 fn an_agents_end_spares_another_agents_shim_below_it() {
     let g = Grove::new();
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let gates_str = gates.display();
     let script = format!(
         r#"until [ -e {gates_str}/go ]; do sleep 0.05; done

@@ -352,8 +352,7 @@ fn schema_errors_name_the_file_and_line_and_leave_nothing_behind() {
     )
     .expect("write");
     g.refused_all(&["spawn", "--", "true"], &[".grove.toml:4:", "average"]);
-    let bad = g.dir.path().join("bad.toml");
-    fs::write(&bad, "[state]\nversion = 1\n[state.channels\n").expect("write");
+    let bad = g.write_file("bad.toml", "[state]\nversion = 1\n[state.channels\n");
     g.refused(
         &[
             "spawn",
@@ -372,8 +371,7 @@ fn schema_errors_name_the_file_and_line_and_leave_nothing_behind() {
 #[test]
 fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
     let g = Grove::new();
-    let schema = g.dir.path().join("schema.toml");
-    fs::write(&schema, SCHEMA).expect("schema");
+    let schema = g.write_file("schema.toml", SCHEMA);
     let id = g.spawn(
         &[
             "--session",
@@ -402,12 +400,7 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
     let seen = lines.next().map(|l| l.expect("read"));
     let first: Value = serde_json::from_str(&seen.expect("a notification")).expect("json");
     assert_eq!(first["method"], "state.updated");
-    let batches = g.dir.path().join("batches.ndjson");
-    fs::write(
-        &batches,
-        "{\"items\": [\"a\"], \"plan\": \"p1\"}\n{\"writes\": [{\"channel\": \"labels\", \"value\": [\"x\"]}]}\n",
-    )
-    .expect("write");
+    let batches = g.write_file("batches.ndjson", "{\"items\": [\"a\"], \"plan\": \"p1\"}\n{\"writes\": [{\"channel\": \"labels\", \"value\": [\"x\"]}]}\n");
     let out = g.state_update("cli", &["--file", batches.to_str().expect("utf8")]);
     assert_eq!(out.lines().count(), 2, "{out}");
     let next: Value =

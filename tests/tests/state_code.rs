@@ -267,8 +267,7 @@ fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
 fn a_jailed_agents_links_are_recorded_as_links_and_its_fifos_never_opened() {
     let g = Grove::new();
     commit_schema(&g, SCHEMA);
-    let outside = g.dir.path().join("outside");
-    fs::create_dir_all(&outside).expect("outside");
+    let outside = g.make_dir("outside");
     let secret = "secret of the user, never to be recorded\n";
     fs::write(outside.join("key"), secret).expect("key");
     let script = format!(

@@ -38,8 +38,7 @@ fn setup() -> (Grove, std::path::PathBuf) {
     .expect("session.create");
     g.state_update("s", &["items", r#"["a", "b"]"#, "count", "2"]);
     g.ok(&["state", "update", "--session", "s", "notes", r#"{"k": 1}"#]);
-    let file = g.dir.path().join("new.toml");
-    fs::write(&file, NEW).expect("schema file");
+    let file = g.write_file("new.toml", NEW);
     (g, file)
 }
 
@@ -165,8 +164,7 @@ fn a_kill_in_the_middle_of_a_migration_leaves_the_session_as_it_was() {
 fn an_agent_cannot_migrate_its_session() {
     let g = Grove::new();
     commit_schema(&g, OLD);
-    let file = g.dir.path().join("new.toml");
-    fs::write(&file, NEW).expect("schema file");
+    let file = g.write_file("new.toml", NEW);
     let (code, why) = agent_of_session_runs(
         &g,
         "mine",

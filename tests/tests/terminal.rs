@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{can_run, eventually, have_python3, Grove};
+use support::{can_run, eventually, have_program, have_python3, Grove};
 
 const SCREEN_WAIT: Duration = Duration::from_secs(15);
 
@@ -21,18 +21,12 @@ struct Tmux {
 }
 
 fn have_tmux() -> bool {
-    let missing = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .err()
-        .map(|e| format!("cannot run tmux: {e}"));
-    can_run("tmux", missing)
+    have_program("tmux", &["-V"])
 }
 
 impl Tmux {
     fn new(g: &Grove) -> Tmux {
-        let dir = g.dir.path().join("tmux");
-        std::fs::create_dir_all(&dir).expect("tmux dir");
+        let dir = g.make_dir("tmux");
         // The environment of grove's own commands, as a script tmux can run.
         let command = g.command();
         let mut script = String::from("#!/bin/sh\n");
@@ -244,12 +238,7 @@ fn a_resize_reaches_the_agent_and_two_viewers_see_the_same_output() {
 
 #[test]
 fn a_full_screen_program_is_redrawn_on_attach() {
-    let missing = Command::new("less")
-        .arg("--version")
-        .output()
-        .err()
-        .map(|e| format!("cannot run less: {e}"));
-    if !have_tmux() || !can_run("less", missing) {
+    if !have_tmux() || !have_program("less", &["--version"]) {
         return;
     }
     let g = Grove::new();
@@ -439,9 +428,8 @@ fn an_agent_cannot_type_into_another_agents_terminal() {
 }
 
 fn attack_script(g: &Grove) -> PathBuf {
-    let path = g.dir.path().join("attack.py");
-    std::fs::write(
-        &path,
+    g.write_file(
+        "attack.py",
         r#"
 import socket, struct, sys, time
 payload = b"echo PWNED\r"
@@ -468,8 +456,6 @@ print("send self:", r.returncode, r.stderr.strip())
 print("attempted")
 "#,
     )
-    .expect("script");
-    path
 }
 
 fn jail_available(g: &Grove) -> bool {

@@ -64,11 +64,7 @@ impl Grove {
 
     /// A grove whose `repo` directory does not exist yet.
     pub fn without_repo() -> Grove {
-        // Short paths: the socket path must stay under 108 bytes.
-        let dir = tempfile::Builder::new()
-            .prefix("g")
-            .tempdir_in("/tmp")
-            .expect("temp dir");
+        let dir = short_temp_dir("g");
         let home = dir.path().join("h");
         let repo = dir.path().join("repo");
         Grove {
@@ -398,6 +394,38 @@ impl Grove {
         self.git(&["fsck", "--strict"]);
     }
 
+    /// Makes the directory `name` in the test's temp dir (if it is not there yet); its
+    /// path.
+    pub fn make_dir(&self, name: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        fs::create_dir_all(&path).expect("mkdir");
+        path
+    }
+
+    /// Writes `text` to the file `name` in the test's temp dir; its path.
+    pub fn write_file(&self, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.dir.path().join(name);
+        fs::write(&path, text).expect("write file");
+        path
+    }
+
+    /// Writes `text` as grove's config.toml (in GROVE_HOME).
+    pub fn write_config(&self, text: impl AsRef<[u8]>) {
+        fs::create_dir_all(&self.home).expect("home");
+        fs::write(self.home.join("config.toml"), text).expect("config");
+    }
+
+    /// The worktree directories whose name starts with `prefix` (`pool-`, `merge-`).
+    pub fn worktree_dirs_named(&self, prefix: &str) -> Vec<PathBuf> {
+        self.worktree_dirs()
+            .into_iter()
+            .filter(|d| {
+                d.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+            })
+            .collect()
+    }
+
     /// Every directory two levels below the worktree root (one per agent worktree).
     pub fn worktree_dirs(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
@@ -495,12 +523,25 @@ count = { reducer = "add", default = 0 }
 
 /// Creates the session `name` over `schema` (as read from a test.toml).
 pub fn create_session(c: &mut grove_proto::Client, name: &str, schema: &str) {
+    create_session_from(c, name, "test.toml", schema);
+}
+
+/// Creates the session `name` over `schema` as read from the file `origin`.
+pub fn create_session_from(c: &mut grove_proto::Client, name: &str, origin: &str, schema: &str) {
     call(
         c,
         "session.create",
-        serde_json::json!({"name": name, "schema_text": {"origin": "test.toml", "text": schema}}),
+        serde_json::json!({"name": name, "schema_text": {"origin": origin, "text": schema}}),
     )
     .expect("session.create");
+}
+
+/// A grove with the session `name` over `schema`, and the client that created it.
+pub fn grove_with_session(name: &str, schema: &str) -> (Grove, grove_proto::Client) {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create_session(&mut c, name, schema);
+    (g, c)
 }
 
 /// Spawns `script` as an agent of `session`, with `$GROVE_BIN` to run grove; its id.
@@ -574,14 +615,30 @@ pub fn json_printed(out: &Output) -> Value {
 
 /// The ids of the agents `grove COMMAND ARGS --json` lists.
 pub fn listed_ids(g: &Grove, command: &str, args: &[&str]) -> Vec<String> {
-    let mut all = vec![command];
-    all.extend_from_slice(args);
-    g.json(&all)["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
-        .filter_map(|a| a["id"].as_str().map(String::from))
+    listed_fields(g, &[command], args, "agents", "id")
+}
+
+/// The string `field` of each element of the array `key` that `grove --json COMMAND
+/// ARGS` prints.
+pub fn listed_fields(
+    g: &Grove,
+    command: &[&str],
+    args: &[&str],
+    key: &str,
+    field: &str,
+) -> Vec<String> {
+    each(&g.json(&[command, args].concat()), key)
+        .filter_map(|item| item[field].as_str().map(String::from))
         .collect()
+}
+
+/// A fresh directory under /tmp named `<prefix>…`, short because the sockets under it
+/// must stay under 108 bytes.
+pub fn short_temp_dir(prefix: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .expect("temp dir")
 }
 
 /// The environment of `g`'s commands, for other programs that run grove (examples).
@@ -700,12 +757,18 @@ pub fn can_run(capability: &str, missing: Option<String>) -> bool {
 
 /// True when python3 runs here; otherwise [`can_run`] says why (and fails in CI).
 pub fn have_python3() -> bool {
-    let missing = Command::new("python3")
-        .arg("--version")
+    have_program("python3", &["--version"])
+}
+
+/// True when `program` runs here (as `program probe`); otherwise [`can_run`] says why
+/// (and fails in CI).
+pub fn have_program(program: &str, probe: &[&str]) -> bool {
+    let missing = Command::new(program)
+        .args(probe)
         .output()
         .err()
-        .map(|e| format!("cannot run python3: {e}"));
-    can_run("python3", missing)
+        .map(|e| format!("cannot run {program}: {e}"));
+    can_run(program, missing)
 }
 
 /// True when the kernel has the Landlock ABI the jail needs; otherwise [`can_run`]
