@@ -212,16 +212,7 @@ fn json_of_every_command_parses_and_has_the_documented_fields() {
         "schema.toml",
         "[state]\nversion = 1\n[state.channels]\nnotes = { reducer = \"append\" }\n",
     );
-    let in_session = g.spawn(
-        &[
-            "--session",
-            "s1",
-            "--schema",
-            schema.to_str().expect("utf-8"),
-        ],
-        "true",
-    );
-    g.wait(&in_session);
+    g.session_by_spawn("s1", &schema);
     g.state_update("s1", &["notes", "[\"a\"]"]);
 
     let list = g.json(&["list", "--all"]);

@@ -73,11 +73,7 @@ fn a_crash_in_the_middle_of_salvage_is_finished_by_the_next_daemon() {
 fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
     let g = Grove::new();
     let schema = g.write_file("s.toml", "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\nl = { reducer = \"append\" }\n");
-    let id = g.spawn(
-        &["--session", "s", "--schema", schema.to_str().expect("utf8")],
-        "true",
-    );
-    g.wait(&id);
+    g.session_by_spawn("s", &schema);
     g.state_update("s", &["n", "1"]);
     g.ok(&["daemon", "stop"]);
     g.crash_during(
@@ -161,11 +157,7 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
         "s.toml",
         "[state]\nversion = 1\n[state.channels]\nl = { reducer = \"append\" }\n",
     );
-    let id = g.spawn(
-        &["--session", "s", "--schema", schema.to_str().expect("utf8")],
-        "true",
-    );
-    g.wait(&id);
+    g.session_by_spawn("s", &schema);
     g.state_update("s", &["l", "[\"before\"]"]);
 
     // Worktree root full: git cannot check out; nothing half made is left.

@@ -24,13 +24,7 @@ plan  = { reducer = "overwrite" }
 "#;
 
 fn create_session(g: &Grove, name: &str) {
-    let mut c = client(g);
-    call(
-        &mut c,
-        "session.create",
-        json!({"name": name, "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
-    )
-    .expect("session.create");
+    support::create_session(&mut client(g), name, SCHEMA);
 }
 
 fn free_port() -> u16 {

@@ -233,12 +233,7 @@ fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
 fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
     let g = Grove::new();
     commit_schema(&g, SCHEMA);
-    call(
-        &mut client(&g),
-        "session.create",
-        serde_json::json!({"name": "plain", "schema_text": {"origin": "t.toml", "text": SCHEMA}}),
-    )
-    .expect("session.create");
+    create_session_from(&mut client(&g), "plain", "t.toml", SCHEMA);
     g.state_update("plain", &["count", "1"]);
     g.refused(
         &[

@@ -29,13 +29,7 @@ plan  = { reducer = "overwrite", default = "none yet" }
 
 fn setup() -> (Grove, std::path::PathBuf) {
     let g = Grove::new();
-    let mut c = client(&g);
-    call(
-        &mut c,
-        "session.create",
-        json!({"name": "s", "schema_text": {"origin": "old.toml", "text": OLD}}),
-    )
-    .expect("session.create");
+    create_session_from(&mut client(&g), "s", "old.toml", OLD);
     g.state_update("s", &["items", r#"["a", "b"]"#, "count", "2"]);
     g.ok(&["state", "update", "--session", "s", "notes", r#"{"k": 1}"#]);
     let file = g.write_file("new.toml", NEW);

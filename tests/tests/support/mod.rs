@@ -303,6 +303,14 @@ impl Grove {
         (self.spawn(extra, &script.join("; ")), gate)
     }
 
+    /// Makes the session `session` over the schema file `schema` the way an agent's
+    /// spawn does (`--schema`), with an agent that runs `true`; returns once it ended.
+    pub fn session_by_spawn(&self, session: &str, schema: &Path) {
+        let schema = schema.to_str().expect("utf8");
+        let id = self.spawn(&["--session", session, "--schema", schema], "true");
+        self.wait(&id);
+    }
+
     /// `grove state update --session <session> <args>`, which must succeed; its stdout.
     pub fn state_update(&self, session: &str, args: &[&str]) -> String {
         let mut all = vec!["state", "update", "--session", session];
