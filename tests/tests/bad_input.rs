@@ -171,12 +171,9 @@ fn command_that_does_not_exist_is_refused_at_spawn() {
         &["spawn", "--", "no-such-command-anywhere", "--flag"],
         &[("PATH", "/usr/bin:/bin")],
     );
-    assert_eq!(out.code, 2, "{}", out.stdout);
-    assert!(
-        out.stderr
-            .contains("command not found: no-such-command-anywhere; PATH searched: /usr/bin:/bin"),
-        "{}",
-        out.stderr
+    out.assert_exit(
+        2,
+        &["command not found: no-such-command-anywhere; PATH searched: /usr/bin:/bin"],
     );
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
 }
@@ -230,7 +227,7 @@ fn explicit_base_branch_is_used() {
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded");
     assert_eq!(record["base_ref"], "other");
-    assert_eq!(g.git(&["show", &format!("grove/{id}:copy.txt")]), "other\n");
+    assert_eq!(g.agent_file(&id, "copy.txt"), "other\n");
 }
 
 #[test]

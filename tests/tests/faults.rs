@@ -21,11 +21,7 @@ fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
         let id = agents[0]["id"].as_str().expect("id").to_string();
         let record = g.wait(&id);
         assert_eq!(record["outcome"], "succeeded", "{point}: {record}");
-        assert_eq!(
-            g.git(&["show", &format!("grove/{id}:x.txt")]),
-            "kept\n",
-            "{point}"
-        );
+        assert_eq!(g.agent_file(&id, "x.txt"), "kept\n", "{point}");
         g.assert_no_worktree_left();
         let branches = g.git(&["branch", "--list", "grove/*"]);
         assert_eq!(
@@ -39,33 +35,11 @@ fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
 #[test]
 fn a_crash_in_the_middle_of_salvage_is_finished_by_the_next_daemon() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let out = g.run_env(
-        &[
-            "spawn",
-            "--",
-            "sh",
-            "-c",
-            &format!(
-                "echo work > work.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
-                gate.display()
-            ),
-        ],
-        &[("GROVE_TEST_CRASH_AT", "mid_salvage")],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let id = out.stdout.trim().to_string();
-    let pid = g.json(&["daemon", "status"])["pid"].as_i64().expect("pid") as i32;
-    fs::write(&gate, "").expect("gate");
-    eventually(
-        "the daemon crashed collecting",
-        Duration::from_secs(30),
-        || !process_exists(pid),
-    );
+    let id = g.crash_collecting("mid_salvage", &[], "echo work > work.txt");
     let record = g.wait(&id);
     assert_eq!(record["status"], "collected");
     assert_eq!(record["salvaged"], true);
-    assert_eq!(g.git(&["show", &format!("grove/{id}:work.txt")]), "work\n");
+    assert_eq!(g.agent_file(&id, "work.txt"), "work\n");
     g.assert_no_worktree_left();
 }
 

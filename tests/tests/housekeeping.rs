@@ -200,7 +200,7 @@ fn the_daily_prune_runs_by_itself() {
     eventually("prune removes the idle worktree", LONG, || {
         !worktree.exists()
     });
-    assert_eq!(g.git(&["show", &format!("grove/{id}:kept.txt")]), "kept\n");
+    assert_eq!(g.agent_file(&id, "kept.txt"), "kept\n");
     // The removal is logged right after the worktree goes.
     eventually("prune logged", LONG, || {
         let log = g.json(&["gc", "--log"]);
@@ -266,10 +266,7 @@ fn startup_scan_reconciles_disk_git_and_processes() {
     // The next command starts a daemon, which scans before it serves.
     let lost = g.wait(&doomed);
     assert_eq!(lost["status"], "lost");
-    assert_eq!(
-        g.git(&["show", &format!("grove/{doomed}:lost.txt")]),
-        "lost-work\n"
-    );
+    assert_eq!(g.agent_file(&doomed, "lost.txt"), "lost-work\n");
     assert!(!Path::new(lost["worktree"].as_str().expect("wt")).exists());
 
     assert!(!unknown.exists());

@@ -148,7 +148,7 @@ fn a_jailed_agent_starts_in_the_callers_subdirectory_and_gets_its_input_too() {
     let kept = g.home.join("agents").join(&id).join("stdin");
     assert!(!kept.exists(), "the input stayed at rest");
     let branch = record["branch"].as_str().expect("branch");
-    assert_eq!(g.git(&["show", &format!("{branch}:pkg/here")]), "made\n");
+    assert_eq!(g.file_at(branch, "pkg/here"), "made\n");
 }
 
 // 2. Piped input.
@@ -627,14 +627,15 @@ fn an_agent_pauses_its_children_but_not_itself_nor_others() {
     let bin = format!("GROVE_BIN={BIN}");
     let id = g.spawn(&["--env", &bin], &script);
     let log = finished_log(&g, &id);
-    for said in [
-        "paused-child",
-        "refused-self",
-        "refused-other",
-        "resumed-child",
-    ] {
-        assert!(log.contains(said), "{said} missing: {log}");
-    }
+    assert_holds_all(
+        &log,
+        &[
+            "paused-child",
+            "refused-self",
+            "refused-other",
+            "resumed-child",
+        ],
+    );
     assert!(log.contains("may not pause itself"), "{log}");
     assert_eq!(g.status(&other), "running", "{log}");
     g.ok(&["kill", &other]);

@@ -152,10 +152,7 @@ fn setup_commands_of_a_jailed_agents_child_run_in_the_jail() {
         "{child_log}"
     );
     // It did run, with the child's environment, not the daemon's.
-    assert_eq!(
-        g.git(&["show", &format!("grove/{child}:setup-ran.txt")]),
-        format!("{child}\n")
-    );
+    assert_eq!(g.agent_file(&child, "setup-ran.txt"), format!("{child}\n"));
 }
 
 #[test]
@@ -254,20 +251,15 @@ fn setup_commands_run_only_after_the_user_approved_that_exact_file() {
     let g = Grove::new();
     let toml = "[worktree]\nsetup = [\"echo ran > setup-ran.txt\"]\n";
     configure(&g, toml);
-    let refused = g.run(&["spawn", "--", "true"]);
-    assert_eq!(refused.code, 4, "{}", refused.stderr);
-    for expected in [
-        ".grove.toml has setup commands you have not approved",
-        "$ echo ran > setup-ran.txt",
-        "run `grove trust` in ",
-        "Nothing was created",
-    ] {
-        assert!(
-            refused.stderr.contains(expected),
-            "{expected}: {}",
-            refused.stderr
-        );
-    }
+    g.run(&["spawn", "--", "true"]).assert_exit(
+        4,
+        &[
+            ".grove.toml has setup commands you have not approved",
+            "$ echo ran > setup-ran.txt",
+            "run `grove trust` in ",
+            "Nothing was created",
+        ],
+    );
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
     assert!(g.worktree_dirs().is_empty());
     assert_eq!(grove_branches(&g.repo), "");
@@ -395,7 +387,7 @@ fn a_jailed_agents_setup_command_cannot_reach_the_daemon_as_the_user() {
     assert!(!child_log.contains("spawned-as-user"), "{child_log}");
     assert!(!child_log.contains("trusted-as-user"), "{child_log}");
     assert_eq!(
-        g.git(&["show", &format!("grove/{child}:setup-ran.txt")]),
+        g.agent_file(&child, "setup-ran.txt"),
         format!("{child}\n"),
         "{child_log}"
     );

@@ -190,7 +190,7 @@ fn an_agent_may_not_read_the_daemons_metrics() {
         ),
     );
     assert_eq!(g.wait(&id)["status"], "collected");
-    let out = g.git(&["show", &format!("grove/{id}:out.txt")]);
+    let out = g.agent_file(&id, "out.txt");
     assert!(out.contains("only the user can"), "{out}");
 }
 

@@ -101,13 +101,12 @@ fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
         worktree.join("probe.txt").exists()
     });
     let block = block_of(&g, &worktree);
-    assert!(
-        block.contains(&format!("branch refs/heads/grove/{id}")),
-        "{block}"
-    );
-    assert!(
-        block.contains(&format!("locked grove agent {id}")),
-        "{block}"
+    assert_holds_all(
+        &block,
+        &[
+            &format!("branch refs/heads/grove/{id}"),
+            &format!("locked grove agent {id}"),
+        ],
     );
     // The taken worktree left the pool; a new one takes its place.
     eventually("the pool refilled", LONG, || {
@@ -121,7 +120,7 @@ fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
     fs::write(gates.join("go"), "").expect("gate");
     let done = g.wait(&id);
     assert_eq!(done["outcome"], "succeeded", "{done}");
-    let probe = g.git(&["show", &format!("grove/{id}:probe.txt")]);
+    let probe = g.agent_file(&id, "probe.txt");
     assert_eq!(probe.trim(), format!("refs/heads/grove/{id} 0"));
     g.git(&["fsck", "--strict"]);
 }
@@ -151,7 +150,7 @@ fn a_moved_base_is_checked_forward_never_handed_out_stale() {
         .daemon_log()
         .lines()
         .any(|l| l.contains("taking a warm-pool worktree") && l.contains(&id)));
-    let probe = g.git(&["show", &format!("grove/{id}:probe.txt")]);
+    let probe = g.agent_file(&id, "probe.txt");
     assert_eq!(probe, format!("{new}\nmoved\n0\n"));
     assert_eq!(done["base_commit"], new.as_str());
     // The refill follows the new base.
@@ -294,7 +293,7 @@ fn a_crash_while_a_spawn_takes_a_pool_worktree_loses_nothing() {
         .to_string();
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{record}");
-    assert_eq!(g.git(&["show", &format!("grove/{id}:x.txt")]), "kept\n");
+    assert_eq!(g.agent_file(&id, "x.txt"), "kept\n");
     eventually("no worktree left", LONG, || {
         g.worktree_dirs().is_empty() && git_worktrees(&g).len() == 1
     });

@@ -41,21 +41,12 @@ fn copy_symlink_include_and_setup_commands_prepare_the_worktree_and_are_never_sa
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
     let branch = format!("grove/{id}");
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:env-copy.txt")]),
-        "SECRET=1\n"
-    );
-    assert_eq!(g.git(&["show", &format!("{branch}:pad.txt")]), "pad\n");
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:local.txt")]),
-        "local db\n"
-    );
-    assert_eq!(g.git(&["show", &format!("{branch}:link.txt")]), "linked\n");
-    assert_eq!(g.git(&["show", &format!("{branch}:other.txt")]), "absent\n");
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:seen-by-setup.txt")]),
-        "SECRET=1\n"
-    );
+    assert_eq!(g.file_at(&branch, "env-copy.txt"), "SECRET=1\n");
+    assert_eq!(g.file_at(&branch, "pad.txt"), "pad\n");
+    assert_eq!(g.file_at(&branch, "local.txt"), "local db\n");
+    assert_eq!(g.file_at(&branch, "link.txt"), "linked\n");
+    assert_eq!(g.file_at(&branch, "other.txt"), "absent\n");
+    assert_eq!(g.file_at(&branch, "seen-by-setup.txt"), "SECRET=1\n");
     let files = g.git(&["ls-tree", "-r", "--name-only", &branch]);
     for never in [".env", "node_modules", "config/db.local"] {
         assert!(

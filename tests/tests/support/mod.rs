@@ -45,6 +45,18 @@ impl Out {
         }
     }
 
+    /// Insists on exit code `code` and a message on stderr holding every needle.
+    pub fn assert_exit(&self, code: i32, needles: &[&str]) {
+        assert_eq!(self.code, code, "{}\n{}", self.stdout, self.stderr);
+        for needle in needles {
+            assert!(
+                self.stderr.contains(needle),
+                "missing {needle:?} in {}",
+                self.stderr
+            );
+        }
+    }
+
     fn from(output: Output) -> Out {
         Out {
             code: output.status.code().unwrap_or(-1),
@@ -217,6 +229,16 @@ impl Grove {
         git_in(&self.repo, args)
     }
 
+    /// The file `path` at `rev` of the test repository.
+    pub fn file_at(&self, rev: &str, path: &str) -> String {
+        self.git(&["show", &format!("{rev}:{path}")])
+    }
+
+    /// The file `path` on agent `id`'s branch.
+    pub fn agent_file(&self, id: &str, path: &str) -> String {
+        self.file_at(&format!("grove/{id}"), path)
+    }
+
     pub fn daemon_log(&self) -> String {
         fs::read_to_string(self.home.join("daemon.log")).unwrap_or_default()
     }
@@ -258,6 +280,31 @@ impl Grove {
             out.stdout
         );
         self.await_daemon_gone("the crashed daemon is gone", Duration::from_secs(10));
+    }
+
+    /// Spawns an agent (with the flags `extra`) that runs `work`, then waits for a gate,
+    /// on a daemon set to crash at `point` (daemon/src/faults.rs); opens the gate and
+    /// returns the agent's id once that daemon died collecting it.
+    pub fn crash_collecting(&self, point: &str, extra: &[&str], work: &str) -> String {
+        let gate = self.dir.path().join("gate");
+        let script = format!(
+            "{work}; while [ ! -e '{}' ]; do sleep 0.02; done",
+            gate.display()
+        );
+        let args = [&["spawn"], extra, &["--", "sh", "-c", &script]].concat();
+        let out = self.run_env(&args, &[("GROVE_TEST_CRASH_AT", point)]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let id = out.stdout.trim().to_string();
+        let pid = self.json(&["daemon", "status"])["pid"]
+            .as_i64()
+            .expect("pid") as i32;
+        fs::write(&gate, "").expect("gate");
+        eventually(
+            "the daemon crashed collecting",
+            Duration::from_secs(30),
+            || !process_exists(pid),
+        );
+        id
     }
 
     /// The pid in daemon.lock: the daemon that runs or ran last, if it wrote one.
@@ -367,7 +414,7 @@ impl Grove {
             self.git(&["log", "--format=%s", &format!("main..{branch}")]),
             format!("{subject}\n")
         );
-        assert_eq!(self.git(&["show", &format!("{branch}:{file}")]), content);
+        assert_eq!(self.file_at(&branch, file), content);
     }
 
     /// Waits for agent `id` to succeed, then for the child it spawned and wrote to
@@ -375,10 +422,7 @@ impl Grove {
     pub fn child_of_succeeded(&self, id: &str) -> (String, Value) {
         let record = self.wait(id);
         assert_eq!(record["outcome"], "succeeded", "{}", self.ok(&["logs", id]));
-        let child = self
-            .git(&["show", &format!("grove/{id}:child.id")])
-            .trim()
-            .to_string();
+        let child = self.agent_file(id, "child.id").trim().to_string();
         let child_record = self.wait(&child);
         (child, child_record)
     }
@@ -608,6 +652,21 @@ pub fn each<'a>(value: &'a Value, key: &str) -> std::slice::Iter<'a, Value> {
         .as_array()
         .unwrap_or_else(|| panic!("no array `{key}` in {value}"))
         .iter()
+}
+
+/// Insists that `text` holds every needle.
+pub fn assert_holds_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "missing {needle:?} in {text}");
+    }
+}
+
+/// Insists that the check `check` of a doctor report has `status` and a message
+/// holding `needle`.
+pub fn assert_check_says(check: &Value, status: &str, needle: &str) {
+    assert_eq!(check["status"], status, "{check}");
+    let message = check["message"].as_str().unwrap_or("");
+    assert!(message.contains(needle), "{check}");
 }
 
 /// The JSON object a program printed, once it succeeded; its output otherwise.
