@@ -16,6 +16,12 @@ fn pooled(size: &str) -> Grove {
     Grove::new().with_env(&[("GROVE_POOL_SIZE", size)])
 }
 
+/// Runs one agent to its end: a repository gets a warm pool once it had a spawn.
+fn run_one_agent(g: &Grove) {
+    let first = g.spawn(&[], "true");
+    g.wait(&first);
+}
+
 fn gate_script(gates: &Path, name: &str) -> String {
     format!(
         "while [ ! -e '{}/{name}' ]; do sleep 0.05; done",
@@ -64,8 +70,7 @@ fn block_of(g: &Grove, path: &Path) -> String {
 #[test]
 fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
     let g = pooled("2");
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     let warm = wait_for_ready_pool(&g, 2);
     let head = g.git(&["rev-parse", "main"]).trim().to_string();
     for entry in &warm {
@@ -128,8 +133,7 @@ fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
 #[test]
 fn a_moved_base_is_checked_forward_never_handed_out_stale() {
     let g = pooled("1");
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     let old = g.git(&["rev-parse", "main"]).trim().to_string();
     wait_for_ready_pool(&g, 1);
 
@@ -202,8 +206,7 @@ fn the_pool_counts_inside_the_cap_and_gives_way_to_agents() {
 #[test]
 fn a_quiet_repository_loses_its_pool_and_what_was_written_there_is_salvaged() {
     let g = pooled("2").with_env(&[("GROVE_POOL_IDLE", "5s")]);
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     let warm = wait_for_ready_pool(&g, 2);
     let scribbled = PathBuf::from(warm[0]["path"].as_str().expect("path"));
     let name = scribbled
@@ -228,8 +231,7 @@ fn a_quiet_repository_loses_its_pool_and_what_was_written_there_is_salvaged() {
 #[test]
 fn pool_worktrees_of_a_crashed_daemon_are_removed_not_trusted() {
     let g = pooled("2");
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     wait_for_ready_pool(&g, 2);
     let before = pool_paths(&g);
     assert_eq!(before.len(), 2);
@@ -258,8 +260,7 @@ fn sparse_spawns_do_not_use_the_pool() {
     fs::write(g.repo.join("app/a.txt"), "a\n").expect("write");
     g.git(&["add", "."]);
     g.git(&["commit", "-q", "-m", "app"]);
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     wait_for_ready_pool(&g, 1);
     let id = g.spawn(&["--sparse", "app"], "ls > listing.txt");
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
@@ -355,8 +356,7 @@ fn new_worktrees_have_their_cache_tree_written_pooled_or_not() {
 #[test]
 fn a_stopped_daemon_leaves_no_pool_worktree_behind() {
     let g = pooled("2");
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     wait_for_ready_pool(&g, 2);
     g.ok(&["daemon", "stop"]);
     assert!(

@@ -173,17 +173,9 @@ fn same_lines_conflict_is_reported_and_changes_nothing() {
     assert!(out.contains(right.as_str()), "{out}");
     let head = tip(&g, "HEAD");
     let tips = (tip(&g, left_branch), tip(&g, right_branch));
-    for mode in [None, Some("--squash"), Some("--rebase")] {
-        let mut args = vec!["merge", right.as_str()];
-        args.extend(mode);
-        let out = g.run(&args);
-        assert_eq!(out.code, 1, "{mode:?}: {} {}", out.stdout, out.stderr);
-        assert!(
-            out.stderr.contains("src/lib.txt") && out.stderr.contains(left_branch.as_str()),
-            "{mode:?}: {}",
-            out.stderr
-        );
-        assert!(out.stderr.contains("nothing was changed"), "{}", out.stderr);
+    for mode in MERGE_MODES {
+        merge_in(&g, right, mode)
+            .assert_exit(1, &["src/lib.txt", left_branch, "nothing was changed"]);
         assert_eq!(g.git(&["status", "--porcelain"]), "", "{mode:?}");
         assert_eq!(tip(&g, "HEAD"), head, "{mode:?}");
         assert_eq!(g.git(&["symbolic-ref", "HEAD"]).trim(), "refs/heads/main");

@@ -638,6 +638,14 @@ pub const SPAWN_KEEPING_ENV: &[&str] = &[
     "echo $X > x.txt",
 ];
 
+/// The ways `grove merge` merges: plainly, `--squash` and `--rebase`.
+pub const MERGE_MODES: [Option<&str>; 3] = [None, Some("--squash"), Some("--rebase")];
+
+/// `grove merge <id>` in `mode` (one of [`MERGE_MODES`]).
+pub fn merge_in(g: &Grove, id: &str, mode: Option<&str>) -> Out {
+    g.run(&[&["merge", id], mode.as_slice()].concat())
+}
+
 /// A grove with one worktree slot, taken by an agent that runs until the returned file
 /// exists: later spawns queue behind it. Returns the grove, that agent and the file.
 pub fn one_slot_held() -> (Grove, String, PathBuf) {
