@@ -176,6 +176,30 @@ fn completion_setup(g: &Grove) -> (String, String) {
     (id, path)
 }
 
+/// A grove set up by `completion_setup`, and its agent's id and PATH; none where
+/// `shell` does not run.
+fn completion_grove(shell: &str) -> Option<(Grove, String, String)> {
+    if !have_shell(shell) {
+        return None;
+    }
+    let g = Grove::new();
+    let (id, path) = completion_setup(&g);
+    Some((g, id, path))
+}
+
+/// `complete`, from a command line to the candidates a shell offers, offers the agent
+/// `id` ("tabbed") by id, prefix and name, and still the subcommands.
+fn assert_completes_agents(id: &str, complete: impl Fn(&str) -> Vec<String>) {
+    let all = complete("grove show ");
+    assert!(
+        all.iter().any(|c| c == id) && all.contains(&"tabbed".to_string()),
+        "{all:?}"
+    );
+    assert_eq!(complete("grove merge tab"), ["tabbed"]);
+    assert_eq!(complete(&format!("grove wait {}", &id[..3])), vec![id]);
+    assert!(complete("grove sho").contains(&"show".to_string()));
+}
+
 /// Whether `shell` runs here (CI installs zsh and fish, .ci/run).
 fn have_shell(shell: &str) -> bool {
     have_program(shell, &["-c", "exit 0"])
@@ -253,37 +277,23 @@ zpty -d z
 
 #[test]
 fn zsh_completion_completes_agent_ids_and_names() {
-    if !have_shell("zsh") {
+    let Some((g, id, path)) = completion_grove("zsh") else {
         return;
-    }
-    let g = Grove::new();
-    let (id, path) = completion_setup(&g);
+    };
     let script = g.write_file("capture.zsh", ZSH_CAPTURE);
     let script = script.to_str().expect("utf-8 path").to_string();
     // A bound on the whole session: a completion that never ends fails the test.
     let complete =
         |line: &str| shell_lines(&g, &path, "timeout", &["60", "zsh", "-f", &script, line]);
-    let all = complete("grove show ");
-    assert!(
-        all.contains(&id) && all.contains(&"tabbed".to_string()),
-        "{all:?}"
-    );
+    assert_completes_agents(&id, complete);
     assert_eq!(complete("grove discard tab"), ["tabbed"]);
-    assert_eq!(complete("grove merge tab"), ["tabbed"]);
-    assert_eq!(
-        complete(&format!("grove wait {}", &id[..3])),
-        vec![id.clone()]
-    );
-    assert!(complete("grove sho").contains(&"show".to_string()));
 }
 
 #[test]
 fn fish_completion_completes_agent_ids_and_names() {
-    if !have_shell("fish") {
+    let Some((g, id, path)) = completion_grove("fish") else {
         return;
-    }
-    let g = Grove::new();
-    let (id, path) = completion_setup(&g);
+    };
     // `complete -C` asks fish's own completion machinery, as TAB would.
     let complete = |line: &str| -> Vec<String> {
         let script = format!(
@@ -295,17 +305,7 @@ fn fish_completion_completes_agent_ids_and_names() {
             .map(|l| l.split('\t').next().unwrap_or("").to_string())
             .collect()
     };
-    let all = complete("grove show ");
-    assert!(
-        all.contains(&id) && all.contains(&"tabbed".to_string()),
-        "{all:?}"
-    );
-    assert_eq!(complete("grove merge tab"), ["tabbed"]);
-    assert_eq!(
-        complete(&format!("grove wait {}", &id[..3])),
-        vec![id.clone()]
-    );
-    assert!(complete("grove sho").contains(&"show".to_string()));
+    assert_completes_agents(&id, complete);
 }
 
 fn shell_quote(text: &str) -> String {

@@ -5,7 +5,7 @@ mod support;
 
 use serde_json::Value;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 use support::*;
@@ -117,20 +117,26 @@ fn jail_setting_makes_jail_the_default_and_no_jail_overrides_it() {
     assert!(log.contains("outside-written"), "{log}");
 }
 
+/// Spawns `script` jailed, with the flags `more` and the directory `dir` open for
+/// writing, named in `$var`; the agent's id.
+fn spawn_jailed_writing(g: &Grove, dir: &Path, var: &str, more: &[&str], script: &str) -> String {
+    let dir = dir.display().to_string();
+    let env = format!("{var}={dir}");
+    g.spawn(
+        &[&["--jail", "--jail-write", &dir, "--env", &env], more].concat(),
+        script,
+    )
+}
+
 #[test]
 fn jail_write_opens_one_more_path() {
     let g = Grove::new();
     let cache = g.make_dir("cache");
-    let id = g.spawn(
-        &[
-            "--jail",
-            "--jail-write",
-            &cache.display().to_string(),
-            "--env",
-            &format!("CACHE={}", cache.display()),
-            "--env",
-            &format!("OUTSIDE={}", outside(&g).display()),
-        ],
+    let id = spawn_jailed_writing(
+        &g,
+        &cache,
+        "CACHE",
+        &["--env", &format!("OUTSIDE={}", outside(&g).display())],
         r#"echo kept > "$CACHE/entry"; echo x > "$OUTSIDE"; exit 0"#,
     );
     let record = g.wait(&id);
@@ -335,14 +341,11 @@ fn kill_stops_escaped_descendants_with_and_without_a_cgroup() {
     for cgroup in ["true", "false"] {
         let g = Grove::new().with_env(&[("GROVE_CGROUP", cgroup)]);
         let pids = g.make_dir("pids");
-        let id = g.spawn(
-            &[
-                "--jail",
-                "--jail-write",
-                &pids.display().to_string(),
-                "--env",
-                &format!("PIDS={}", pids.display()),
-            ],
+        let id = spawn_jailed_writing(
+            &g,
+            &pids,
+            "PIDS",
+            &[],
             r#"setsid sh -c 'sleep 300 & echo $! > "$PIDS/escaped"; wait' &
                (sh -c 'trap "" TERM; sleep 300 & echo $! > "$PIDS/orphan"' &)
                wait"#,

@@ -16,14 +16,19 @@ fn configure(g: &Grove, grove_toml: &str) {
     g.git(&["commit", "-qm", "grove config"]);
 }
 
+/// A grove whose repository commits `grove_toml` (see `configure`), trusted by the user.
+fn trusted_grove(grove_toml: &str) -> Grove {
+    let g = Grove::new();
+    configure(&g, grove_toml);
+    g.ok(&["trust"]);
+    g
+}
+
 #[test]
 fn copy_symlink_include_and_setup_commands_prepare_the_worktree_and_are_never_salvaged() {
-    let g = Grove::new();
-    configure(
-        &g,
+    let g = trusted_grove(
         "[worktree]\ncopy = [\".env\", \"missing.txt\"]\nsymlink = [\"node_modules\"]\nsetup = [\"echo setting up; cat .env > seen-by-setup.txt\"]\n",
     );
-    g.ok(&["trust"]);
     fs::write(g.repo.join(".env"), "SECRET=1\n").expect("env");
     fs::create_dir_all(g.repo.join("node_modules/left-pad")).expect("mkdir");
     fs::write(g.repo.join("node_modules/left-pad/index.js"), "pad\n").expect("write");
@@ -67,12 +72,9 @@ fn copy_symlink_include_and_setup_commands_prepare_the_worktree_and_are_never_sa
 
 #[test]
 fn a_failing_setup_command_fails_the_spawn_with_its_output_and_leaves_nothing() {
-    let g = Grove::new();
-    configure(
-        &g,
+    let g = trusted_grove(
         "[worktree]\nsetup = [\"echo preparing; echo broken dependency >&2; exit 3\"]\n",
     );
-    g.ok(&["trust"]);
     g.refused_all(
         &["spawn", "--", "true"],
         &[
