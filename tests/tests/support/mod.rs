@@ -598,8 +598,15 @@ pub fn grove_with_session(name: &str, schema: &str) -> (Grove, grove_proto::Clie
 
 /// Spawns `script` as an agent of `session`, with `$GROVE_BIN` to run grove; its id.
 pub fn spawn_in_session(g: &Grove, session: &str, script: &str) -> String {
+    spawn_in_session_with(g, session, &[], script)
+}
+
+/// Spawns `script` as an agent of `session` with the flags `extra` (`--jail`, say), and
+/// `$GROVE_BIN` to run grove; its id.
+pub fn spawn_in_session_with(g: &Grove, session: &str, extra: &[&str], script: &str) -> String {
+    let bin = format!("GROVE_BIN={BIN}");
     g.spawn(
-        &["--session", session, "--env", &format!("GROVE_BIN={BIN}")],
+        &[&["--session", session, "--env", &bin], extra].concat(),
         script,
     )
 }
