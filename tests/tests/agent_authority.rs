@@ -57,9 +57,7 @@ fn a_thousand_handed_over_connections_never_act_as_the_user() {
     fs::write(g.dir.path().join("handover.py"), HANDOVER).expect("write");
     let script = format!("python3 {}", g.dir.path().join("handover.py").display());
     let id = g.spawn(&["--jail"], &script);
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     let counts: serde_json::Value = log
         .lines()
         .find_map(|l| l.strip_prefix("handover "))
@@ -162,9 +160,7 @@ fn an_agent_stays_in_its_session_and_does_not_see_its_siblings() {
         rm -f a b sibling.err unknown.err"#
     );
     let id = g.spawn(&["--session", "shared", "--env", &bin], &script);
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     assert!(log.contains("other-session 4"), "{log}");
     assert!(log.contains("other-state 4"), "{log}");
     assert!(
@@ -237,9 +233,7 @@ fn an_agent_hears_only_of_itself_and_its_children() {
     let sibling = g.spawn(&["--session", "shared"], "echo secret-argv");
     g.wait(&sibling);
     fs::write(&go, "").expect("go");
-    let record = g.wait(&listener);
-    let log = g.ok(&["logs", &listener]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&listener);
     let child = log
         .lines()
         .find_map(|l| l.strip_prefix("child "))

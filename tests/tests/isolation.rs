@@ -166,9 +166,7 @@ fn jailed_agent_cannot_signal_processes_outside_but_can_its_own() {
            kill -TERM "$own"; echo "own-kill=$?"
            wait "$own"; exit 0"#,
     );
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     assert!(!log.contains("outside-kill=0"), "{log}");
     assert!(log.contains("outside-kill="), "{log}");
     assert!(log.contains("own-kill=0"), "{log}");

@@ -34,9 +34,7 @@ fn run_jailed(g: &Grove, vars: &[(&str, &Path)], script: &str) -> (String, Strin
     let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
     args.push("--jail");
     let id = g.spawn(&args, script);
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     (id, log)
 }
 

@@ -19,18 +19,10 @@ fn grove_with_schema() -> Grove {
     g
 }
 
-/// Waits for agent `id`, which must succeed; its log.
-fn succeeded_log(g: &Grove, id: &str) -> String {
-    let record = g.wait(id);
-    let log = g.ok(&["logs", id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
-    log
-}
-
 /// Runs `script` as an agent of the session `orig`, which must succeed.
 fn run_in_orig(g: &Grove, script: &str) {
     let id = spawn_in_session(g, "orig", script);
-    succeeded_log(g, &id);
+    g.succeeded_log(&id);
 }
 
 /// The trees an agent printed as `tree <id>` lines of its log, in order.
@@ -133,7 +125,7 @@ fn records_the_code(jail: bool) {
         );
     }
     fs::write(&gate, "").expect("gate");
-    let log = succeeded_log(&g, &id);
+    let log = g.succeeded_log(&id);
     assert!(log.contains(&format!("head {commit}")), "{commit}: {log}");
     // The agent's index and branch are as it left them.
     let lines = |prefix: &str| -> Vec<String> {
@@ -181,7 +173,7 @@ fn a_jailed_agent_cannot_make_the_recording_run_its_git_config() {
         m = marker.display()
     );
     let id = spawn_in_session_with(&g, "evil", &["--jail"], &script);
-    succeeded_log(&g, &id);
+    g.succeeded_log(&id);
     let history = checkpoints(&g, "evil");
     let tree = history[0]["code"]["tree"]
         .as_str()
@@ -228,7 +220,7 @@ fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
     let id = record["id"].as_str().expect("id").to_string();
     assert_eq!(record["session"], "retry");
     assert_eq!(record["base_ref"], "refs/grove/checkpoints/orig/1");
-    let log = succeeded_log(&g, &id);
+    let log = g.succeeded_log(&id);
     assert_eq!(log, "one\n", "the agent sees the code of checkpoint 1");
     assert_eq!(
         g.ok(&["state", "get", "--session", "retry", "count"])
@@ -295,7 +287,7 @@ fn a_jailed_agents_links_are_recorded_as_links_and_its_fifos_never_opened() {
         o = outside.display()
     );
     let id = spawn_in_session_with(&g, "links", &["--jail"], &script);
-    let log = succeeded_log(&g, &id);
+    let log = g.succeeded_log(&id);
     assert!(log.contains("update done"), "{log}");
     let history = checkpoints(&g, "links");
     let tree = history[0]["code"]["tree"]
@@ -459,7 +451,7 @@ fn trees_written_from_the_last_one_are_the_ones_git_writes() {
         touch README.md; step
         rm "$idx""#;
     let id = spawn_in_session(&g, "trees", script);
-    let log = succeeded_log(&g, &id);
+    let log = g.succeeded_log(&id);
     assert_eq!(trees_recorded(&g, "trees"), trees_printed(&log), "{log}");
 }
 
@@ -493,7 +485,7 @@ fn changes_only_stat_data_or_a_link_can_tell_are_recorded() {
         o = outside.display()
     );
     let id = spawn_in_session_with(&g, "walk", &["--jail"], &script);
-    let log = succeeded_log(&g, &id);
+    let log = g.succeeded_log(&id);
     let expected = trees_printed(&log);
     assert_eq!(expected.len(), 7, "{log}");
     let recorded = trees_recorded(&g, "walk");

@@ -221,6 +221,14 @@ impl Grove {
         list["agents"][0].clone()
     }
 
+    /// Waits for agent `id`, which must succeed; its log.
+    pub fn succeeded_log(&self, id: &str) -> String {
+        let record = self.wait(id);
+        let log = self.ok(&["logs", id]);
+        assert_eq!(record["outcome"], "succeeded", "{record}\n{log}");
+        log
+    }
+
     pub fn record(&self, id: &str) -> Value {
         self.json(&["show", id])
     }
