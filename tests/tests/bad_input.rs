@@ -262,18 +262,11 @@ fn spawn_from_a_subdirectory_and_from_a_linked_worktree_uses_the_main_repository
     let g = Grove::new();
     // The record of an agent spawned from `dir` without --repo.
     let spawned_in = |dir: &Path| {
-        let out = g
-            .command()
-            .current_dir(dir)
-            .args(["spawn", "--", "true"])
-            .output()
-            .expect("spawn");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let spawn = stdout_of(
+            g.command().current_dir(dir).args(["spawn", "--", "true"]),
+            "spawn",
         );
-        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let id = spawn.trim().to_string();
         g.wait(&id)
     };
     let main_repo = g.repo.canonicalize().expect("canon");

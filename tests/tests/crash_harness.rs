@@ -9,7 +9,6 @@ use nix::unistd::Pid;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::fs;
-use std::io::Write;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -492,19 +491,9 @@ fn fill_slow_repo(g: &Grove) {
             body.len()
         ));
     }
-    let mut import = std::process::Command::new("git")
-        .args(["fast-import", "--quiet"])
-        .current_dir(&g.repo)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("git fast-import");
-    import
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stream.as_bytes())
-        .expect("feed fast-import");
-    assert!(import.wait().expect("fast-import").success());
+    let mut import = std::process::Command::new("git");
+    import.args(["fast-import", "--quiet"]).current_dir(&g.repo);
+    assert!(output_fed(&mut import, stream.as_bytes()).status.success());
     g.git(&["reset", "-q", "--hard", "main"]);
 }
 

@@ -207,19 +207,13 @@ fn have_shell(shell: &str) -> bool {
 
 /// Runs `shell args...` with the grove's environment; its stdout lines.
 fn shell_lines(g: &Grove, path: &str, shell: &str, args: &[&str]) -> Vec<String> {
-    let out = std::process::Command::new(shell)
+    let mut command = std::process::Command::new(shell);
+    command
         .args(args)
         .envs(grove_env(g))
         .env("PATH", path)
-        .env("TMPDIR", g.dir.path())
-        .output()
-        .expect(shell);
-    assert!(
-        out.status.success(),
-        "{shell}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+        .env("TMPDIR", g.dir.path());
+    stdout_of(&mut command, shell)
         .lines()
         .map(String::from)
         .collect()

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{call, can_run, client, doctor_check, each, eventually, Grove};
+use support::{call, can_run, client, doctor_check, each, eventually, output_fed, Grove};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -518,20 +518,10 @@ fn slo_cleanup_lag_breaches_and_recovers() {
 fn promtool_accepts(addr: &str) {
     let (code, text) = http_get(addr, "/metrics").expect("GET /metrics");
     assert_eq!(code, 200, "{text}");
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool");
-    promtool
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("feed promtool");
-    let checked = promtool.wait_with_output().expect("promtool ran");
+    let checked = output_fed(
+        Command::new("promtool").args(["check", "metrics"]),
+        text.as_bytes(),
+    );
     assert!(
         checked.status.success(),
         "promtool check metrics failed:\n{}{}\n{text}",

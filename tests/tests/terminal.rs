@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{can_run, eventually, have_program, have_python3, Grove};
+use support::{can_run, eventually, have_program, have_python3, output_fed, stdout_of, Grove};
 
 const SCREEN_WAIT: Duration = Duration::from_secs(15);
 
@@ -55,20 +55,13 @@ impl Tmux {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
+        let mut tmux = Command::new("tmux");
+        tmux.arg("-S")
             .arg(&self.socket)
             .arg("-f")
             .arg("/dev/null")
-            .args(args)
-            .output()
-            .expect("tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            .args(args);
+        stdout_of(&mut tmux, &format!("tmux {args:?}"))
     }
 
     /// A new session (window `cols`x`rows`) running `grove <args>`.
@@ -342,22 +335,8 @@ fn an_agent_without_a_terminal_takes_input_through_its_open_stdin() {
     let g = Grove::new();
     let id = g.spawn(&["--stdin"], "read a; read b; echo \"got $a and $b\"");
     g.ok(&["send", &id, "one"]);
-    let data = "two\n";
-    let mut child = g
-        .command()
-        .args(["send", "--stdin", &id])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("send");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(data.as_bytes())
-        .expect("write");
-    assert!(child.wait().expect("send").success());
+    let sent = output_fed(g.command().args(["send", "--stdin", &id]), b"two\n");
+    assert!(sent.status.success());
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{record}");
     assert!(g.ok(&["logs", &id]).contains("got one and two"));

@@ -692,6 +692,32 @@ pub fn assert_check_says(check: &Value, status: &str, needle: &str) {
     assert!(message.contains(needle), "{check}");
 }
 
+/// Runs `command` (`what`, for messages), which must succeed; its stdout.
+pub fn stdout_of(command: &mut Command, what: &str) -> String {
+    let out = command.output().expect(what);
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `command` with `input` on its stdin, then closed; its output.
+pub fn output_fed(command: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).expect("write stdin");
+    drop(stdin);
+    child.wait_with_output().expect("wait")
+}
+
 /// The JSON object a program printed, once it succeeded; its output otherwise.
 pub fn json_printed(out: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
