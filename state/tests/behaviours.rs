@@ -46,19 +46,57 @@ fn fold(schema: &Schema, batches: &[Vec<Write>]) -> State {
     })
 }
 
+/// The state one batch leaves on the initial state, replayed as by `fold`.
+fn replayed(schema: &Schema, writes: &[Write]) -> State {
+    fold(schema, &[writes.to_vec()])
+}
+
 fn apply(schema: &Schema, state: &State, writes: &[Write]) -> Result<State, BatchError> {
     apply_batch(schema, state, writes, "agent-1", &HashMap::new())
+}
+
+/// Applies one batch to the initial state.
+fn apply_to_initial(schema: &Schema, writes: &[Write]) -> Result<State, BatchError> {
+    apply(schema, &schema.initial_state(), writes)
+}
+
+/// The initial state, its channels last changed as `last` says: batches applied to it
+/// are checked for stale bases.
+struct Changed {
+    schema: Schema,
+    last: HashMap<String, LastChange>,
+}
+
+impl Changed {
+    /// `channel` last changed at `checkpoint` by `writer`, and by no one before.
+    fn once(channel: &str, checkpoint: u64, writer: &str) -> Changed {
+        let last = LastChange::after(None, checkpoint, writer);
+        Changed::as_in(HashMap::from([(channel.to_owned(), last)]))
+    }
+
+    fn as_in(last: HashMap<String, LastChange>) -> Changed {
+        Changed {
+            schema: schema(),
+            last,
+        }
+    }
+
+    /// Applies `writes` as `writer`.
+    fn apply(&self, writer: &str, writes: &[Write]) -> Result<State, BatchError> {
+        let initial = self.schema.initial_state();
+        apply_batch(&self.schema, &initial, writes, writer, &self.last)
+    }
 }
 
 #[test]
 fn b01_batch_without_write_leaves_channel_unchanged() {
     let schema = schema();
-    let before = fold(
+    let before = replayed(
         &schema,
-        &[vec![
+        &[
             write("files", json!(["a.rs"])),
             write("plan", json!("draft")),
-        ]],
+        ],
     );
     let after = apply(&schema, &before, &[write("tests", json!(3))]).unwrap();
     for channel in [
@@ -72,7 +110,7 @@ fn b01_batch_without_write_leaves_channel_unchanged() {
 #[test]
 fn b02_one_overwrite_replaces_the_value() {
     let schema = schema();
-    let state = fold(&schema, &[vec![write("plan", json!({"steps": [1, 2]}))]]);
+    let state = replayed(&schema, &[write("plan", json!({"steps": [1, 2]}))]);
     let state = apply(&schema, &state, &[write("plan", json!("ship it"))]).unwrap();
     assert_eq!(state["plan"], json!("ship it"));
 }
@@ -99,9 +137,8 @@ fn b03_two_overwrites_in_one_batch_are_refused() {
 #[test]
 fn b04_undeclared_channel_is_refused() {
     let schema = schema();
-    let error = apply(
+    let error = apply_to_initial(
         &schema,
-        &schema.initial_state(),
         &[write("tests", json!(1)), write("nope", json!(1))],
     )
     .unwrap_err();
@@ -151,9 +188,9 @@ fn b05_wrong_type_is_refused_naming_channel_reducer_and_type() {
 #[test]
 fn b06_batch_is_atomic() {
     let schema = schema();
-    let before = fold(
+    let before = replayed(
         &schema,
-        &[vec![write("tests", json!(2)), write("files", json!(["a"]))]],
+        &[write("tests", json!(2)), write("files", json!(["a"]))],
     );
     let snapshot = before.clone();
     let batch = [
@@ -191,7 +228,7 @@ fn b07_append_keeps_every_item_in_order() {
 #[test]
 fn b08_append_of_empty_array_changes_nothing_but_is_a_batch() {
     let schema = schema();
-    let before = fold(&schema, &[vec![write("files", json!(["a"]))]]);
+    let before = replayed(&schema, &[write("files", json!(["a"]))]);
     let batch = [write("files", json!([]))];
     // Accepted (so the daemon records a checkpoint for it), yet nothing changes.
     let after = apply(&schema, &before, &batch).unwrap();
@@ -229,17 +266,17 @@ fn b10_add_keeps_integers_exact_and_accepts_floats() {
     );
     assert_eq!(state["tests"], json!(two_53 + 1));
     assert!(state["tests"].is_i64(), "stays an integer");
-    let state = fold(
+    let state = replayed(
         &schema,
-        &[vec![
+        &[
             write("tests", json!(-3)),
             write("tests", json!(u64::MAX - 10)),
-        ]],
+        ],
     );
     assert_eq!(state["tests"], json!(u64::MAX - 13));
-    let state = fold(
+    let state = replayed(
         &schema,
-        &[vec![write("tests", json!(1)), write("tests", json!(0.5))]],
+        &[write("tests", json!(1)), write("tests", json!(0.5))],
     );
     assert_eq!(state["tests"], json!(1.5));
 }
@@ -317,16 +354,16 @@ fn b13_merge_later_keys_win_nested_replaced_whole() {
 #[test]
 fn b14_overwrite_marker_replaces_any_reducer_value() {
     let schema = schema();
-    let full = fold(
+    let full = replayed(
         &schema,
-        &[vec![
+        &[
             write("files", json!(["a", "b"])),
             write("tests", json!(4)),
             write("best", json!(9)),
             write("labels", json!(["x"])),
             write("notes", json!({"k": 1})),
             write("plan", json!("p")),
-        ]],
+        ],
     );
     let clear = |channel: &str, value: Value| write(channel, json!({"__overwrite__": value}));
     let batch = [
@@ -364,7 +401,7 @@ fn b14_two_overwrite_markers_in_one_batch_are_refused() {
         write("files", json!(["a"])),
         write("files", json!({"__overwrite__": ["b"]})),
     ];
-    let error = apply(&schema, &schema.initial_state(), &batch).unwrap_err();
+    let error = apply_to_initial(&schema, &batch).unwrap_err();
     assert_eq!(
         error,
         BatchError::DoubleOverwrite {
@@ -381,7 +418,7 @@ fn b15_overwrite_marker_on_empty_channel_stores_the_value() {
         write("files", json!({"__overwrite__": ["only"]})),
         write("notes", json!({"__overwrite__": {"k": [1]}})),
     ];
-    let state = apply(&schema, &schema.initial_state(), &batch).unwrap();
+    let state = apply_to_initial(&schema, &batch).unwrap();
     assert_eq!(
         (&state["best"], &state["files"], &state["notes"]),
         (&json!(5), &json!(["only"]), &json!({"k": [1]}))
@@ -390,18 +427,9 @@ fn b15_overwrite_marker_on_empty_channel_stores_the_value() {
 
 #[test]
 fn b16_stale_overwrite_is_a_conflict() {
-    let schema = schema();
-    let state = schema.initial_state();
-    let last = HashMap::from([(
-        "plan".to_owned(),
-        LastChange {
-            checkpoint: 12,
-            writer: "agent-2".into(),
-            by_other: None,
-        },
-    )]);
+    let plan = Changed::once("plan", 12, "agent-2");
     let batch = [write("tests", json!(1)), based("plan", json!("mine"), 10)];
-    let error = apply_batch(&schema, &state, &batch, "agent-1", &last).unwrap_err();
+    let error = plan.apply("agent-1", &batch).unwrap_err();
     assert_eq!(
         error,
         BatchError::Conflict {
@@ -417,48 +445,23 @@ fn b16_stale_overwrite_is_a_conflict() {
         "{message}"
     );
     // Based on the checkpoint that changed it: no conflict.
-    assert!(apply_batch(
-        &schema,
-        &state,
-        &[based("plan", json!("mine"), 12)],
-        "agent-1",
-        &last
-    )
-    .is_ok());
+    assert!(plan
+        .apply("agent-1", &[based("plan", json!("mine"), 12)])
+        .is_ok());
 }
 
 #[test]
 fn b16_writes_without_base_or_by_the_same_writer_are_not_checked() {
-    let schema = schema();
-    let state = schema.initial_state();
-    let last = HashMap::from([(
-        "plan".to_owned(),
-        LastChange {
-            checkpoint: 12,
-            writer: "agent-2".into(),
-            by_other: None,
-        },
-    )]);
-    let unbased = apply_batch(
-        &schema,
-        &state,
-        &[write("plan", json!("a"))],
-        "agent-1",
-        &last,
-    )
-    .unwrap();
+    let plan = Changed::once("plan", 12, "agent-2");
+    let unbased = plan.apply("agent-1", &[write("plan", json!("a"))]).unwrap();
     assert_eq!(unbased["plan"], json!("a"));
-    let own = apply_batch(
-        &schema,
-        &state,
-        &[based("plan", json!("b"), 3)],
-        "agent-2",
-        &last,
-    )
-    .unwrap();
+    let own = plan
+        .apply("agent-2", &[based("plan", json!("b"), 3)])
+        .unwrap();
     assert_eq!(own["plan"], json!("b"));
     // Replaying a stored log never re-checks staleness.
-    assert!(replay_batch(&schema, &state, &[based("plan", json!("c"), 3)]).is_ok());
+    let (schema, state) = (&plan.schema, plan.schema.initial_state());
+    assert!(replay_batch(schema, &state, &[based("plan", json!("c"), 3)]).is_ok());
 }
 
 #[test]
@@ -489,7 +492,7 @@ fn b19_one_by_one_equals_one_batch() {
 #[test]
 fn empty_batch_is_refused() {
     let schema = schema();
-    let error = apply(&schema, &schema.initial_state(), &[]).unwrap_err();
+    let error = apply_to_initial(&schema, &[]).unwrap_err();
     assert_eq!(error, BatchError::EmptyBatch);
     assert!(error.to_string().contains("at least one write"), "{error}");
     assert_eq!(error.channel(), None);
@@ -525,12 +528,7 @@ fn write_reads_from_the_wire() {
 fn marker_with_other_keys_is_an_ordinary_value() {
     let schema = schema();
     let value = json!({"__overwrite__": 1, "other": 2});
-    let state = apply(
-        &schema,
-        &schema.initial_state(),
-        &[write("notes", value.clone())],
-    )
-    .unwrap();
+    let state = apply_to_initial(&schema, &[write("notes", value.clone())]).unwrap();
     assert_eq!(state["notes"], value);
 }
 
@@ -544,12 +542,8 @@ fn channel_missing_from_the_state_starts_at_its_initial_value() {
 #[test]
 fn reducing_onto_a_replaced_value_of_another_type_is_refused() {
     let schema = schema();
-    let state = apply(
-        &schema,
-        &schema.initial_state(),
-        &[write("tests", json!({"__overwrite__": "n/a"}))],
-    )
-    .unwrap();
+    let state =
+        apply_to_initial(&schema, &[write("tests", json!({"__overwrite__": "n/a"}))]).unwrap();
     let error = apply(&schema, &state, &[write("tests", json!(1))]).unwrap_err();
     assert_eq!(
         error,
@@ -575,32 +569,23 @@ fn reducing_onto_a_replaced_value_of_another_type_is_refused() {
 
 #[test]
 fn stale_overwrite_marker_on_a_list_is_a_conflict_too() {
-    let schema = schema();
-    let last = HashMap::from([(
-        "files".to_owned(),
-        LastChange {
-            checkpoint: 5,
-            writer: "agent-2".into(),
-            by_other: None,
-        },
-    )]);
+    let files = Changed::once("files", 5, "agent-2");
     let clear = [based("files", json!({"__overwrite__": []}), 4)];
-    let error =
-        apply_batch(&schema, &schema.initial_state(), &clear, "agent-1", &last).unwrap_err();
+    let error = files.apply("agent-1", &clear).unwrap_err();
     assert!(
         matches!(error, BatchError::Conflict { changed_at: 5, .. }),
         "{error:?}"
     );
     // A delta carrying a base loses nothing, so it is never a conflict.
     let append = [based("files", json!(["a"]), 4)];
-    assert!(apply_batch(&schema, &schema.initial_state(), &append, "agent-1", &last).is_ok());
+    assert!(files.apply("agent-1", &append).is_ok());
 }
 
 #[test]
 fn sum_out_of_range_is_refused() {
     let schema = schema();
     let batch = [write("tests", json!(u64::MAX)), write("tests", json!(1))];
-    let error = apply(&schema, &schema.initial_state(), &batch).unwrap_err();
+    let error = apply_to_initial(&schema, &batch).unwrap_err();
     assert_eq!(
         error,
         BatchError::NumberOutOfRange {
@@ -611,22 +596,15 @@ fn sum_out_of_range_is_refused() {
 
 #[test]
 fn b16_a_writers_own_later_change_does_not_hide_anothers() {
-    let schema = schema();
-    let state = schema.initial_state();
     // agent-2 changes `plan` at 11, then agent-1 at 12 and 13.
     let at_11 = LastChange::after(None, 11, "agent-2");
     let at_12 = LastChange::after(Some(&at_11), 12, "agent-1");
     let at_13 = LastChange::after(Some(&at_12), 13, "agent-1");
-    let last = HashMap::from([("plan".to_owned(), at_13)]);
+    let plan = Changed::as_in(HashMap::from([("plan".to_owned(), at_13)]));
     // agent-1 last read checkpoint 10: agent-2's change at 11 is news to it.
-    let error = apply_batch(
-        &schema,
-        &state,
-        &[based("plan", json!("mine"), 10)],
-        "agent-1",
-        &last,
-    )
-    .unwrap_err();
+    let error = plan
+        .apply("agent-1", &[based("plan", json!("mine"), 10)])
+        .unwrap_err();
     assert_eq!(
         error,
         BatchError::Conflict {
@@ -637,22 +615,12 @@ fn b16_a_writers_own_later_change_does_not_hide_anothers() {
         }
     );
     // Having read 11, it has seen agent-2's change; its own later ones do not count.
-    assert!(apply_batch(
-        &schema,
-        &state,
-        &[based("plan", json!("mine"), 11)],
-        "agent-1",
-        &last
-    )
-    .is_ok());
+    assert!(plan
+        .apply("agent-1", &[based("plan", json!("mine"), 11)])
+        .is_ok());
     // agent-2, based on 11, missed agent-1's changes at 12 and 13.
-    let error = apply_batch(
-        &schema,
-        &state,
-        &[based("plan", json!("theirs"), 11)],
-        "agent-2",
-        &last,
-    )
-    .unwrap_err();
+    let error = plan
+        .apply("agent-2", &[based("plan", json!("theirs"), 11)])
+        .unwrap_err();
     assert!(matches!(error, BatchError::Conflict { changed_at: 13, .. }));
 }

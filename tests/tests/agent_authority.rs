@@ -4,7 +4,7 @@
 mod support;
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::*;
 
@@ -48,23 +48,34 @@ for _ in range(1000):
 print("handover", json.dumps(counts))
 "#;
 
+/// Writes the python `source` as `name` to the test's directory; the command that runs
+/// it with `args`.
+fn python_command(g: &Grove, name: &str, source: &str, args: &[&Path]) -> String {
+    let mut command = format!("python3 {}", g.write_file(name, source).display());
+    for arg in args {
+        command.push_str(&format!(" {}", arg.display()));
+    }
+    command
+}
+
+/// What the agent printed after `label` and a space on a line of its `log`.
+fn printed<'a>(log: &'a str, label: &str) -> &'a str {
+    log.lines()
+        .find_map(|l| l.strip_prefix(&format!("{label} ")))
+        .unwrap_or_else(|| panic!("no {label} in the log: {log}"))
+}
+
 #[test]
 fn a_thousand_handed_over_connections_never_act_as_the_user() {
     if !have_python3() {
         return;
     }
     let g = Grove::new();
-    fs::write(g.dir.path().join("handover.py"), HANDOVER).expect("write");
-    let script = format!("python3 {}", g.dir.path().join("handover.py").display());
+    let script = python_command(&g, "handover.py", HANDOVER, &[]);
     let id = g.spawn(&["--jail"], &script);
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
-    let counts: serde_json::Value = log
-        .lines()
-        .find_map(|l| l.strip_prefix("handover "))
-        .map(|json| serde_json::from_str(json).expect("counts"))
-        .unwrap_or_else(|| panic!("no counts in the log: {log}"));
+    let log = g.succeeded_log(&id);
+    let counts: serde_json::Value =
+        serde_json::from_str(printed(&log, "handover")).expect("counts");
     assert_eq!(counts["user"], 0, "answered as the user: {counts}");
     assert_eq!(counts["closed"], 0, "closed without a word: {counts}");
     assert_eq!(
@@ -162,9 +173,7 @@ fn an_agent_stays_in_its_session_and_does_not_see_its_siblings() {
         rm -f a b sibling.err unknown.err"#
     );
     let id = g.spawn(&["--session", "shared", "--env", &bin], &script);
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     assert!(log.contains("other-session 4"), "{log}");
     assert!(log.contains("other-state 4"), "{log}");
     assert!(
@@ -222,12 +231,7 @@ fn an_agent_hears_only_of_itself_and_its_children() {
     }
     let g = Grove::new();
     let go = g.dir.path().join("go");
-    fs::write(g.dir.path().join("listener.py"), LISTENER).expect("write");
-    let script = format!(
-        "python3 {} {}",
-        g.dir.path().join("listener.py").display(),
-        go.display()
-    );
+    let script = python_command(&g, "listener.py", LISTENER, &[&go]);
     let bin = format!("GROVE_BIN={BIN}");
     let listener = g.spawn(&["--session", "shared", "--env", &bin], &script);
     let worktree = PathBuf::from(g.record(&listener)["worktree"].as_str().expect("wt"));
@@ -237,18 +241,9 @@ fn an_agent_hears_only_of_itself_and_its_children() {
     let sibling = g.spawn(&["--session", "shared"], "echo secret-argv");
     g.wait(&sibling);
     fs::write(&go, "").expect("go");
-    let record = g.wait(&listener);
-    let log = g.ok(&["logs", &listener]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
-    let child = log
-        .lines()
-        .find_map(|l| l.strip_prefix("child "))
-        .unwrap_or_else(|| panic!("{log}"))
-        .to_string();
-    let heard = log
-        .lines()
-        .find_map(|l| l.strip_prefix("heard "))
-        .unwrap_or_else(|| panic!("{log}"));
+    let log = g.succeeded_log(&listener);
+    let child = printed(&log, "child").to_string();
+    let heard = printed(&log, "heard");
     assert!(heard.contains(&child), "{log}");
     assert!(!heard.contains(&sibling), "heard of its sibling: {log}");
 }
@@ -311,8 +306,7 @@ print("forked", made)
 #[test]
 fn max_procs_caps_the_whole_tree() {
     let g = Grove::new();
-    fs::write(g.dir.path().join("forker.py"), FORKER).expect("write");
-    let script = format!("python3 {}", g.dir.path().join("forker.py").display());
+    let script = python_command(&g, "forker.py", FORKER, &[]);
     let out = g.run(&["spawn", "--max-procs", "20", "--", "sh", "-c", &script]);
     if out.code == 4 && out.stderr.contains("cannot limit the number of processes") {
         can_run("pids-cgroup", Some(out.stderr));
@@ -322,11 +316,10 @@ fn max_procs_caps_the_whole_tree() {
     let id = out.stdout.trim().to_string();
     let record = g.wait(&id);
     let log = g.ok(&["logs", &id]);
-    let made: u32 = log
-        .lines()
-        .find_map(|l| l.strip_prefix("forked "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{log}"));
+    let made: u32 = printed(&log, "forked")
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{log}"));
     assert!(
         made < 20,
         "forked {made} processes under a limit of 20: {log}"
@@ -372,12 +365,7 @@ fn one_agent_cannot_hold_every_connection() {
     }
     let g = Grove::new().with_env(&[("GROVE_AGENT_MAX_CONNECTIONS", "8")]);
     let release = g.dir.path().join("release");
-    fs::write(g.dir.path().join("hoarder.py"), HOARDER).expect("write");
-    let script = format!(
-        "python3 {} {}",
-        g.dir.path().join("hoarder.py").display(),
-        release.display()
-    );
+    let script = python_command(&g, "hoarder.py", HOARDER, &[&release]);
     let id = g.spawn(&["--jail"], &script);
     let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
     eventually(
@@ -390,11 +378,7 @@ fn one_agent_cannot_hold_every_connection() {
     fs::write(&release, "").expect("release");
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
     let log = g.ok(&["logs", &id]);
-    let counts: serde_json::Value = log
-        .lines()
-        .find_map(|l| l.strip_prefix("hoard "))
-        .map(|json| serde_json::from_str(json).expect("counts"))
-        .unwrap_or_else(|| panic!("{log}"));
+    let counts: serde_json::Value = serde_json::from_str(printed(&log, "hoard")).expect("counts");
     assert_eq!(counts["served"], 8, "{counts}");
     assert_eq!(counts["refused"], 12, "{counts}");
 }

@@ -358,12 +358,16 @@ fn agent_env(g: &Grove, out: &Path, extra: &[&str], caller: &[(&str, &str)]) -> 
         .collect()
 }
 
+/// Starts `g`'s daemon from a shell that has a secret of its own, `SECRET_DAEMON`.
+fn start_daemon_with_a_secret(g: &Grove) {
+    let started = g.run_env(&["list"], &[("SECRET_DAEMON", "x")]);
+    assert_eq!(started.code, 0, "{}", started.stderr);
+}
+
 #[test]
 fn an_agent_gets_its_callers_environment_never_the_daemons() {
     let g = Grove::new().with_env(&[("GROVE_ENV_ALLOW", "ALLOWED_VAR")]);
-    // The shell that happens to start the daemon has a secret of its own.
-    let started = g.run_env(&["list"], &[("SECRET_DAEMON", "x")]);
-    assert_eq!(started.code, 0, "{}", started.stderr);
+    start_daemon_with_a_secret(&g);
     let bin = g.dir.path().join("bin");
     make_dir(&bin, 0o755);
     let path = format!("{}:/usr/bin:/bin", bin.display());
@@ -410,8 +414,7 @@ fn an_agent_gets_its_callers_environment_never_the_daemons() {
 #[test]
 fn a_raw_socket_spawn_gets_a_minimal_environment() {
     let g = Grove::new();
-    let started = g.run_env(&["list"], &[("SECRET_DAEMON", "x")]);
-    assert_eq!(started.code, 0, "{}", started.stderr);
+    start_daemon_with_a_secret(&g);
     let out = g.dir.path().join("env.out");
     let mut c = client(&g);
     let script = format!("env > {}", out.display());
@@ -623,8 +626,7 @@ fn the_command_is_looked_up_on_the_callers_path_at_spawn() {
 fn an_agent_spawned_through_grove_mcp_gets_the_mcp_servers_environment() {
     use std::io::Write;
     let g = Grove::new();
-    let started = g.run_env(&["list"], &[("SECRET_DAEMON", "x")]);
-    assert_eq!(started.code, 0, "{}", started.stderr);
+    start_daemon_with_a_secret(&g);
     let out = g.dir.path().join("env.out");
     let mut mcp = g
         .command()

@@ -19,6 +19,18 @@ fn with_user_identity(g: &Grove) {
     g.git(&["config", "user.email", "repo.user@example.invalid"]);
 }
 
+/// The salvage commit's `lines` (of `who`) are the user's, committed by grove, with
+/// `name`'s subject and the agent `id`'s trailer.
+fn assert_users_salvage(lines: &[String], name: &str, id: &str) {
+    assert_eq!(
+        lines[0], "Repo User <repo.user@example.invalid>",
+        "{lines:?}"
+    );
+    assert_eq!(lines[1], "grove", "{lines:?}");
+    assert_eq!(lines[2], format!("{name}: work left at exit"), "{lines:?}");
+    assert!(lines.contains(&format!("Grove-Agent: {id}")), "{lines:?}");
+}
+
 /// Leaves `file` uncommitted and ends; the salvage commit carries it.
 fn leave_work(g: &Grove, extra: &[&str], file: &str) -> (String, serde_json::Value) {
     let id = g.spawn(extra, &format!("echo work > {file}"));
@@ -35,13 +47,7 @@ fn the_salvage_commit_is_the_users_committed_by_grove_and_names_the_agent() {
     let (id, record) = leave_work(&g, &["--name", "fixer"], "left.txt");
     let branch = record["branch"].as_str().expect("branch");
     let lines = who(&g, branch);
-    assert_eq!(
-        lines[0], "Repo User <repo.user@example.invalid>",
-        "{lines:?}"
-    );
-    assert_eq!(lines[1], "grove", "{lines:?}");
-    assert_eq!(lines[2], "fixer: work left at exit", "{lines:?}");
-    assert!(lines.contains(&format!("Grove-Agent: {id}")), "{lines:?}");
+    assert_users_salvage(&lines, "fixer", &id);
     assert!(
         lines.contains(&"Grove-Command: sh -c echo work > left.txt".to_string()),
         "{lines:?}"
@@ -78,13 +84,7 @@ fn a_jailed_agents_salvage_has_the_same_authorship() {
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{record}");
     let lines = who(&g, record["branch"].as_str().expect("branch"));
-    assert_eq!(
-        lines[0], "Repo User <repo.user@example.invalid>",
-        "{lines:?}"
-    );
-    assert_eq!(lines[1], "grove", "{lines:?}");
-    assert_eq!(lines[2], "jailed: work left at exit", "{lines:?}");
-    assert!(lines.contains(&format!("Grove-Agent: {id}")), "{lines:?}");
+    assert_users_salvage(&lines, "jailed", &id);
 }
 
 #[test]

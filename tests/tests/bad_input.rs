@@ -62,8 +62,7 @@ fn refused_spawn(g: &Grove, flags: &[&str], needle: &str) {
 #[test]
 fn not_a_git_repository() {
     let g = Grove::new();
-    let plain = g.dir.path().join("plain");
-    fs::create_dir(&plain).expect("mkdir");
+    let plain = g.make_dir("plain");
     let p = plain.to_str().expect("utf8");
     refused(
         &g,
@@ -121,8 +120,7 @@ fn base_that_does_not_exist() {
 #[test]
 fn empty_repository_with_unborn_head() {
     let g = Grove::new();
-    let empty = g.dir.path().join("empty");
-    fs::create_dir(&empty).expect("mkdir");
+    let empty = g.make_dir("empty");
     git_in(&empty, &["init", "-q"]);
     refused(
         &g,
@@ -173,12 +171,9 @@ fn command_that_does_not_exist_is_refused_at_spawn() {
         &["spawn", "--", "no-such-command-anywhere", "--flag"],
         &[("PATH", "/usr/bin:/bin")],
     );
-    assert_eq!(out.code, 2, "{}", out.stdout);
-    assert!(
-        out.stderr
-            .contains("command not found: no-such-command-anywhere; PATH searched: /usr/bin:/bin"),
-        "{}",
-        out.stderr
+    out.assert_exit(
+        2,
+        &["command not found: no-such-command-anywhere; PATH searched: /usr/bin:/bin"],
     );
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
 }
@@ -232,7 +227,7 @@ fn explicit_base_branch_is_used() {
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded");
     assert_eq!(record["base_ref"], "other");
-    assert_eq!(g.git(&["show", &format!("grove/{id}:copy.txt")]), "other\n");
+    assert_eq!(g.agent_file(&id, "copy.txt"), "other\n");
 }
 
 #[test]
@@ -267,18 +262,11 @@ fn spawn_from_a_subdirectory_and_from_a_linked_worktree_uses_the_main_repository
     let g = Grove::new();
     // The record of an agent spawned from `dir` without --repo.
     let spawned_in = |dir: &Path| {
-        let out = g
-            .command()
-            .current_dir(dir)
-            .args(["spawn", "--", "true"])
-            .output()
-            .expect("spawn");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let spawn = stdout_of(
+            g.command().current_dir(dir).args(["spawn", "--", "true"]),
+            "spawn",
         );
-        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let id = spawn.trim().to_string();
         g.wait(&id)
     };
     let main_repo = g.repo.canonicalize().expect("canon");

@@ -208,22 +208,11 @@ fn list_show_and_review_read_well_on_a_pipe() {
 fn json_of_every_command_parses_and_has_the_documented_fields() {
     let g = Grove::new();
     let id = agent_with_work(&g, "docs");
-    let schema = g.dir.path().join("schema.toml");
-    fs::write(
-        &schema,
+    let schema = g.write_file(
+        "schema.toml",
         "[state]\nversion = 1\n[state.channels]\nnotes = { reducer = \"append\" }\n",
-    )
-    .expect("schema");
-    let in_session = g.spawn(
-        &[
-            "--session",
-            "s1",
-            "--schema",
-            schema.to_str().expect("utf-8"),
-        ],
-        "true",
     );
-    g.wait(&in_session);
+    g.session_by_spawn("s1", &schema);
     g.state_update("s1", &["notes", "[\"a\"]"]);
 
     let list = g.json(&["list", "--all"]);
@@ -481,14 +470,7 @@ fn doctor_checks_this_machine() {
     let old_kernel = g.run_env(&["--json", "doctor"], &[("GROVE_TEST_LANDLOCK_ABI", "1")]);
     let old: Value = serde_json::from_str(&old_kernel.stdout).expect("json");
     let jail = doctor_check(&old, "jail");
-    assert_eq!(jail["status"], "warn", "{jail}");
-    assert!(
-        jail["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("Landlock ABI 6"),
-        "{jail}"
-    );
+    assert_check_says(&jail, "warn", "Landlock ABI 6");
     let used = check("disk")["data"]["used_percent"]
         .as_f64()
         .expect("usage");
@@ -512,14 +494,7 @@ fn doctor_checks_this_machine() {
 fn doctor_reports_the_cgroup_agents_get_from_the_daemon() {
     let g = Grove::new();
     let alone = doctor_check(&g.json(&["doctor"]), "cgroup v2");
-    assert_eq!(alone["status"], "warn", "{alone}");
-    assert!(
-        alone["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("not checked: the daemon is not running"),
-        "{alone}"
-    );
+    assert_check_says(&alone, "warn", "not checked: the daemon is not running");
     assert_eq!(g.run(&["daemon", "status"]).code, 3);
 
     let mount = grove_sys::proc::cgroup2_mount().filter(|m| m.read_write);
@@ -605,8 +580,7 @@ fn doctor_fails_over_a_long_socket_path() {
 #[test]
 fn config_shows_values_and_their_sources() {
     let g = Grove::new();
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(g.home.join("config.toml"), "max_idle = \"12h\"\n").expect("config");
+    g.write_config("max_idle = \"12h\"\n");
     let out = g.run_env(&["config"], &[("GROVE_MAX_WORKTREES", "7")]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let row = |key: &str| -> String {

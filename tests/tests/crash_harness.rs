@@ -9,7 +9,6 @@ use nix::unistd::Pid;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::fs;
-use std::io::Write;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -91,22 +90,7 @@ fn run_harness(pool_size: &str) {
         }
     }
 
-    let mut args = vec!["--json", "wait"];
-    args.extend(ids.iter().map(String::as_str));
-    let out = g.run(&args);
-    assert_eq!(
-        out.code,
-        0,
-        "seed {seed}: {}\n{}\n{}",
-        out.stdout,
-        out.stderr,
-        g.daemon_log()
-    );
-    let done: Value = serde_json::from_str(&out.stdout).expect("json");
-    for agent in done["agents"].as_array().expect("agents") {
-        assert_eq!(agent["status"], "collected", "seed {seed}: {agent}");
-        assert_eq!(agent["outcome"], "succeeded", "seed {seed}: {agent}");
-    }
+    wait_all_collected_and_succeeded(&g, seed, &ids);
 
     let state = g.json(&["state", "get", "--session", "crash"]);
     let items: HashSet<String> = state["state"]["items"]
@@ -126,7 +110,7 @@ fn run_harness(pool_size: &str) {
             g.daemon_log_lines(id).join("\n"),
             fs::read_to_string(g.home.join("agents").join(id).join("output.log")).unwrap_or_default()
         );
-        let acked = g.git(&["show", &format!("{branch}:acked.txt")]);
+        let acked = g.file_at(&branch, "acked.txt");
         assert_eq!(acked.lines().count(), 8, "seed {seed}: {id}");
         for item in acked.lines() {
             assert!(
@@ -143,9 +127,9 @@ fn run_harness(pool_size: &str) {
                 "seed {seed}: work-{i}.txt of {id} is missing; branch has {files}\nlog:\n{}\nagent log:\n{}\nacked: {}",
                 about_it.join("\n"),
                 fs::read_to_string(g.home.join("agents").join(id).join("output.log")).unwrap_or_default(),
-                g.git(&["show", &format!("{branch}:acked.txt")])
+                g.file_at(&branch, "acked.txt")
             );
-            let file = g.git(&["show", &format!("{branch}:work-{i}.txt")]);
+            let file = g.file_at(&branch, &format!("work-{i}.txt"));
             assert_eq!(file, format!("{id} round {i}\n"), "seed {seed}");
         }
     }
@@ -378,22 +362,7 @@ done
         "seed {seed}: one agent per acknowledged spawn: {all:?}"
     );
 
-    let mut args = vec!["--json", "wait"];
-    args.extend(ids.iter().map(String::as_str));
-    let out = g.run(&args);
-    assert_eq!(
-        out.code,
-        0,
-        "seed {seed}: wait {ids:?}: {}\n{}\n{}",
-        out.stdout,
-        out.stderr,
-        tail(&g.daemon_log(), 60)
-    );
-    let done: Value = serde_json::from_str(&out.stdout).expect("json");
-    for agent in done["agents"].as_array().expect("agents") {
-        assert_eq!(agent["status"], "collected", "seed {seed}: {agent}");
-        assert_eq!(agent["outcome"], "succeeded", "seed {seed}: {agent}");
-    }
+    wait_all_collected_and_succeeded(&g, seed, &ids);
     let state = g.json(&["state", "get", "--session", "slow"]);
     let items: Vec<&str> = state["state"]["items"]
         .as_array()
@@ -411,12 +380,32 @@ done
             let item = format!("{id}-{i}");
             let counted = items.iter().filter(|v| **v == item).count();
             assert_eq!(counted, 1, "seed {seed}: {item} counted {counted} times");
-            let file = g.git(&["show", &format!("grove/{id}:work-{i}.txt")]);
+            let file = g.agent_file(id, &format!("work-{i}.txt"));
             assert_eq!(file, format!("{id} {i}\n"), "seed {seed}");
         }
     }
     assert_eq!(items.len(), UPDATES * ids.len(), "seed {seed}: {items:?}");
     assert_nothing_left(&g, &ids, cgroups, seed);
+}
+
+/// Waits for every agent of `ids`: each must be collected and have succeeded.
+fn wait_all_collected_and_succeeded(g: &Grove, seed: u64, ids: &[String]) {
+    let mut args = vec!["--json", "wait"];
+    args.extend(ids.iter().map(String::as_str));
+    let out = g.run(&args);
+    assert_eq!(
+        out.code,
+        0,
+        "seed {seed}: wait {ids:?}: {}\n{}\n{}",
+        out.stdout,
+        out.stderr,
+        tail(&g.daemon_log(), 60)
+    );
+    let done: Value = serde_json::from_str(&out.stdout).expect("json");
+    for agent in done["agents"].as_array().expect("agents") {
+        assert_eq!(agent["status"], "collected", "seed {seed}: {agent}");
+        assert_eq!(agent["outcome"], "succeeded", "seed {seed}: {agent}");
+    }
 }
 
 /// Nothing of the agents is left once all are collected.
@@ -502,19 +491,9 @@ fn fill_slow_repo(g: &Grove) {
             body.len()
         ));
     }
-    let mut import = std::process::Command::new("git")
-        .args(["fast-import", "--quiet"])
-        .current_dir(&g.repo)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("git fast-import");
-    import
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stream.as_bytes())
-        .expect("feed fast-import");
-    assert!(import.wait().expect("fast-import").success());
+    let mut import = std::process::Command::new("git");
+    import.args(["fast-import", "--quiet"]).current_dir(&g.repo);
+    assert!(output_fed(&mut import, stream.as_bytes()).status.success());
     g.git(&["reset", "-q", "--hard", "main"]);
 }
 

@@ -50,8 +50,7 @@ fn a_second_daemon_is_refused_while_one_runs() {
 #[test]
 fn sigkill_of_the_daemon_loses_no_agent() {
     let g = Grove::new();
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let wait_for = |gate: &str, out: &str| {
         format!(
             "while [ ! -e '{}/{gate}' ]; do sleep 0.02; done; echo {gate} > {out}",
@@ -92,11 +91,8 @@ fn sigkill_of_the_daemon_loses_no_agent() {
         assert_eq!(agent["status"], "collected", "{agent}");
         assert_eq!(agent["outcome"], "succeeded", "{agent}");
     }
-    assert_eq!(g.git(&["show", &format!("grove/{survivor}:a.txt")]), "a\n");
-    assert_eq!(
-        g.git(&["show", &format!("grove/{finishes_while_down}:b.txt")]),
-        "b\n"
-    );
+    assert_eq!(g.agent_file(&survivor, "a.txt"), "a\n");
+    assert_eq!(g.agent_file(&finishes_while_down, "b.txt"), "b\n");
     g.assert_no_worktree_left();
 }
 
@@ -110,7 +106,7 @@ fn stop_leaves_agents_running_and_the_next_daemon_adopts_them() {
     assert_eq!(g.run(&["daemon", "status"]).code, 3);
     fs::write(&gate, "").expect("gate");
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
-    assert_eq!(g.git(&["show", &format!("grove/{id}:done.txt")]), "done\n");
+    assert_eq!(g.agent_file(&id, "done.txt"), "done\n");
 }
 
 /// A record this grove cannot read (a newer grove's, say) stops the start with the
@@ -160,14 +156,13 @@ fn an_unreadable_agent_record_stops_the_start_and_changes_nothing() {
 fn a_daemon_of_another_protocol_version_is_reported_with_the_way_out() {
     let g = Grove::new();
     let out = g.run_env(&["list"], &[("GROVE_TEST_PROTOCOL_VERSION", "99")]);
-    assert_eq!(out.code, 3, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("speaks protocol 99 but this client speaks 1"),
-        "{}",
-        out.stderr
+    out.assert_exit(
+        3,
+        &[
+            "speaks protocol 99 but this client speaks 1",
+            "grove daemon stop",
+        ],
     );
-    assert!(out.stderr.contains("grove daemon stop"), "{}", out.stderr);
     // The way out works: stop it, and the next command starts a matching daemon.
     g.ok(&["daemon", "stop"]);
     g.ok(&["list"]);

@@ -110,8 +110,7 @@ fn discard_merged_goes_through_the_daemon_too() {
 #[test]
 fn an_agent_cannot_have_grove_discard_its_childs_branch() {
     let g = Grove::new();
-    let out = g.dir.path().join("out");
-    fs::create_dir_all(&out).expect("mkdir");
+    let out = g.make_dir("out");
     let bin = format!("GROVE_BIN={BIN}");
     let script = format!(
         r#"child=$("$GROVE_BIN" spawn -- sh -c 'echo c > c.txt && git add c.txt && git commit -qm c') || exit 9

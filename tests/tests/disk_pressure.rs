@@ -59,10 +59,7 @@ fn big_file_script(mib: usize) -> String {
 /// A 100 MiB tmpfs at `<scratch>/wt` as the worktree root; none where it cannot be
 /// mounted, once [`can_run`] said why.
 fn small_root(prefix: &str) -> Option<(tempfile::TempDir, Tmpfs, PathBuf)> {
-    let scratch = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in("/tmp")
-        .expect("tmp");
+    let scratch = short_temp_dir(prefix);
     let root = scratch.path().join("wt");
     match Tmpfs::mount(&root, 100) {
         Ok(mount) => Some((scratch, mount, root)),
@@ -73,18 +70,25 @@ fn small_root(prefix: &str) -> Option<(tempfile::TempDir, Tmpfs, PathBuf)> {
     }
 }
 
+/// A grove whose worktree root is `root`, its disk checked every 100 ms against an 80 %
+/// high and a 50 % low mark, with the settings `more`.
+fn pressured_grove(root: &Path, more: &[(&str, &str)]) -> Grove {
+    Grove::new()
+        .with_env(&[
+            ("GROVE_WORKTREE_ROOT", root.to_str().expect("utf8")),
+            ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
+            ("GROVE_DISK_HIGH", "80"),
+            ("GROVE_DISK_LOW", "50"),
+        ])
+        .with_env(more)
+}
+
 #[test]
 fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns() {
     let Some((_scratch, _mount, root)) = small_root("gd") else {
         return;
     };
-    let root_text = root.to_str().expect("utf8").to_string();
-    let g = Grove::new().with_env(&[
-        ("GROVE_WORKTREE_ROOT", root_text.as_str()),
-        ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
-        ("GROVE_DISK_HIGH", "80"),
-        ("GROVE_DISK_LOW", "50"),
-    ]);
+    let g = pressured_grove(&root, &[]);
     fill(&root.join("filler"), 30);
     // Four finished agents keep 13 MiB each: 30 + 52 = 82 MiB of 100, over 80 %.
     let kept: Vec<(String, PathBuf)> = (0..4)
@@ -127,8 +131,7 @@ fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns
     // Only a live agent left and usage high: spawns are refused, the live one is spared.
     g.ok(&["rm", &kept[3].0]);
     fill(&root.join("filler2"), 40);
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let live = g.spawn(
         &[],
         &format!(
@@ -140,19 +143,14 @@ fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns
     eventually("live agent wrote", Duration::from_secs(60), || {
         gates.join("written").exists()
     });
-    let refused = g.run(&["spawn", "--", "true"]);
-    assert_eq!(refused.code, 4, "{}", refused.stderr);
-    for needle in [
-        "disk pressure",
-        "full (threshold 80%)",
-        "1 worktrees of live agents remain",
-    ] {
-        assert!(
-            refused.stderr.contains(needle),
-            "missing {needle:?} in {}",
-            refused.stderr
-        );
-    }
+    g.run(&["spawn", "--", "true"]).assert_exit(
+        4,
+        &[
+            "disk pressure",
+            "full (threshold 80%)",
+            "1 worktrees of live agents remain",
+        ],
+    );
     let live_worktree = PathBuf::from(g.record(&live)["worktree"].as_str().expect("wt"));
     assert!(
         live_worktree.join("big.bin").exists(),
@@ -182,14 +180,7 @@ fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
     let Some((_scratch, _mount, root)) = small_root("gp") else {
         return;
     };
-    let root_text = root.to_str().expect("utf8").to_string();
-    let g = Grove::new().with_env(&[
-        ("GROVE_WORKTREE_ROOT", root_text.as_str()),
-        ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
-        ("GROVE_POOL_SIZE", "2"),
-        ("GROVE_DISK_HIGH", "80"),
-        ("GROVE_DISK_LOW", "50"),
-    ]);
+    let g = pressured_grove(&root, &[("GROVE_POOL_SIZE", "2")]);
     let first = g.spawn(&[], "true");
     g.wait(&first);
     eventually("a warm pool", Duration::from_secs(60), || {

@@ -119,16 +119,8 @@ fn list_filters_by_repo_status_and_name_and_session_list_hides_automatic_session
     let bogus = g.run(&["list", "--status", "sleepy"]);
     assert_eq!(bogus.code, 2);
 
-    let sessions = |args: &[&str]| -> Vec<String> {
-        let mut all = vec!["session", "list"];
-        all.extend_from_slice(args);
-        g.json(&all)["sessions"]
-            .as_array()
-            .expect("sessions")
-            .iter()
-            .filter_map(|s| s["name"].as_str().map(String::from))
-            .collect()
-    };
+    let sessions =
+        |args: &[&str]| listed_fields(&g, &["session", "list"], args, "sessions", "name");
     assert_eq!(sessions(&[]), ["shared"]);
     // `good` never wrote state: its automatic session does not exist (issue 17).
     let every = sessions(&["--all"]);
@@ -174,8 +166,7 @@ fn a_grove_toml_with_an_unknown_table_is_refused_with_the_known_ones() {
 fn completion_setup(g: &Grove) -> (String, String) {
     let id = g.spawn(&["--name", "tabbed"], "true");
     g.wait(&id);
-    let bin = g.dir.path().join("bin");
-    std::fs::create_dir_all(&bin).expect("bin dir");
+    let bin = g.make_dir("bin");
     std::os::unix::fs::symlink(BIN, bin.join("grove")).expect("symlink");
     let path = format!(
         "{}:{}",
@@ -185,31 +176,44 @@ fn completion_setup(g: &Grove) -> (String, String) {
     (id, path)
 }
 
+/// A grove set up by `completion_setup`, and its agent's id and PATH; none where
+/// `shell` does not run.
+fn completion_grove(shell: &str) -> Option<(Grove, String, String)> {
+    if !have_shell(shell) {
+        return None;
+    }
+    let g = Grove::new();
+    let (id, path) = completion_setup(&g);
+    Some((g, id, path))
+}
+
+/// `complete`, from a command line to the candidates a shell offers, offers the agent
+/// `id` ("tabbed") by id, prefix and name, and still the subcommands.
+fn assert_completes_agents(id: &str, complete: impl Fn(&str) -> Vec<String>) {
+    let all = complete("grove show ");
+    assert!(
+        all.iter().any(|c| c == id) && all.contains(&"tabbed".to_string()),
+        "{all:?}"
+    );
+    assert_eq!(complete("grove merge tab"), ["tabbed"]);
+    assert_eq!(complete(&format!("grove wait {}", &id[..3])), vec![id]);
+    assert!(complete("grove sho").contains(&"show".to_string()));
+}
+
 /// Whether `shell` runs here (CI installs zsh and fish, .ci/run).
 fn have_shell(shell: &str) -> bool {
-    let missing = std::process::Command::new(shell)
-        .args(["-c", "exit 0"])
-        .output()
-        .err()
-        .map(|e| format!("cannot run {shell}: {e}"));
-    can_run(shell, missing)
+    have_program(shell, &["-c", "exit 0"])
 }
 
 /// Runs `shell args...` with the grove's environment; its stdout lines.
 fn shell_lines(g: &Grove, path: &str, shell: &str, args: &[&str]) -> Vec<String> {
-    let out = std::process::Command::new(shell)
+    let mut command = std::process::Command::new(shell);
+    command
         .args(args)
         .envs(grove_env(g))
         .env("PATH", path)
-        .env("TMPDIR", g.dir.path())
-        .output()
-        .expect(shell);
-    assert!(
-        out.status.success(),
-        "{shell}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+        .env("TMPDIR", g.dir.path());
+    stdout_of(&mut command, shell)
         .lines()
         .map(String::from)
         .collect()
@@ -267,38 +271,23 @@ zpty -d z
 
 #[test]
 fn zsh_completion_completes_agent_ids_and_names() {
-    if !have_shell("zsh") {
+    let Some((g, id, path)) = completion_grove("zsh") else {
         return;
-    }
-    let g = Grove::new();
-    let (id, path) = completion_setup(&g);
-    let script = g.dir.path().join("capture.zsh");
-    std::fs::write(&script, ZSH_CAPTURE).expect("write");
+    };
+    let script = g.write_file("capture.zsh", ZSH_CAPTURE);
     let script = script.to_str().expect("utf-8 path").to_string();
     // A bound on the whole session: a completion that never ends fails the test.
     let complete =
         |line: &str| shell_lines(&g, &path, "timeout", &["60", "zsh", "-f", &script, line]);
-    let all = complete("grove show ");
-    assert!(
-        all.contains(&id) && all.contains(&"tabbed".to_string()),
-        "{all:?}"
-    );
+    assert_completes_agents(&id, complete);
     assert_eq!(complete("grove discard tab"), ["tabbed"]);
-    assert_eq!(complete("grove merge tab"), ["tabbed"]);
-    assert_eq!(
-        complete(&format!("grove wait {}", &id[..3])),
-        vec![id.clone()]
-    );
-    assert!(complete("grove sho").contains(&"show".to_string()));
 }
 
 #[test]
 fn fish_completion_completes_agent_ids_and_names() {
-    if !have_shell("fish") {
+    let Some((g, id, path)) = completion_grove("fish") else {
         return;
-    }
-    let g = Grove::new();
-    let (id, path) = completion_setup(&g);
+    };
     // `complete -C` asks fish's own completion machinery, as TAB would.
     let complete = |line: &str| -> Vec<String> {
         let script = format!(
@@ -310,17 +299,7 @@ fn fish_completion_completes_agent_ids_and_names() {
             .map(|l| l.split('\t').next().unwrap_or("").to_string())
             .collect()
     };
-    let all = complete("grove show ");
-    assert!(
-        all.contains(&id) && all.contains(&"tabbed".to_string()),
-        "{all:?}"
-    );
-    assert_eq!(complete("grove merge tab"), ["tabbed"]);
-    assert_eq!(
-        complete(&format!("grove wait {}", &id[..3])),
-        vec![id.clone()]
-    );
-    assert!(complete("grove sho").contains(&"show".to_string()));
+    assert_completes_agents(&id, complete);
 }
 
 fn shell_quote(text: &str) -> String {

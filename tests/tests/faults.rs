@@ -21,11 +21,7 @@ fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
         let id = agents[0]["id"].as_str().expect("id").to_string();
         let record = g.wait(&id);
         assert_eq!(record["outcome"], "succeeded", "{point}: {record}");
-        assert_eq!(
-            g.git(&["show", &format!("grove/{id}:x.txt")]),
-            "kept\n",
-            "{point}"
-        );
+        assert_eq!(g.agent_file(&id, "x.txt"), "kept\n", "{point}");
         g.assert_no_worktree_left();
         let branches = g.git(&["branch", "--list", "grove/*"]);
         assert_eq!(
@@ -39,46 +35,19 @@ fn a_crash_while_preparing_rolls_back_and_the_agent_starts_again() {
 #[test]
 fn a_crash_in_the_middle_of_salvage_is_finished_by_the_next_daemon() {
     let g = Grove::new();
-    let gate = g.dir.path().join("gate");
-    let out = g.run_env(
-        &[
-            "spawn",
-            "--",
-            "sh",
-            "-c",
-            &format!(
-                "echo work > work.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
-                gate.display()
-            ),
-        ],
-        &[("GROVE_TEST_CRASH_AT", "mid_salvage")],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let id = out.stdout.trim().to_string();
-    let pid = g.json(&["daemon", "status"])["pid"].as_i64().expect("pid") as i32;
-    fs::write(&gate, "").expect("gate");
-    eventually(
-        "the daemon crashed collecting",
-        Duration::from_secs(30),
-        || !process_exists(pid),
-    );
+    let id = g.crash_collecting("mid_salvage", &[], "echo work > work.txt");
     let record = g.wait(&id);
     assert_eq!(record["status"], "collected");
     assert_eq!(record["salvaged"], true);
-    assert_eq!(g.git(&["show", &format!("grove/{id}:work.txt")]), "work\n");
+    assert_eq!(g.agent_file(&id, "work.txt"), "work\n");
     g.assert_no_worktree_left();
 }
 
 #[test]
 fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
     let g = Grove::new();
-    let schema = g.dir.path().join("s.toml");
-    fs::write(&schema, "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\nl = { reducer = \"append\" }\n").expect("schema");
-    let id = g.spawn(
-        &["--session", "s", "--schema", schema.to_str().expect("utf8")],
-        "true",
-    );
-    g.wait(&id);
+    let schema = g.write_file("s.toml", "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\nl = { reducer = \"append\" }\n");
+    g.session_by_spawn("s", &schema);
     g.state_update("s", &["n", "1"]);
     g.ok(&["daemon", "stop"]);
     g.crash_during(
@@ -141,10 +110,7 @@ fn fill_up(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
-    let scratch = tempfile::Builder::new()
-        .prefix("ge")
-        .tempdir_in("/tmp")
-        .expect("tmp");
+    let scratch = short_temp_dir("ge");
     let root = scratch.path().join("wt");
     let home_fs = scratch.path().join("hf");
     let (_wt, _home) = match (Tmpfs::mount(&root, "16m"), Tmpfs::mount(&home_fs, "16m")) {
@@ -161,17 +127,11 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
         ("GROVE_DISK_LOW", "99"),
     ]);
     g.home = home_fs.join("h");
-    let schema = g.dir.path().join("s.toml");
-    fs::write(
-        &schema,
+    let schema = g.write_file(
+        "s.toml",
         "[state]\nversion = 1\n[state.channels]\nl = { reducer = \"append\" }\n",
-    )
-    .expect("schema");
-    let id = g.spawn(
-        &["--session", "s", "--schema", schema.to_str().expect("utf8")],
-        "true",
     );
-    g.wait(&id);
+    g.session_by_spawn("s", &schema);
     g.state_update("s", &["l", "[\"before\"]"]);
 
     // Worktree root full: git cannot check out; nothing half made is left.
@@ -232,8 +192,7 @@ fn spawn_that_dies_with_the_daemon(g: &Grove) -> std::process::Child {
 #[test]
 fn a_git_of_a_killed_daemon_dies_with_it() {
     let g = Grove::new();
-    let marks = g.dir.path().join("marks");
-    fs::create_dir_all(&marks).expect("mkdir");
+    let marks = g.make_dir("marks");
     let g = g.with_git_wrapper(&format!(
         "case \"$*\" in *'worktree add'*)\n  echo $$ > {m}/wrapper.pid\n  sleep 3 & echo $! > {m}/sleep.pid; wait\n  echo ran > {m}/git-ran;;\nesac",
         m = marks.display(),
@@ -273,8 +232,7 @@ fn a_git_of_a_killed_daemon_dies_with_it() {
 #[test]
 fn a_git_helper_of_a_killed_daemon_is_killed_before_the_next_daemon_starts() {
     let g = Grove::new();
-    let marks = g.dir.path().join("marks");
-    fs::create_dir_all(&marks).expect("mkdir");
+    let marks = g.make_dir("marks");
     let helper = format!(
         "echo $$ > {m}/helper.tmp; mv {m}/helper.tmp {m}/helper.pid; sleep 60; echo late > {m}/late",
         m = marks.display()
@@ -332,8 +290,7 @@ fn a_stale_trash_directory_does_not_stop_a_removal() {
 fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
     const BACKLOG: usize = 20;
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "60")]);
-    let runs = g.dir.path().join("runs");
-    fs::create_dir(&runs).expect("runs dir");
+    let runs = g.make_dir("runs");
     let gate = g.dir.path().join("gate");
     let count = format!("echo run >> '{}'/$GROVE_AGENT_ID", runs.display());
     let ended: Vec<String> = (0..BACKLOG)
@@ -450,10 +407,7 @@ fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
 /// record is written and the agent is not taken for `lost`.
 #[test]
 fn a_normal_exit_on_a_full_disk_keeps_its_outcome() {
-    let scratch = tempfile::Builder::new()
-        .prefix("ge")
-        .tempdir_in("/tmp")
-        .expect("tmp");
+    let scratch = short_temp_dir("ge");
     let home_fs = scratch.path().join("hf");
     let _home = match Tmpfs::mount(&home_fs, "16m") {
         Ok(mounted) => mounted,

@@ -211,22 +211,15 @@ fn merge_never_overwrites_an_untracked_or_ignored_file() {
     let branch_tip = tip(&g, &branch);
     let status = g.git(&["status", "--porcelain", "--ignored"]);
 
-    for mode in [None, Some("--squash"), Some("--rebase")] {
-        let mut args = vec!["merge", id.as_str()];
-        args.extend(mode);
-        let out = g.run(&args);
-        assert_eq!(out.code, 2, "{mode:?}: {} {}", out.stdout, out.stderr);
-        for needle in [
-            "ignored: build.out",
-            "untracked: notes.txt",
-            "nothing was changed",
-        ] {
-            assert!(
-                out.stderr.contains(needle),
-                "{mode:?} {needle}: {}",
-                out.stderr
-            );
-        }
+    for mode in MERGE_MODES {
+        merge_in(&g, &id, mode).assert_exit(
+            2,
+            &[
+                "ignored: build.out",
+                "untracked: notes.txt",
+                "nothing was changed",
+            ],
+        );
         assert_eq!(files.each_ref().map(|f| fingerprint(f)), before, "{mode:?}");
         assert_eq!(tip(&g, "HEAD"), head);
         assert_eq!(tip(&g, &branch), branch_tip);
@@ -306,13 +299,8 @@ fn a_conflict_leaves_everything_as_it_was_ignored_files_included() {
     let before = kept.each_ref().map(|f| fingerprint(f));
     let head = tip(&g, "HEAD");
     let status = g.git(&["status", "--porcelain=v2", "--ignored"]);
-    for mode in [None, Some("--squash"), Some("--rebase")] {
-        let mut args = vec!["merge", right.as_str()];
-        args.extend(mode);
-        let out = g.run(&args);
-        assert_eq!(out.code, 1, "{mode:?}: {} {}", out.stdout, out.stderr);
-        assert!(out.stderr.contains("src/lib.txt"), "{}", out.stderr);
-        assert!(out.stderr.contains("nothing was changed"), "{}", out.stderr);
+    for mode in MERGE_MODES {
+        merge_in(&g, &right, mode).assert_exit(1, &["src/lib.txt", "nothing was changed"]);
         assert_eq!(kept.each_ref().map(|f| fingerprint(f)), before, "{mode:?}");
         assert_eq!(tip(&g, "HEAD"), head);
         assert_eq!(g.git(&["status", "--porcelain=v2", "--ignored"]), status);

@@ -31,8 +31,7 @@ fn queue_ids(g: &Grove) -> Vec<String> {
 #[test]
 fn cap_queues_beyond_twenty_in_order_and_survives_a_daemon_crash() {
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "20")]);
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let ids: Vec<String> = (0..25)
         .map(|i| g.spawn(&[], &gate_script(&gates, &i.to_string())))
         .collect();
@@ -80,8 +79,7 @@ fn cap_queues_beyond_twenty_in_order_and_survives_a_daemon_crash() {
 #[test]
 fn kill_cancels_a_queued_agent() {
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let first = g.spawn(&[], &gate_script(&gates, "a"));
     let second = g.spawn(&[], "true");
     let third = g.spawn(&[], "true");
@@ -202,7 +200,7 @@ fn the_daily_prune_runs_by_itself() {
     eventually("prune removes the idle worktree", LONG, || {
         !worktree.exists()
     });
-    assert_eq!(g.git(&["show", &format!("grove/{id}:kept.txt")]), "kept\n");
+    assert_eq!(g.agent_file(&id, "kept.txt"), "kept\n");
     // The removal is logged right after the worktree goes.
     eventually("prune logged", LONG, || {
         let log = g.json(&["gc", "--log"]);
@@ -216,8 +214,7 @@ fn the_daily_prune_runs_by_itself() {
 #[test]
 fn startup_scan_reconciles_disk_git_and_processes() {
     let g = Grove::new();
-    let pids = g.dir.path().join("pids");
-    fs::create_dir(&pids).expect("mkdir");
+    let pids = g.make_dir("pids");
     // A kept worktree whose lock a dead agent left behind.
     let (kept, kept_path) = kept_agent(&g);
     g.git(&[
@@ -269,10 +266,7 @@ fn startup_scan_reconciles_disk_git_and_processes() {
     // The next command starts a daemon, which scans before it serves.
     let lost = g.wait(&doomed);
     assert_eq!(lost["status"], "lost");
-    assert_eq!(
-        g.git(&["show", &format!("grove/{doomed}:lost.txt")]),
-        "lost-work\n"
-    );
+    assert_eq!(g.agent_file(&doomed, "lost.txt"), "lost-work\n");
     assert!(!Path::new(lost["worktree"].as_str().expect("wt")).exists());
 
     assert!(!unknown.exists());

@@ -48,13 +48,6 @@ fn spawn_in(g: &Grove, dir: &Path, extra: &[&str], script: &str, input: Option<&
     stdout.trim().to_string()
 }
 
-fn finished_log(g: &Grove, id: &str) -> String {
-    let record = g.wait(id);
-    let log = g.ok(&["logs", id]);
-    assert_eq!(record["outcome"], "succeeded", "{record}\n{log}");
-    log
-}
-
 fn commit_dir(g: &Grove, dir: &str) {
     fs::create_dir_all(g.repo.join(dir)).expect("mkdir");
     fs::write(g.repo.join(dir).join("file"), "x\n").expect("write");
@@ -75,7 +68,7 @@ fn an_agent_starts_in_the_callers_subdirectory_of_its_worktree() {
     let g = Grove::new();
     commit_dir(&g, "src/deep");
     let id = spawn_in(&g, &g.repo.join("src/deep"), &[], "pwd; ls", None);
-    let log = finished_log(&g, &id);
+    let log = g.succeeded_log(&id);
     let record = g.record(&id);
     let worktree = record["worktree"].as_str().expect("worktree");
     assert!(
@@ -86,7 +79,7 @@ fn an_agent_starts_in_the_callers_subdirectory_of_its_worktree() {
     assert_eq!(record["subdir"], "src/deep");
     // From the top, the top.
     let top = spawn_in(&g, &g.repo, &[], "pwd", None);
-    let log = finished_log(&g, &top);
+    let log = g.succeeded_log(&top);
     let worktree = g.record(&top)["worktree"].as_str().expect("wt").to_string();
     assert_eq!(log.lines().next(), Some(worktree.as_str()), "{log}");
 }
@@ -97,7 +90,7 @@ fn a_directory_the_worktree_lacks_starts_the_agent_at_the_root_and_says_so() {
     let untracked = g.repo.join("scratch/notes");
     fs::create_dir_all(&untracked).expect("mkdir");
     let id = spawn_in(&g, &untracked, &[], "echo at $(pwd)", None);
-    let log = finished_log(&g, &id);
+    let log = g.succeeded_log(&id);
     let worktree = g.record(&id)["worktree"].as_str().expect("wt").to_string();
     assert!(log.contains(&format!("at {worktree}\n")), "{log}");
     assert!(
@@ -118,7 +111,7 @@ fn a_committed_symlink_does_not_start_the_agent_outside_its_worktree() {
     fs::remove_file(g.repo.join("out")).expect("rm");
     fs::create_dir(g.repo.join("out")).expect("mkdir");
     let id = spawn_in(&g, &g.repo.join("out"), &[], "pwd", None);
-    let log = finished_log(&g, &id);
+    let log = g.succeeded_log(&id);
     let worktree = g.record(&id)["worktree"].as_str().expect("wt").to_string();
     assert!(
         log.lines().any(|l| l == worktree) && !log.lines().any(|l| l == "/tmp"),
@@ -140,7 +133,7 @@ fn a_jailed_agent_starts_in_the_callers_subdirectory_and_gets_its_input_too() {
         "pwd; read x; echo \"$x\" > here",
         Some(b"made\n"),
     );
-    let log = finished_log(&g, &id);
+    let log = g.succeeded_log(&id);
     let record = g.record(&id);
     let worktree = record["worktree"].as_str().expect("wt");
     assert!(log.contains(&format!("{worktree}/pkg\n")), "{log}");
@@ -148,7 +141,7 @@ fn a_jailed_agent_starts_in_the_callers_subdirectory_and_gets_its_input_too() {
     let kept = g.home.join("agents").join(&id).join("stdin");
     assert!(!kept.exists(), "the input stayed at rest");
     let branch = record["branch"].as_str().expect("branch");
-    assert_eq!(g.git(&["show", &format!("{branch}:pkg/here")]), "made\n");
+    assert_eq!(g.file_at(branch, "pkg/here"), "made\n");
 }
 
 // 2. Piped input.
@@ -158,7 +151,7 @@ fn input_piped_into_spawn_reaches_the_agent() {
     let g = Grove::new();
     let id = spawn_in(&g, &g.repo, &[], "read x; echo got $x", Some(b"hello\n"));
     assert_eq!(g.record(&id)["stdin_bytes"], 6);
-    let log = finished_log(&g, &id);
+    let log = g.succeeded_log(&id);
     assert!(log.contains("got hello"), "{log}");
     // --no-stdin: the agent reads nothing.
     let id = spawn_in(
@@ -168,7 +161,7 @@ fn input_piped_into_spawn_reaches_the_agent() {
         "if read x; then echo got $x; else echo eof; fi",
         Some(b"hello\n"),
     );
-    let log = finished_log(&g, &id);
+    let log = g.succeeded_log(&id);
     assert!(log.contains("eof"), "{log}");
     // Without input, /dev/null as before.
     let id = spawn_in(
@@ -178,7 +171,7 @@ fn input_piped_into_spawn_reaches_the_agent() {
         "if read x; then echo got; else echo eof; fi",
         None,
     );
-    assert!(finished_log(&g, &id).contains("eof"));
+    assert!(g.succeeded_log(&id).contains("eof"));
 }
 
 #[test]
@@ -193,7 +186,7 @@ fn binary_input_arrives_byte_for_byte() {
         &format!("cat > {}", out.display()),
         Some(&input),
     );
-    finished_log(&g, &id);
+    g.succeeded_log(&id);
     assert!(
         fs::read(&out).expect("output") == input,
         "the input changed on its way"
@@ -225,7 +218,7 @@ fn a_queued_agent_gets_its_input_and_it_is_not_kept_once_it_started() {
     g.ok(&["list"]);
     fs::write(&hold, "").expect("release");
     assert_eq!(g.wait(&first)["exit_code"], 0);
-    let log = finished_log(&g, &queued);
+    let log = g.succeeded_log(&queued);
     assert!(log.contains(&format!("got {secret}")), "{log}");
     assert!(!kept.exists(), "the input stayed at rest after the start");
 }
@@ -260,7 +253,7 @@ fn oversize_input_is_refused_whole_and_nothing_is_spawned() {
 fn input_at_the_cap(g: &Grove) {
     let input = vec![b'y'; grove_proto::MAX_SPAWN_STDIN_BYTES];
     let id = spawn_in(g, &g.repo, &[], "wc -c", Some(&input));
-    let log = finished_log(g, &id);
+    let log = g.succeeded_log(&id);
     assert!(
         log.contains(&grove_proto::MAX_SPAWN_STDIN_BYTES.to_string()),
         "{log}"
@@ -341,31 +334,24 @@ fn built_in_presets_build_their_documented_argv() {
 #[test]
 fn a_user_preset_runs_its_command_with_the_prompt_and_its_env() {
     let g = Grove::new();
-    let script = g.dir.path().join("show-argv");
-    fs::write(
-        &script,
+    let script = g.write_file(
+        "show-argv",
         "#!/bin/sh\nfor a in \"$@\"; do echo \"arg: $a\"; done\necho \"var: $PRESET_VAR\"\n",
-    )
-    .expect("script");
+    );
     fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(
-        g.home.join("config.toml"),
-        format!(
+    g.write_config(format!(
             "max_worktrees = 5\n[agents.mine]\ncommand = [\"{}\", \"--task={{prompt}}\", \"{{prompt}}\"]\n\
              env = {{ PRESET_VAR = \"from the preset\" }}\n\
              [agents.claude]\ncommand = [\"{}\", \"claude-override\"]\n",
             script.display(),
             script.display()
-        ),
-    )
-    .expect("config");
+        ));
     let id = g
         .ok(&["spawn", "--agent", "mine", "two words"])
         .trim()
         .to_string();
-    let log = finished_log(&g, &id);
+    let log = g.succeeded_log(&id);
     assert!(
         log.contains("arg: --task=two words\narg: two words\nvar: from the preset\n"),
         "{log}"
@@ -375,7 +361,7 @@ fn a_user_preset_runs_its_command_with_the_prompt_and_its_env() {
         .ok(&["spawn", "--agent", "claude", "--env", "PRESET_VAR=mine"])
         .trim()
         .to_string();
-    let log = finished_log(&g, &id);
+    let log = g.succeeded_log(&id);
     assert!(log.contains("arg: claude-override\nvar: mine\n"), "{log}");
     let listed = g.json(&["agents"]);
     let claude = each(&listed, "agents")
@@ -408,7 +394,7 @@ fn a_repository_preset_adds_names_but_never_replaces_a_known_one() {
     assert!(out.stderr.contains("never replaces"), "{}", out.stderr);
     // The daemon takes a .grove.toml with presets.
     let id = g.ok(&["spawn", "--agent", "lint"]).trim().to_string();
-    assert!(finished_log(&g, &id).contains("linting"));
+    assert!(g.succeeded_log(&id).contains("linting"));
 }
 
 #[test]
@@ -430,8 +416,7 @@ fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
         out.stderr
     );
     // A bad preset table is named with its file.
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(g.home.join("config.toml"), "[agents.x]\ntty = true\n").expect("config");
+    g.write_config("[agents.x]\ntty = true\n");
     g.refused(&["agents"], "[agents.x] has no `command`");
     assert_eq!(agent_count_without_daemon(&g), 0);
 }
@@ -634,15 +619,16 @@ fn an_agent_pauses_its_children_but_not_itself_nor_others() {
     );
     let bin = format!("GROVE_BIN={BIN}");
     let id = g.spawn(&["--env", &bin], &script);
-    let log = finished_log(&g, &id);
-    for said in [
-        "paused-child",
-        "refused-self",
-        "refused-other",
-        "resumed-child",
-    ] {
-        assert!(log.contains(said), "{said} missing: {log}");
-    }
+    let log = g.succeeded_log(&id);
+    assert_holds_all(
+        &log,
+        &[
+            "paused-child",
+            "refused-self",
+            "refused-other",
+            "resumed-child",
+        ],
+    );
     assert!(log.contains("may not pause itself"), "{log}");
     assert_eq!(g.status(&other), "running", "{log}");
     g.ok(&["kill", &other]);
@@ -655,16 +641,11 @@ fn an_agent_pauses_its_children_but_not_itself_nor_others() {
 fn notifying(events: &str) -> (Grove, std::path::PathBuf) {
     let g = Grove::new();
     let out = g.dir.path().join("notified");
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(
-        g.home.join("config.toml"),
-        format!(
+    g.write_config(format!(
             "[notify]\ncommand = [\"sh\", \"-c\", \"env | grep ^GROVE_ | sort >> {0}; echo --- >> {0}\"]\n\
              events = {events}\nwindow = \"2s\"\ndesktop = false\n",
             out.display()
-        ),
-    )
-    .expect("config");
+        ));
     (g, out)
 }
 
@@ -742,12 +723,7 @@ fn one_failure_is_told_with_its_id_name_event_and_status() {
 #[test]
 fn a_bad_notify_setting_is_named_and_nothing_starts() {
     let g = Grove::new();
-    fs::create_dir_all(&g.home).expect("home");
-    fs::write(
-        g.home.join("config.toml"),
-        "[notify]\ncommand = [\"true\"]\nevents = [\"done\"]\n",
-    )
-    .expect("config");
+    g.write_config("[notify]\ncommand = [\"true\"]\nevents = [\"done\"]\n");
     g.fails(
         &["config"],
         &["unknown event `done`", "waiting, exited, failed"],

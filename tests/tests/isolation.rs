@@ -5,7 +5,7 @@ mod support;
 
 use serde_json::Value;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 use support::*;
@@ -117,21 +117,26 @@ fn jail_setting_makes_jail_the_default_and_no_jail_overrides_it() {
     assert!(log.contains("outside-written"), "{log}");
 }
 
+/// Spawns `script` jailed, with the flags `more` and the directory `dir` open for
+/// writing, named in `$var`; the agent's id.
+fn spawn_jailed_writing(g: &Grove, dir: &Path, var: &str, more: &[&str], script: &str) -> String {
+    let dir = dir.display().to_string();
+    let env = format!("{var}={dir}");
+    g.spawn(
+        &[&["--jail", "--jail-write", &dir, "--env", &env], more].concat(),
+        script,
+    )
+}
+
 #[test]
 fn jail_write_opens_one_more_path() {
     let g = Grove::new();
-    let cache = g.dir.path().join("cache");
-    fs::create_dir(&cache).expect("mkdir");
-    let id = g.spawn(
-        &[
-            "--jail",
-            "--jail-write",
-            &cache.display().to_string(),
-            "--env",
-            &format!("CACHE={}", cache.display()),
-            "--env",
-            &format!("OUTSIDE={}", outside(&g).display()),
-        ],
+    let cache = g.make_dir("cache");
+    let id = spawn_jailed_writing(
+        &g,
+        &cache,
+        "CACHE",
+        &["--env", &format!("OUTSIDE={}", outside(&g).display())],
         r#"echo kept > "$CACHE/entry"; echo x > "$OUTSIDE"; exit 0"#,
     );
     let record = g.wait(&id);
@@ -161,9 +166,7 @@ fn jailed_agent_cannot_signal_processes_outside_but_can_its_own() {
            kill -TERM "$own"; echo "own-kill=$?"
            wait "$own"; exit 0"#,
     );
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     assert!(!log.contains("outside-kill=0"), "{log}");
     assert!(log.contains("outside-kill="), "{log}");
     assert!(log.contains("own-kill=0"), "{log}");
@@ -287,12 +290,7 @@ fn cpu_time_limit_kills_a_busy_loop_and_show_reports_the_cpu_used() {
 #[test]
 fn config_defaults_apply_when_flags_are_absent() {
     let g = Grove::new();
-    fs::create_dir_all(&g.home).expect("mkdir home");
-    fs::write(
-        g.home.join("config.toml"),
-        "max_files = 32\ntimeout = \"2s\"\nmemory = \"1G\"\ncpu_time = 60\n",
-    )
-    .expect("config");
+    g.write_config("max_files = 32\ntimeout = \"2s\"\nmemory = \"1G\"\ncpu_time = 60\n");
     let id = g.spawn(&[], "ulimit -n");
     let record = g.wait(&id);
     assert_eq!(g.ok(&["logs", &id]).trim(), "32");
@@ -340,16 +338,12 @@ fn each_agent_runs_in_a_cgroup_of_its_own_that_goes_away_with_it() {
 fn kill_stops_escaped_descendants_with_and_without_a_cgroup() {
     for cgroup in ["true", "false"] {
         let g = Grove::new().with_env(&[("GROVE_CGROUP", cgroup)]);
-        let pids = g.dir.path().join("pids");
-        fs::create_dir(&pids).expect("mkdir");
-        let id = g.spawn(
-            &[
-                "--jail",
-                "--jail-write",
-                &pids.display().to_string(),
-                "--env",
-                &format!("PIDS={}", pids.display()),
-            ],
+        let pids = g.make_dir("pids");
+        let id = spawn_jailed_writing(
+            &g,
+            &pids,
+            "PIDS",
+            &[],
             r#"setsid sh -c 'sleep 300 & echo $! > "$PIDS/escaped"; wait' &
                (sh -c 'trap "" TERM; sleep 300 & echo $! > "$PIDS/orphan"' &)
                wait"#,

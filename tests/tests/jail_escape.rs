@@ -58,7 +58,7 @@ fn assert_main_kept_and_work_saved(g: &Grove, id: &str, main: &str, index: &[u8]
         index,
         "main index touched"
     );
-    assert_eq!(g.git(&["show", &format!("grove/{id}:work.txt")]), "work\n");
+    assert_eq!(g.agent_file(id, "work.txt"), "work\n");
 }
 
 #[test]
@@ -84,8 +84,7 @@ fn a_jailed_agent_cannot_move_or_delete_anything_of_the_users_repository() {
         rev(&g, "refs/stash"),
     );
     let object = some_object(&common);
-    let outside = g.dir.path().join("bashrc");
-    fs::write(&outside, "# the user's\n").expect("write");
+    let outside = g.write_file("bashrc", "# the user's\n");
     let script = r#"
         try() { if "$@" 2>/dev/null; then echo "done: $*"; else echo "refused: $*"; fi; }
         try git --git-dir="$COMMON" update-ref refs/heads/main "$OTHER"
@@ -296,11 +295,7 @@ fn nested_repositories_are_salvaged_file_by_file() {
             ("lib/deep/d.txt", "d\n"),
             ("lib/inner/i.txt", "i\n"),
         ] {
-            assert_eq!(
-                g.git(&["show", &format!("{branch}:{path}")]),
-                content,
-                "{mode:?}"
-            );
+            assert_eq!(g.file_at(&branch, path), content, "{mode:?}");
         }
         let worktree = PathBuf::from(record["worktree"].as_str().expect("path"));
         assert!(!worktree.exists(), "{mode:?}: fully salvaged, so removed");
@@ -338,7 +333,7 @@ fn a_file_over_the_salvage_cap_keeps_the_worktree_and_every_message_says_so() {
         );
         // What fit is saved; what did not is not on the branch.
         let branch = format!("grove/{id}");
-        assert_eq!(g.git(&["show", &format!("{branch}:small.txt")]), "small\n");
+        assert_eq!(g.file_at(&branch, "small.txt"), "small\n");
         assert!(!g
             .git(&["ls-tree", "--name-only", &branch])
             .contains("big.bin"));
@@ -381,7 +376,7 @@ fn rm_says_removed_and_where_the_work_is_only_after_both_happened() {
     let branch = format!("grove/{id}");
     assert!(out.contains("removed") && out.contains(&branch), "{out}");
     assert!(!worktree.exists());
-    assert_eq!(g.git(&["show", &format!("{branch}:kept.txt")]), "kept\n");
+    assert_eq!(g.file_at(&branch, "kept.txt"), "kept\n");
 }
 
 #[test]
@@ -404,10 +399,7 @@ fn a_jailed_agents_child_starts_from_the_agents_own_commits() {
     assert_eq!(child_record["base_ref"], format!("grove/{id}"));
     let parent_commit = rev(&g, &format!("grove/{id}~1"));
     assert_eq!(child_record["base_commit"], parent_commit.as_str());
-    assert_eq!(
-        g.git(&["show", &format!("grove/{child}:seen.txt")]),
-        "from-parent\n"
-    );
+    assert_eq!(g.agent_file(&child, "seen.txt"), "from-parent\n");
     g.git(&["fsck", "--strict"]);
 }
 
@@ -433,32 +425,19 @@ fn a_crash_during_a_jailed_collect_is_finished_by_the_next_daemon_without_loss()
     }
     for point in ["mid_salvage", "after_import"] {
         let g = Grove::new();
-        let gate = g.dir.path().join("gate");
-        let script = format!(
+        let id = g.crash_collecting(
+            point,
+            &["--jail"],
             "echo committed > c.txt && git add c.txt && git commit -qm own && \
-             echo loose > loose.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
-            gate.display()
-        );
-        let out = g.run_env(
-            &["spawn", "--jail", "--", "sh", "-c", &script],
-            &[("GROVE_TEST_CRASH_AT", point)],
-        );
-        assert_eq!(out.code, 0, "{}", out.stderr);
-        let id = out.stdout.trim().to_string();
-        let pid = g.json(&["daemon", "status"])["pid"].as_i64().expect("pid") as i32;
-        fs::write(&gate, "").expect("gate");
-        eventually(
-            "the daemon crashed collecting",
-            std::time::Duration::from_secs(30),
-            || !process_exists(pid),
+             echo loose > loose.txt",
         );
         assert!(g.daemon_log().contains("crashing on purpose"), "{point}");
         let record = g.wait(&id);
         assert_eq!(record["status"], "collected", "{point}: {record}");
         assert!(record["salvage_error"].is_null(), "{point}: {record}");
         let branch = format!("grove/{id}");
-        assert_eq!(g.git(&["show", &format!("{branch}:c.txt")]), "committed\n");
-        assert_eq!(g.git(&["show", &format!("{branch}:loose.txt")]), "loose\n");
+        assert_eq!(g.file_at(&branch, "c.txt"), "committed\n");
+        assert_eq!(g.file_at(&branch, "loose.txt"), "loose\n");
         assert_eq!(
             g.git(&["log", "--format=%s", &format!("main..{branch}")])
                 .lines()

@@ -34,9 +34,7 @@ fn run_jailed(g: &Grove, vars: &[(&str, &Path)], script: &str) -> (String, Strin
     let mut args: Vec<&str> = env.iter().map(String::as_str).collect();
     args.push("--jail");
     let id = g.spawn(&args, script);
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     (id, log)
 }
 
@@ -152,10 +150,7 @@ fn setup_commands_of_a_jailed_agents_child_run_in_the_jail() {
         "{child_log}"
     );
     // It did run, with the child's environment, not the daemon's.
-    assert_eq!(
-        g.git(&["show", &format!("grove/{child}:setup-ran.txt")]),
-        format!("{child}\n")
-    );
+    assert_eq!(g.agent_file(&child, "setup-ran.txt"), format!("{child}\n"));
 }
 
 #[test]
@@ -190,10 +185,8 @@ fn a_copy_through_a_committed_symlink_is_refused_and_writes_nothing_outside() {
         fs::create_dir_all(g.repo.join(dir)).expect("mkdir");
         fs::write(g.repo.join(dir).join("x"), "config\n").expect("write");
     }
-    let victim = g.dir.path().join("bashrc");
-    fs::write(&victim, "user's own\n").expect("write");
-    let elsewhere = g.dir.path().join("elsewhere");
-    fs::create_dir_all(&elsewhere).expect("mkdir");
+    let victim = g.write_file("bashrc", "user's own\n");
+    let elsewhere = g.make_dir("elsewhere");
 
     // `.env` itself a link to a file outside.
     let (_, log) = run_jailed(
@@ -256,20 +249,15 @@ fn setup_commands_run_only_after_the_user_approved_that_exact_file() {
     let g = Grove::new();
     let toml = "[worktree]\nsetup = [\"echo ran > setup-ran.txt\"]\n";
     configure(&g, toml);
-    let refused = g.run(&["spawn", "--", "true"]);
-    assert_eq!(refused.code, 4, "{}", refused.stderr);
-    for expected in [
-        ".grove.toml has setup commands you have not approved",
-        "$ echo ran > setup-ran.txt",
-        "run `grove trust` in ",
-        "Nothing was created",
-    ] {
-        assert!(
-            refused.stderr.contains(expected),
-            "{expected}: {}",
-            refused.stderr
-        );
-    }
+    g.run(&["spawn", "--", "true"]).assert_exit(
+        4,
+        &[
+            ".grove.toml has setup commands you have not approved",
+            "$ echo ran > setup-ran.txt",
+            "run `grove trust` in ",
+            "Nothing was created",
+        ],
+    );
     assert_eq!(g.json(&["list", "--all"])["agents"], serde_json::json!([]));
     assert!(g.worktree_dirs().is_empty());
     assert_eq!(grove_branches(&g.repo), "");
@@ -371,8 +359,7 @@ fn an_agent_cannot_approve_setup_commands() {
 fn trust_outside_a_repository_or_without_a_file_says_so() {
     let g = Grove::new();
     g.refused(&["trust"], ".grove.toml does not exist");
-    let nowhere = g.dir.path().join("nowhere");
-    fs::create_dir_all(&nowhere).expect("mkdir");
+    let nowhere = g.make_dir("nowhere");
     g.refused(
         &["trust", "--repo", nowhere.to_str().expect("utf-8")],
         "is not inside a git repository",
@@ -398,7 +385,7 @@ fn a_jailed_agents_setup_command_cannot_reach_the_daemon_as_the_user() {
     assert!(!child_log.contains("spawned-as-user"), "{child_log}");
     assert!(!child_log.contains("trusted-as-user"), "{child_log}");
     assert_eq!(
-        g.git(&["show", &format!("grove/{child}:setup-ran.txt")]),
+        g.agent_file(&child, "setup-ran.txt"),
         format!("{child}\n"),
         "{child_log}"
     );

@@ -33,13 +33,10 @@ fn spawn_run_collect_puts_the_agents_work_on_its_branch() {
     assert_eq!(subjects[0], "feature: work left at exit");
     assert_eq!(subjects[1], "agent commit");
     assert_eq!(
-        g.git(&["show", &format!("{branch}:src/lib.txt")]),
+        g.file_at(&branch, "src/lib.txt"),
         "one\ntwo\nthree\nfour\nfive\n"
     );
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:untracked.txt")]),
-        "new\n"
-    );
+    assert_eq!(g.file_at(&branch, "untracked.txt"), "new\n");
     // Ignored files are not work.
     assert!(g
         .git(&["ls-tree", "-r", "--name-only", &branch])
@@ -93,7 +90,7 @@ fn five_agents_in_parallel_edit_the_same_file_each_on_its_own_branch() {
     for (i, (agent, id)) in agents.iter().zip(&ids).enumerate() {
         assert_eq!(agent["id"], id.as_str());
         assert_eq!(agent["outcome"], "succeeded");
-        let content = g.git(&["show", &format!("grove/{id}:src/lib.txt")]);
+        let content = g.agent_file(id, "src/lib.txt");
         assert_eq!(
             content,
             format!("one\ntwo\nthree\nagent-{i}\n"),
@@ -113,13 +110,12 @@ fn running_agent_worktree_is_locked_and_known_to_git() {
     assert_eq!(record["status"], "running");
     let worktree = record["worktree"].as_str().expect("worktree").to_string();
     let porcelain = g.git(&["worktree", "list", "--porcelain"]);
-    assert!(
-        porcelain.contains(&format!("worktree {worktree}")),
-        "{porcelain}"
-    );
-    assert!(
-        porcelain.contains(&format!("locked grove agent {id} is using this worktree")),
-        "{porcelain}"
+    assert_holds_all(
+        &porcelain,
+        &[
+            &format!("worktree {worktree}"),
+            &format!("locked grove agent {id} is using this worktree"),
+        ],
     );
     assert_eq!(
         git_in(std::path::Path::new(&worktree), &["status", "--porcelain"]),
@@ -135,8 +131,7 @@ fn running_agent_worktree_is_locked_and_known_to_git() {
 #[test]
 fn kill_stops_the_whole_tree_including_background_and_escaped_grandchildren() {
     let g = Grove::new();
-    let pids = g.dir.path().join("pids");
-    fs::create_dir(&pids).expect("mkdir");
+    let pids = g.make_dir("pids");
     let id = g.spawn(
         &["--env", &format!("PIDS={}", pids.display())],
         r#"sleep 300 & echo $! > "$PIDS/background"
@@ -190,10 +185,7 @@ fn timeout_ends_the_agent_as_timed_out() {
     assert_eq!(record["outcome"], "timed_out");
     assert_eq!(record["status"], "collected");
     // What it wrote before the timeout is on its branch.
-    assert_eq!(
-        g.git(&["show", &format!("grove/{id}:partial.txt")]),
-        "partial\n"
-    );
+    assert_eq!(g.agent_file(&id, "partial.txt"), "partial\n");
     let out = g.run(&["wait", &id]);
     assert_eq!(out.code, 1, "a timed-out agent is not a success");
 }
@@ -226,7 +218,7 @@ fn keep_leaves_the_worktree_in_place() {
         git_in(std::path::Path::new(worktree), &["status", "--porcelain"]),
         ""
     );
-    assert_eq!(g.git(&["show", &format!("grove/{id}:kept.txt")]), "kept\n");
+    assert_eq!(g.agent_file(&id, "kept.txt"), "kept\n");
 }
 
 #[test]
@@ -237,7 +229,7 @@ fn agent_sees_its_identity_and_user_env_but_values_are_not_recorded() {
         "env | grep -E '^(GROVE_|SECRET_TOKEN|MODE)' | sort > env.txt; pwd > pwd.txt",
     );
     let record = g.wait(&id);
-    let env = g.git(&["show", &format!("grove/{id}:env.txt")]);
+    let env = g.agent_file(&id, "env.txt");
     for expected in [
         format!("GROVE_AGENT_ID={id}"),
         format!("GROVE_SESSION={id}"),
@@ -246,16 +238,17 @@ fn agent_sees_its_identity_and_user_env_but_values_are_not_recorded() {
     ] {
         assert!(env.contains(&expected), "missing {expected} in {env}");
     }
-    for name in [
-        "GROVE_SOCKET=",
-        "GROVE_TOKEN=",
-        "GROVE_WORKTREE=",
-        "GROVE_BASE=",
-    ] {
-        assert!(env.contains(name), "missing {name} in {env}");
-    }
+    assert_holds_all(
+        &env,
+        &[
+            "GROVE_SOCKET=",
+            "GROVE_TOKEN=",
+            "GROVE_WORKTREE=",
+            "GROVE_BASE=",
+        ],
+    );
     assert_eq!(
-        g.git(&["show", &format!("grove/{id}:pwd.txt")]).trim(),
+        g.agent_file(&id, "pwd.txt").trim(),
         record["worktree"].as_str().expect("worktree")
     );
     assert_eq!(
@@ -334,21 +327,15 @@ fn sparse_spawn_checks_out_only_the_given_directories_and_loses_nothing_else() {
     assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
     assert_eq!(record["sparse"], serde_json::json!(["a", "c/deep"]));
     let branch = format!("grove/{id}");
-    let present = g.git(&["show", &format!("{branch}:present.txt")]);
+    let present = g.file_at(&branch, "present.txt");
     assert_eq!(present, "a\nc/deep\n", "only the cone is checked out");
     assert!(g
         .git(&["show", &format!("{branch}:missing.txt")])
         .contains("b"));
     // What was not checked out is not deleted on the branch.
-    assert_eq!(g.git(&["show", &format!("{branch}:b/file.txt")]), "b\n");
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:src/lib.txt")]),
-        "one\ntwo\nthree\n"
-    );
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:a/file.txt")]),
-        "a\nmore\n"
-    );
+    assert_eq!(g.file_at(&branch, "b/file.txt"), "b\n");
+    assert_eq!(g.file_at(&branch, "src/lib.txt"), "one\ntwo\nthree\n");
+    assert_eq!(g.file_at(&branch, "a/file.txt"), "a\nmore\n");
     let changed = g.git(&["diff", "--name-only", &format!("main...{branch}")]);
     assert_eq!(
         changed

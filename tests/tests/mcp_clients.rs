@@ -204,8 +204,7 @@ fn daemon_pid(g: &Grove, extra: &[(&str, &Path)]) -> i64 {
 fn commands_with_and_without_xdg_runtime_dir_reach_one_daemon() {
     let g = Grove::new();
     let _stop = StopHostDaemon(&g);
-    let runtime = g.dir.path().join("run");
-    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    let runtime = g.make_dir("run");
     let reduced = daemon_pid(&g, &[]);
     let full = daemon_pid(&g, &[("XDG_RUNTIME_DIR", &runtime)]);
     assert_eq!(reduced, full, "one daemon for both environments");

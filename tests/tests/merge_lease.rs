@@ -23,8 +23,7 @@ struct Pause {
 
 impl Pause {
     fn install(g: &Grove) -> Pause {
-        let dir = g.dir.path().join("pause");
-        fs::create_dir_all(&dir).expect("mkdir");
+        let dir = g.make_dir("pause");
         let hook = g.repo.join(".git/hooks/post-checkout");
         let d = dir.display();
         fs::write(
@@ -77,13 +76,7 @@ fn merge_in_background(g: &Grove, id: &str) -> std::process::Child {
 }
 
 fn temp_worktrees(g: &Grove) -> Vec<PathBuf> {
-    g.worktree_dirs()
-        .into_iter()
-        .filter(|d| {
-            d.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("merge-"))
-        })
-        .collect()
+    g.worktree_dirs_named("merge-")
 }
 
 fn connections(c: &mut grove_proto::Client) -> f64 {

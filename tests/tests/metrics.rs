@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{call, can_run, client, doctor_check, each, eventually, Grove};
+use support::{call, can_run, client, doctor_check, each, eventually, output_fed, Grove};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -24,13 +24,7 @@ plan  = { reducer = "overwrite" }
 "#;
 
 fn create_session(g: &Grove, name: &str) {
-    let mut c = client(g);
-    call(
-        &mut c,
-        "session.create",
-        json!({"name": name, "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
-    )
-    .expect("session.create");
+    support::create_session(&mut client(g), name, SCHEMA);
 }
 
 fn free_port() -> u16 {
@@ -115,6 +109,14 @@ fn start_prometheus(dir: &Path, target: &str) -> (Server, String) {
     (server, web)
 }
 
+/// True when prometheus and promtool run here; otherwise [`can_run`] says why.
+fn have_prometheus() -> bool {
+    can_run(
+        "prometheus",
+        missing("prometheus").or_else(|| missing("promtool")),
+    )
+}
+
 fn prom_query(web: &str, query: &str) -> Option<Value> {
     let (code, body) = http_get(web, &format!("/api/v1/query?query={}", encode(query)))?;
     (code == 200).then_some(())?;
@@ -123,10 +125,7 @@ fn prom_query(web: &str, query: &str) -> Option<Value> {
 
 #[test]
 fn prometheus_scrapes_the_endpoint_and_counts_the_spawns() {
-    if !can_run(
-        "prometheus",
-        missing("prometheus").or_else(|| missing("promtool")),
-    ) {
+    if !have_prometheus() {
         return;
     }
     let port = free_port();
@@ -196,7 +195,7 @@ fn an_agent_may_not_read_the_daemons_metrics() {
         ),
     );
     assert_eq!(g.wait(&id)["status"], "collected");
-    let out = g.git(&["show", &format!("grove/{id}:out.txt")]);
+    let out = g.agent_file(&id, "out.txt");
     assert!(out.contains("only the user can"), "{out}");
 }
 
@@ -256,34 +255,52 @@ fn breach_then_recover(
     words: &str,
     recover: impl FnOnce(),
 ) {
-    let breached = expect_event(rx, "slo.breached", slo);
-    assert_eq!(breached["breached"], true, "{breached}");
-    eventually("the breach is logged", LONG, || {
-        g.daemon_log()
-            .contains(&format!("service level breached: {words}"))
-    });
-    let (status, message) = doctor_line(g, slo);
-    assert_eq!(status, "fail", "{message}");
+    let message = slo_changed(g, rx, slo, words, true);
     assert!(
         message.contains("BREACHED") && message.contains(words),
         "{message}"
     );
     recover();
-    let recovered = expect_event(rx, "slo.recovered", slo);
-    assert_eq!(recovered["breached"], false, "{recovered}");
-    eventually("the recovery is logged", LONG, || {
+    slo_changed(g, rx, slo, words, false);
+}
+
+/// The service level `slo` (`words` in messages) became `breached` or met: its event
+/// says so, the daemon logs it, and doctor's line for it fails or is ok; that line's
+/// message.
+fn slo_changed(
+    g: &Grove,
+    rx: &mpsc::Receiver<(String, Value)>,
+    slo: &str,
+    words: &str,
+    breached: bool,
+) -> String {
+    let (event, change, status) = if breached {
+        ("slo.breached", "breached", "fail")
+    } else {
+        ("slo.recovered", "recovered", "ok")
+    };
+    let note = expect_event(rx, event, slo);
+    assert_eq!(note["breached"], breached, "{note}");
+    eventually(&format!("the {change} is logged"), LONG, || {
         g.daemon_log()
-            .contains(&format!("service level recovered: {words}"))
+            .contains(&format!("service level {change}: {words}"))
     });
-    let (status, message) = doctor_line(g, slo);
-    assert_eq!(status, "ok", "{message}");
+    let (doctor_status, message) = doctor_line(g, slo);
+    assert_eq!(doctor_status, status, "{message}");
+    message
+}
+
+/// A `watched` grove with `settings`, subscribed to its events, with the session `s`.
+fn watched_session(settings: &[(&str, &str)]) -> (Grove, mpsc::Receiver<(String, Value)>) {
+    let g = watched(settings);
+    let rx = subscribe(&g);
+    create_session(&g, "s");
+    (g, rx)
 }
 
 #[test]
 fn slo_checkpoint_save_breaches_and_recovers() {
-    let g = watched(&[("GROVE_SLO_CHECKPOINT_SAVE_P95", "0")]);
-    let rx = subscribe(&g);
-    create_session(&g, "s");
+    let (g, rx) = watched_session(&[("GROVE_SLO_CHECKPOINT_SAVE_P95", "0")]);
     g.state_update("s", &["count", "1"]);
     // The slow saves leave the window: met again.
     breach_then_recover(&g, &rx, "checkpoint_save_p95", "checkpoint save p95", || {});
@@ -291,9 +308,7 @@ fn slo_checkpoint_save_breaches_and_recovers() {
 
 #[test]
 fn slo_restore_breaches_and_recovers() {
-    let g = watched(&[("GROVE_SLO_RESTORE_P95", "0")]);
-    let rx = subscribe(&g);
-    create_session(&g, "s");
+    let (g, rx) = watched_session(&[("GROVE_SLO_RESTORE_P95", "0")]);
     g.state_update("s", &["count", "1"]);
     g.ok(&["state", "get", "--session", "s", "--at", "1"]);
     breach_then_recover(&g, &rx, "restore_p95", "restore p95", || {});
@@ -301,9 +316,7 @@ fn slo_restore_breaches_and_recovers() {
 
 #[test]
 fn slo_session_state_size_breaches_and_recovers() {
-    let g = watched(&[("GROVE_SLO_SESSION_STATE_P99", "200")]);
-    let rx = subscribe(&g);
-    create_session(&g, "s");
+    let (g, rx) = watched_session(&[("GROVE_SLO_SESSION_STATE_P99", "200")]);
     let big = format!("\"{}\"", "x".repeat(500));
     g.state_update("s", &["plan", &big]);
     breach_then_recover(&g, &rx, "session_state_p99", "session state p99", || {
@@ -313,9 +326,7 @@ fn slo_session_state_size_breaches_and_recovers() {
 
 #[test]
 fn slo_checkpoints_per_session_breaches_and_recovers() {
-    let g = watched(&[("GROVE_SLO_CHECKPOINTS_P99", "3")]);
-    let rx = subscribe(&g);
-    create_session(&g, "s");
+    let (g, rx) = watched_session(&[("GROVE_SLO_CHECKPOINTS_P99", "3")]);
     for n in 1..=3 {
         g.state_update("s", &["count", &n.to_string()]);
     }
@@ -507,20 +518,10 @@ fn slo_cleanup_lag_breaches_and_recovers() {
 fn promtool_accepts(addr: &str) {
     let (code, text) = http_get(addr, "/metrics").expect("GET /metrics");
     assert_eq!(code, 200, "{text}");
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool");
-    promtool
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("feed promtool");
-    let checked = promtool.wait_with_output().expect("promtool ran");
+    let checked = output_fed(
+        Command::new("promtool").args(["check", "metrics"]),
+        text.as_bytes(),
+    );
     assert!(
         checked.status.success(),
         "promtool check metrics failed:\n{}{}\n{text}",
@@ -539,10 +540,7 @@ fn prom_value(web: &str, query: &str) -> Option<String> {
 
 #[test]
 fn restarts_and_per_session_figures_reach_prometheus() {
-    if !can_run(
-        "prometheus",
-        missing("prometheus").or_else(|| missing("promtool")),
-    ) {
+    if !have_prometheus() {
         return;
     }
     let addr = format!("127.0.0.1:{}", free_port());

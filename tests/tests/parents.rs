@@ -178,17 +178,14 @@ json.dump(results, open(out, "w"))
 #[test]
 fn an_agent_connecting_directly_may_not_touch_what_is_not_its_own() {
     let g = Grove::new();
-    let schema = g.dir.path().join("schema.toml");
-    fs::write(
-        &schema,
+    let schema = g.write_file(
+        "schema.toml",
         "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\n",
-    )
-    .expect("schema");
+    );
     let schema = schema.to_str().expect("utf8");
     let (sibling, _never_opened) =
         g.spawn_gated(&["--session", "other", "--schema", schema], "", "");
-    let probe = g.dir.path().join("probe.py");
-    fs::write(&probe, PROBE).expect("probe");
+    let probe = g.write_file("probe.py", PROBE);
     let out = g.dir.path().join("out.json");
     let prober = g.spawn(
         &["--session", "mine", "--schema", schema],

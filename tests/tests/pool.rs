@@ -16,6 +16,12 @@ fn pooled(size: &str) -> Grove {
     Grove::new().with_env(&[("GROVE_POOL_SIZE", size)])
 }
 
+/// Runs one agent to its end: a repository gets a warm pool once it had a spawn.
+fn run_one_agent(g: &Grove) {
+    let first = g.spawn(&[], "true");
+    g.wait(&first);
+}
+
 fn gate_script(gates: &Path, name: &str) -> String {
     format!(
         "while [ ! -e '{}/{name}' ]; do sleep 0.05; done",
@@ -42,13 +48,7 @@ fn wait_for_ready_pool(g: &Grove, count: usize) -> Vec<Value> {
 }
 
 fn pool_paths(g: &Grove) -> Vec<PathBuf> {
-    g.worktree_dirs()
-        .into_iter()
-        .filter(|d| {
-            d.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("pool-"))
-        })
-        .collect()
+    g.worktree_dirs_named("pool-")
 }
 
 /// `git worktree list --porcelain`, one block per worktree.
@@ -70,8 +70,7 @@ fn block_of(g: &Grove, path: &Path) -> String {
 #[test]
 fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
     let g = pooled("2");
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     let warm = wait_for_ready_pool(&g, 2);
     let head = g.git(&["rev-parse", "main"]).trim().to_string();
     for entry in &warm {
@@ -86,8 +85,7 @@ fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
         .map(|p| p["path"].as_str().expect("path").to_string())
         .collect();
 
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let script = format!(
         "branch=$(git symbolic-ref HEAD); dirty=$(git status --porcelain | wc -l); \
          printf '%s %s\\n' \"$branch\" \"$dirty\" > probe.txt; {}",
@@ -108,13 +106,12 @@ fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
         worktree.join("probe.txt").exists()
     });
     let block = block_of(&g, &worktree);
-    assert!(
-        block.contains(&format!("branch refs/heads/grove/{id}")),
-        "{block}"
-    );
-    assert!(
-        block.contains(&format!("locked grove agent {id}")),
-        "{block}"
+    assert_holds_all(
+        &block,
+        &[
+            &format!("branch refs/heads/grove/{id}"),
+            &format!("locked grove agent {id}"),
+        ],
     );
     // The taken worktree left the pool; a new one takes its place.
     eventually("the pool refilled", LONG, || {
@@ -128,7 +125,7 @@ fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
     fs::write(gates.join("go"), "").expect("gate");
     let done = g.wait(&id);
     assert_eq!(done["outcome"], "succeeded", "{done}");
-    let probe = g.git(&["show", &format!("grove/{id}:probe.txt")]);
+    let probe = g.agent_file(&id, "probe.txt");
     assert_eq!(probe.trim(), format!("refs/heads/grove/{id} 0"));
     g.git(&["fsck", "--strict"]);
 }
@@ -136,8 +133,7 @@ fn a_spawn_takes_a_warm_worktree_with_its_own_branch_and_the_pool_refills() {
 #[test]
 fn a_moved_base_is_checked_forward_never_handed_out_stale() {
     let g = pooled("1");
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     let old = g.git(&["rev-parse", "main"]).trim().to_string();
     wait_for_ready_pool(&g, 1);
 
@@ -158,7 +154,7 @@ fn a_moved_base_is_checked_forward_never_handed_out_stale() {
         .daemon_log()
         .lines()
         .any(|l| l.contains("taking a warm-pool worktree") && l.contains(&id)));
-    let probe = g.git(&["show", &format!("grove/{id}:probe.txt")]);
+    let probe = g.agent_file(&id, "probe.txt");
     assert_eq!(probe, format!("{new}\nmoved\n0\n"));
     assert_eq!(done["base_commit"], new.as_str());
     // The refill follows the new base.
@@ -173,8 +169,7 @@ fn the_pool_counts_inside_the_cap_and_gives_way_to_agents() {
     let g = pooled("2").with_env(&[("GROVE_MAX_WORKTREES", "3")]);
     let other = g.dir.path().join("other");
     init_repo(&other);
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
 
     let a = g.spawn(&[], &gate_script(&gates, "a"));
     wait_for_ready_pool(&g, 2);
@@ -211,8 +206,7 @@ fn the_pool_counts_inside_the_cap_and_gives_way_to_agents() {
 #[test]
 fn a_quiet_repository_loses_its_pool_and_what_was_written_there_is_salvaged() {
     let g = pooled("2").with_env(&[("GROVE_POOL_IDLE", "5s")]);
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     let warm = wait_for_ready_pool(&g, 2);
     let scribbled = PathBuf::from(warm[0]["path"].as_str().expect("path"));
     let name = scribbled
@@ -237,8 +231,7 @@ fn a_quiet_repository_loses_its_pool_and_what_was_written_there_is_salvaged() {
 #[test]
 fn pool_worktrees_of_a_crashed_daemon_are_removed_not_trusted() {
     let g = pooled("2");
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     wait_for_ready_pool(&g, 2);
     let before = pool_paths(&g);
     assert_eq!(before.len(), 2);
@@ -267,8 +260,7 @@ fn sparse_spawns_do_not_use_the_pool() {
     fs::write(g.repo.join("app/a.txt"), "a\n").expect("write");
     g.git(&["add", "."]);
     g.git(&["commit", "-q", "-m", "app"]);
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     wait_for_ready_pool(&g, 1);
     let id = g.spawn(&["--sparse", "app"], "ls > listing.txt");
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
@@ -302,7 +294,7 @@ fn a_crash_while_a_spawn_takes_a_pool_worktree_loses_nothing() {
         .to_string();
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{record}");
-    assert_eq!(g.git(&["show", &format!("grove/{id}:x.txt")]), "kept\n");
+    assert_eq!(g.agent_file(&id, "x.txt"), "kept\n");
     eventually("no worktree left", LONG, || {
         g.worktree_dirs().is_empty() && git_worktrees(&g).len() == 1
     });
@@ -337,8 +329,7 @@ fn index_of(worktree: &Path) -> PathBuf {
 #[test]
 fn new_worktrees_have_their_cache_tree_written_pooled_or_not() {
     let g = pooled("1");
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let unpooled = g.spawn(&[], &gate_script(&gates, "a"));
     wait_for_ready_pool(&g, 1);
     let pooled = g.spawn(&[], &gate_script(&gates, "b"));
@@ -365,8 +356,7 @@ fn new_worktrees_have_their_cache_tree_written_pooled_or_not() {
 #[test]
 fn a_stopped_daemon_leaves_no_pool_worktree_behind() {
     let g = pooled("2");
-    let first = g.spawn(&[], "true");
-    g.wait(&first);
+    run_one_agent(&g);
     wait_for_ready_pool(&g, 2);
     g.ok(&["daemon", "stop"]);
     assert!(

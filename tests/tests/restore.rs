@@ -64,11 +64,8 @@ fn a_restored_worktree_lives_under_the_root_and_is_tracked_like_an_agents() {
     g.ok(&["rm", &id]);
     assert!(!path.exists());
     let branch = restored["branch"].as_str().expect("branch");
-    assert_eq!(g.git(&["show", &format!("{branch}:more.txt")]), "more\n");
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:back.txt")]),
-        "salvaged\n"
-    );
+    assert_eq!(g.file_at(branch, "more.txt"), "more\n");
+    assert_eq!(g.file_at(branch, "back.txt"), "salvaged\n");
 
     // And it merges like an agent's branch.
     g.ok(&["merge", &id]);

@@ -77,8 +77,7 @@ fn runs(dir: &std::path::Path, id: &str) -> usize {
 #[test]
 fn a_spawn_whose_answer_a_crash_cut_off_is_retried_without_a_second_agent() {
     let g = Grove::new();
-    let runs_dir = g.dir.path().join("runs");
-    fs::create_dir(&runs_dir).expect("runs");
+    let runs_dir = g.make_dir("runs");
     let old = g.daemon_pid();
     crash_before_answering(&g);
     let crashing = g.json(&["daemon", "status"])["pid"].as_i64();
@@ -274,8 +273,7 @@ fn an_mcp_clients_spawn_and_state_update_cut_off_by_a_crash_complete_once() {
     };
     let g = Grove::new();
     Raw::open(&g).create_session_with("m", "n = { reducer = \"add\" }");
-    let runs_dir = g.dir.path().join("runs");
-    fs::create_dir(&runs_dir).expect("runs");
+    let runs_dir = g.make_dir("runs");
     let crashes = || {
         g.daemon_log_lines("GROVE_TEST_CRASH_AT: crashing on purpose")
             .len()

@@ -173,17 +173,9 @@ fn same_lines_conflict_is_reported_and_changes_nothing() {
     assert!(out.contains(right.as_str()), "{out}");
     let head = tip(&g, "HEAD");
     let tips = (tip(&g, left_branch), tip(&g, right_branch));
-    for mode in [None, Some("--squash"), Some("--rebase")] {
-        let mut args = vec!["merge", right.as_str()];
-        args.extend(mode);
-        let out = g.run(&args);
-        assert_eq!(out.code, 1, "{mode:?}: {} {}", out.stdout, out.stderr);
-        assert!(
-            out.stderr.contains("src/lib.txt") && out.stderr.contains(left_branch.as_str()),
-            "{mode:?}: {}",
-            out.stderr
-        );
-        assert!(out.stderr.contains("nothing was changed"), "{}", out.stderr);
+    for mode in MERGE_MODES {
+        merge_in(&g, right, mode)
+            .assert_exit(1, &["src/lib.txt", left_branch, "nothing was changed"]);
         assert_eq!(g.git(&["status", "--porcelain"]), "", "{mode:?}");
         assert_eq!(tip(&g, "HEAD"), head, "{mode:?}");
         assert_eq!(g.git(&["symbolic-ref", "HEAD"]).trim(), "refs/heads/main");
@@ -480,8 +472,7 @@ fn merge_from_inside_another_repositorys_hook_touches_only_its_own_repository() 
         &[("x", "echo x > x.txt && git add x.txt && git commit -qm x")],
     );
     let (id, branch) = &ags[0];
-    let other = g.dir.path().join("other");
-    fs::create_dir_all(&other).expect("mkdir");
+    let other = g.make_dir("other");
     init_repo(&other);
     let other_head = git_in(&other, &["rev-parse", "HEAD"]);
     let other_index = fs::read(other.join(".git/index")).expect("index");

@@ -67,12 +67,9 @@ fn an_agents_attributes_run_no_driver_and_its_links_out_are_saved_as_links() {
             "{mode:?}: a driver ran on the agent's files"
         );
         // The bytes as the agent wrote them, not through any filter.
+        assert_eq!(g.file_at(&branch, "data.txt"), "raw words\n");
         assert_eq!(
-            g.git(&["cat-file", "-p", &format!("{branch}:data.txt")]),
-            "raw words\n"
-        );
-        assert_eq!(
-            g.git(&["cat-file", "-p", &format!("{branch}:src/lib.txt")]),
+            g.file_at(&branch, "src/lib.txt"),
             "one\ntwo\nthree\nmore raw\n"
         );
         // Links are recorded as links, with their target as text; nothing behind one.
@@ -83,10 +80,7 @@ fn an_agents_attributes_run_no_driver_and_its_links_out_are_saved_as_links() {
             ("up-link", "../../.."),
         ] {
             assert_eq!(entry(&g, &branch, link), "120000 blob", "{mode:?}: {link}");
-            assert_eq!(
-                g.git(&["cat-file", "-p", &format!("{branch}:{link}")]),
-                target
-            );
+            assert_eq!(g.file_at(&branch, link), target);
         }
         let files = g.git(&["ls-tree", "-r", "--name-only", &branch]);
         assert!(
@@ -122,17 +116,14 @@ fn work_hidden_behind_index_flags_or_user_excludes_is_handled_as_git_would() {
     assert_eq!(record["status"], "collected", "{record}");
     let branch = format!("grove/{id}");
     assert_eq!(
-        g.git(&["cat-file", "-p", &format!("{branch}:src/lib.txt")]),
+        g.file_at(&branch, "src/lib.txt"),
         "one\ntwo\nthree\nhidden edit\n"
     );
     assert_eq!(
-        g.git(&["cat-file", "-p", &format!("{branch}:README.md")]),
+        g.file_at(&branch, "README.md"),
         "# test repo\nskipped edit\n"
     );
-    assert_eq!(
-        g.git(&["cat-file", "-p", &format!("{branch}:new.txt")]),
-        "kept\n"
-    );
+    assert_eq!(g.file_at(&branch, "new.txt"), "kept\n");
     let files = g.git(&["ls-tree", "-r", "--name-only", &branch]);
     assert!(!files.contains("mine.scratch"), "{files}");
     assert_eq!(record["files_changed"], 3, "{record}");
@@ -157,14 +148,8 @@ fn an_agent_that_leaves_head_on_another_branch_keeps_the_branch_and_saves_the_wo
         .git(&["branch", "--list", &format!("grove/{id}")])
         .is_empty());
     let kept = format!("refs/grove/salvage/{id}");
-    assert_eq!(
-        g.git(&["cat-file", "-p", &format!("{kept}:loose.txt")]),
-        "left over\n"
-    );
-    assert_eq!(
-        g.git(&["cat-file", "-p", &format!("{kept}:side.txt")]),
-        "side work\n"
-    );
+    assert_eq!(g.file_at(&kept, "loose.txt"), "left over\n");
+    assert_eq!(g.file_at(&kept, "side.txt"), "side work\n");
     assert_eq!(
         g.git(&["log", "-1", "--format=%s", &format!("{kept}^")])
             .trim(),

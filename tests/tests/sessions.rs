@@ -23,9 +23,7 @@ fn session_names(g: &Grove) -> Vec<String> {
 
 #[test]
 fn session_rm_deletes_everything_of_it_and_keeps_an_audit_row() {
-    let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "old", SCHEMA);
+    let (g, mut c) = grove_with_session("old", SCHEMA);
     create_session(&mut c, "other", SCHEMA);
     // Past a snapshot (every 64 checkpoints), with a pin: every kind of row it has.
     for _ in 0..70 {
@@ -158,11 +156,7 @@ fn an_agent_cannot_delete_a_session() {
 #[test]
 fn a_crash_in_the_middle_of_session_rm_leaves_it_whole_or_gone_with_its_audit_row() {
     let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
-    g.state_update("s", &["count", "2"]);
-    drop(c);
-    g.ok(&["daemon", "stop"]);
+    write_session_and_stop(&g, "s", "2");
     g.crash_during("mid_session_rm", &["session", "rm", "s"]);
     // The transaction never committed: the session is whole and no audit row claims
     // otherwise.
@@ -207,22 +201,46 @@ fn wait_for(events: &std::sync::mpsc::Receiver<Value>, to: &str) -> Vec<String> 
     }
 }
 
+/// A grove whose session gc passes every 50 ms, with the session lifetimes `ages`
+/// (`GROVE_SESSION_IDLE` and on).
+fn aging_grove(ages: &[(&str, &str)]) -> Grove {
+    Grove::new()
+        .with_env(&[("GROVE_SESSION_GC_INTERVAL", "50ms")])
+        .with_env(ages)
+}
+
+/// Creates the session `name`, its lifecycle events subscribed to first; the client
+/// that created it and those events.
+fn watched_session(
+    g: &Grove,
+    name: &str,
+) -> (grove_proto::Client, std::sync::mpsc::Receiver<Value>) {
+    let mut c = client(g);
+    let events = lifecycle_events(g, name);
+    create_session(&mut c, name, SCHEMA);
+    (c, events)
+}
+
+/// Creates the session `name` with `count` set to `count`, then stops the daemon.
+fn write_session_and_stop(g: &Grove, name: &str, count: &str) {
+    create_session(&mut client(g), name, SCHEMA);
+    g.state_update(name, &["count", count]);
+    g.ok(&["daemon", "stop"]);
+}
+
 fn lifecycle(g: &Grove, session: &str) -> Value {
     g.json(&["session", "show", session])
 }
 
 #[test]
 fn a_session_moves_from_active_to_deleted_and_its_deletion_is_audited() {
-    let g = Grove::new().with_env(&[
-        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+    let g = aging_grove(&[
         ("GROVE_SESSION_IDLE", "200ms"),
         ("GROVE_SESSION_SUSPEND", "500ms"),
         ("GROVE_SESSION_ARCHIVE", "900ms"),
         ("GROVE_SESSION_DELETE", "1300ms"),
     ]);
-    let mut c = client(&g);
-    let events = lifecycle_events(&g, "s");
-    create_session(&mut c, "s", SCHEMA);
+    let (_c, events) = watched_session(&g, "s");
     g.state_update("s", &["count", "4"]);
     assert_eq!(lifecycle(&g, "s")["lifecycle"], "active");
     assert_eq!(wait_for(&events, "idle"), vec!["idle"]);
@@ -248,14 +266,11 @@ fn a_session_moves_from_active_to_deleted_and_its_deletion_is_audited() {
 
 #[test]
 fn a_suspended_session_is_read_from_disk_and_made_active_by_any_read() {
-    let g = Grove::new().with_env(&[
-        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+    let g = aging_grove(&[
         ("GROVE_SESSION_IDLE", "100ms"),
         ("GROVE_SESSION_SUSPEND", "300ms"),
     ]);
-    let mut c = client(&g);
-    let events = lifecycle_events(&g, "s");
-    create_session(&mut c, "s", SCHEMA);
+    let (mut c, events) = watched_session(&g, "s");
     for n in 0..70 {
         call(
             &mut c,
@@ -296,8 +311,7 @@ fn a_suspended_session_is_read_from_disk_and_made_active_by_any_read() {
 
 #[test]
 fn a_session_with_a_live_agent_stays_active() {
-    let g = Grove::new().with_env(&[
-        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+    let g = aging_grove(&[
         ("GROVE_SESSION_IDLE", "100ms"),
         ("GROVE_SESSION_SUSPEND", "200ms"),
     ]);
@@ -349,16 +363,11 @@ fn at_most_session_cache_heads_stay_in_memory_least_recently_used_out() {
 
 #[test]
 fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
-    let g = Grove::new().with_env(&[
-        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+    let g = aging_grove(&[
         ("GROVE_SESSION_IDLE", "100ms"),
         ("GROVE_SESSION_SUSPEND", "200ms"),
     ]);
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
-    g.state_update("s", &["count", "5"]);
-    drop(c);
-    g.ok(&["daemon", "stop"]);
+    write_session_and_stop(&g, "s", "5");
     // This daemon dies by SIGKILL in its first pass that moves a session, mid-transaction.
     let out = g.run_env(
         &["state", "update", "--session", "s", "count", "1"],
@@ -383,11 +392,7 @@ fn a_crash_in_the_middle_of_a_gc_pass_loses_nothing() {
 #[test]
 fn sessions_unreadable_at_start_are_refused_with_the_cause_and_nothing_changes() {
     let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "kept", SCHEMA);
-    g.state_update("kept", &["count", "2"]);
-    drop(c);
-    g.ok(&["daemon", "stop"]);
+    write_session_and_stop(&g, "kept", "2");
     let rename = |from: &str, to: &str| {
         let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("open grove.db");
         db.execute_batch(&format!("ALTER TABLE {from} RENAME TO {to}"))

@@ -16,14 +16,19 @@ fn configure(g: &Grove, grove_toml: &str) {
     g.git(&["commit", "-qm", "grove config"]);
 }
 
+/// A grove whose repository commits `grove_toml` (see `configure`), trusted by the user.
+fn trusted_grove(grove_toml: &str) -> Grove {
+    let g = Grove::new();
+    configure(&g, grove_toml);
+    g.ok(&["trust"]);
+    g
+}
+
 #[test]
 fn copy_symlink_include_and_setup_commands_prepare_the_worktree_and_are_never_salvaged() {
-    let g = Grove::new();
-    configure(
-        &g,
+    let g = trusted_grove(
         "[worktree]\ncopy = [\".env\", \"missing.txt\"]\nsymlink = [\"node_modules\"]\nsetup = [\"echo setting up; cat .env > seen-by-setup.txt\"]\n",
     );
-    g.ok(&["trust"]);
     fs::write(g.repo.join(".env"), "SECRET=1\n").expect("env");
     fs::create_dir_all(g.repo.join("node_modules/left-pad")).expect("mkdir");
     fs::write(g.repo.join("node_modules/left-pad/index.js"), "pad\n").expect("write");
@@ -41,21 +46,12 @@ fn copy_symlink_include_and_setup_commands_prepare_the_worktree_and_are_never_sa
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
     let branch = format!("grove/{id}");
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:env-copy.txt")]),
-        "SECRET=1\n"
-    );
-    assert_eq!(g.git(&["show", &format!("{branch}:pad.txt")]), "pad\n");
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:local.txt")]),
-        "local db\n"
-    );
-    assert_eq!(g.git(&["show", &format!("{branch}:link.txt")]), "linked\n");
-    assert_eq!(g.git(&["show", &format!("{branch}:other.txt")]), "absent\n");
-    assert_eq!(
-        g.git(&["show", &format!("{branch}:seen-by-setup.txt")]),
-        "SECRET=1\n"
-    );
+    assert_eq!(g.file_at(&branch, "env-copy.txt"), "SECRET=1\n");
+    assert_eq!(g.file_at(&branch, "pad.txt"), "pad\n");
+    assert_eq!(g.file_at(&branch, "local.txt"), "local db\n");
+    assert_eq!(g.file_at(&branch, "link.txt"), "linked\n");
+    assert_eq!(g.file_at(&branch, "other.txt"), "absent\n");
+    assert_eq!(g.file_at(&branch, "seen-by-setup.txt"), "SECRET=1\n");
     let files = g.git(&["ls-tree", "-r", "--name-only", &branch]);
     for never in [".env", "node_modules", "config/db.local"] {
         assert!(
@@ -76,12 +72,9 @@ fn copy_symlink_include_and_setup_commands_prepare_the_worktree_and_are_never_sa
 
 #[test]
 fn a_failing_setup_command_fails_the_spawn_with_its_output_and_leaves_nothing() {
-    let g = Grove::new();
-    configure(
-        &g,
+    let g = trusted_grove(
         "[worktree]\nsetup = [\"echo preparing; echo broken dependency >&2; exit 3\"]\n",
     );
-    g.ok(&["trust"]);
     g.refused_all(
         &["spawn", "--", "true"],
         &[

@@ -5,9 +5,8 @@ mod support;
 
 use serde_json::Value;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use support::*;
 
@@ -113,8 +112,7 @@ fn without_the_shim_binary_grove_itself_holds_the_agents() {
 #[test]
 fn an_agents_end_spares_another_agents_shim_below_it() {
     let g = Grove::new();
-    let gates = g.dir.path().join("gates");
-    fs::create_dir(&gates).expect("mkdir");
+    let gates = g.make_dir("gates");
     let gates_str = gates.display();
     let script = format!(
         r#"until [ -e {gates_str}/go ]; do sleep 0.05; done
@@ -160,19 +158,7 @@ fn the_shim_binary_explains_itself_when_run_by_hand() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not meant to be run by hand"), "{stderr}");
 
-    let mut child = Command::new(SHIM_BIN)
-        .arg("__shim")
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the shim");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"{not a spec")
-        .expect("write");
-    let out = child.wait_with_output().expect("shim output");
+    let out = output_fed(Command::new(SHIM_BIN).arg("__shim"), b"{not a spec");
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("invalid spec on stdin"), "{stderr}");

@@ -53,7 +53,7 @@ impl Writer {
             Duration::from_secs(10),
             || !process_exists(self.pid),
         );
-        let saved = g.git(&["show", &format!("grove/{id}:out.txt")]);
+        let saved = g.agent_file(id, "out.txt");
         assert!(saved.lines().count() >= 5, "{saved}");
         assert!(!self.worktree.exists(), "the worktree was kept");
     }

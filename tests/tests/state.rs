@@ -74,9 +74,7 @@ fn write_workload(c: &mut Client, session: &str, n: u64) -> Vec<Value> {
 
 #[test]
 fn b17_checkpoints_have_increasing_ids_time_writer_parent_source_and_channels() {
-    let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
+    let (_g, mut c) = grove_with_session("s", SCHEMA);
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     update(
         &mut c,
@@ -97,9 +95,7 @@ fn b17_checkpoints_have_increasing_ids_time_writer_parent_source_and_channels() 
 
 #[test]
 fn b18_reading_a_checkpoint_gives_the_state_right_after_it() {
-    let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
+    let (_g, mut c) = grove_with_session("s", SCHEMA);
     // Past two snapshots (every 64 checkpoints), so reads mix snapshots and the log.
     let states = write_workload(&mut c, "s", 150);
     for (at, expected) in states.iter().enumerate() {
@@ -138,9 +134,7 @@ fn b18_reading_a_checkpoint_gives_the_state_right_after_it() {
 
 #[test]
 fn b20_fork_starts_from_the_checkpoint_and_sessions_stay_apart() {
-    let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
+    let (_g, mut c) = grove_with_session("s", SCHEMA);
     let states = write_workload(&mut c, "s", 10);
     let fork = call(
         &mut c,
@@ -182,9 +176,7 @@ fn b20_fork_starts_from_the_checkpoint_and_sessions_stay_apart() {
 
 #[test]
 fn b21_compaction_keeps_the_current_and_the_last_k_states() {
-    let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
+    let (g, mut c) = grove_with_session("s", SCHEMA);
     let states = write_workload(&mut c, "s", 90);
     let done = call(&mut c, "state.compact", json!({"session": "s", "keep": 20})).expect("compact");
     assert_eq!(done["oldest"], 71);
@@ -204,40 +196,34 @@ fn b21_compaction_keeps_the_current_and_the_last_k_states() {
 
 #[test]
 fn b22_a_newer_stored_schema_version_is_refused_not_misread() {
-    let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
+    let (g, mut c) = grove_with_session("s", SCHEMA);
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     drop(c);
     g.alter_stopped_db("UPDATE sessions SET schema_version = 99 WHERE name = 's'");
-    g.fails(
-        &["state", "get", "--session", "s"],
-        &["state schema version 99, newer than this grove understands (1)"],
+    session_s_is_refused(
+        &g,
+        "state schema version 99, newer than this grove understands (1)",
+        "newer than this grove understands",
     );
+}
+
+/// Session `s` can be neither read nor written: the read fails saying `read_says`, the
+/// write `write_says`.
+fn session_s_is_refused(g: &Grove, read_says: &str, write_says: &str) {
+    g.fails(&["state", "get", "--session", "s"], &[read_says]);
     let out = g.run(&["state", "update", "--session", "s", "count", "1"]);
-    assert!(
-        out.stderr.contains("newer than this grove understands"),
-        "{}",
-        out.stderr
-    );
+    assert!(out.stderr.contains(write_says), "{}", out.stderr);
 }
 
 #[test]
 fn a_stored_schema_that_cannot_be_read_is_refused_and_the_rest_still_serves() {
-    let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
+    let (g, mut c) = grove_with_session("s", SCHEMA);
     create_session(&mut c, "t", SCHEMA);
     update(&mut c, "s", json!([{"channel": "count", "value": 1}]));
     update(&mut c, "t", json!([{"channel": "count", "value": 2}]));
     drop(c);
     g.alter_stopped_db("UPDATE sessions SET schema = '{\"channels\": 7}' WHERE name = 's'");
-    g.fails(
-        &["state", "get", "--session", "s"],
-        &["stored schema this grove cannot read"],
-    );
-    let out = g.run(&["state", "update", "--session", "s", "count", "1"]);
-    assert!(out.stderr.contains("cannot read"), "{}", out.stderr);
+    session_s_is_refused(&g, "stored schema this grove cannot read", "cannot read");
     let t = g.json(&["state", "get", "--session", "t"]);
     assert_eq!(t["state"]["count"], 2, "{t}");
     let db = rusqlite::Connection::open(g.home.join("grove.db")).expect("db");
@@ -253,9 +239,7 @@ fn a_stored_schema_that_cannot_be_read_is_refused_and_the_rest_still_serves() {
 
 #[test]
 fn b23_a_crash_loses_no_acknowledged_batch() {
-    let g = Grove::new();
-    let mut c = client(&g);
-    create_session(&mut c, "s", SCHEMA);
+    let (g, mut c) = grove_with_session("s", SCHEMA);
     let states = write_workload(&mut c, "s", 100);
     let before = history(&mut c, "s");
     drop(c);
@@ -352,8 +336,7 @@ fn schema_errors_name_the_file_and_line_and_leave_nothing_behind() {
     )
     .expect("write");
     g.refused_all(&["spawn", "--", "true"], &[".grove.toml:4:", "average"]);
-    let bad = g.dir.path().join("bad.toml");
-    fs::write(&bad, "[state]\nversion = 1\n[state.channels\n").expect("write");
+    let bad = g.write_file("bad.toml", "[state]\nversion = 1\n[state.channels\n");
     g.refused(
         &[
             "spawn",
@@ -372,18 +355,8 @@ fn schema_errors_name_the_file_and_line_and_leave_nothing_behind() {
 #[test]
 fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
     let g = Grove::new();
-    let schema = g.dir.path().join("schema.toml");
-    fs::write(&schema, SCHEMA).expect("schema");
-    let id = g.spawn(
-        &[
-            "--session",
-            "cli",
-            "--schema",
-            schema.to_str().expect("utf8"),
-        ],
-        "true",
-    );
-    g.wait(&id);
+    let schema = g.write_file("schema.toml", SCHEMA);
+    g.session_by_spawn("cli", &schema);
     let mut watcher = g
         .command()
         .args(["--json", "state", "watch", "--session", "cli"])
@@ -402,12 +375,7 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
     let seen = lines.next().map(|l| l.expect("read"));
     let first: Value = serde_json::from_str(&seen.expect("a notification")).expect("json");
     assert_eq!(first["method"], "state.updated");
-    let batches = g.dir.path().join("batches.ndjson");
-    fs::write(
-        &batches,
-        "{\"items\": [\"a\"], \"plan\": \"p1\"}\n{\"writes\": [{\"channel\": \"labels\", \"value\": [\"x\"]}]}\n",
-    )
-    .expect("write");
+    let batches = g.write_file("batches.ndjson", "{\"items\": [\"a\"], \"plan\": \"p1\"}\n{\"writes\": [{\"channel\": \"labels\", \"value\": [\"x\"]}]}\n");
     let out = g.state_update("cli", &["--file", batches.to_str().expect("utf8")]);
     assert_eq!(out.lines().count(), 2, "{out}");
     let next: Value =

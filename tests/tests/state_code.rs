@@ -12,6 +12,48 @@ use support::*;
 
 const SCHEMA: &str = COUNTER_SCHEMA;
 
+/// A grove whose repository commits `SCHEMA`.
+fn grove_with_schema() -> Grove {
+    let g = Grove::new();
+    commit_schema(&g, SCHEMA);
+    g
+}
+
+/// Runs `script` as an agent of the session `orig`, which must succeed.
+fn run_in_orig(g: &Grove, script: &str) {
+    let id = spawn_in_session(g, "orig", script);
+    g.succeeded_log(&id);
+}
+
+/// The trees an agent printed as `tree <id>` lines of its log, in order.
+fn trees_printed(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter_map(|l| l.strip_prefix("tree "))
+        .collect()
+}
+
+/// The trees `session`'s checkpoints recorded, oldest first (the history lists the
+/// newest first).
+fn trees_recorded(g: &Grove, session: &str) -> Vec<String> {
+    checkpoints(g, session)
+        .iter()
+        .rev()
+        .map(|c| c["code"]["tree"].as_str().unwrap_or("none").to_string())
+        .collect()
+}
+
+/// Has the daemon make the code refs of `session`'s checkpoints `at` (`state.code`).
+fn make_code_refs(c: &mut grove_proto::Client, session: &str, at: &[u64]) {
+    for at in at {
+        call(
+            c,
+            "state.code",
+            serde_json::json!({"session": session, "at": at}),
+        )
+        .expect("state.code");
+    }
+}
+
 fn checkpoints(g: &Grove, session: &str) -> Vec<Value> {
     g.json(&["state", "history", "--session", session])["checkpoints"]
         .as_array()
@@ -46,16 +88,10 @@ fn working_agent(gate: &Path) -> String {
 }
 
 fn records_the_code(jail: bool) {
-    let g = Grove::new();
-    commit_schema(&g, SCHEMA);
+    let g = grove_with_schema();
     let gate = g.dir.path().join("gate");
-    let mut args = vec!["--session", "work"];
-    let bin = format!("GROVE_BIN={BIN}");
-    args.extend(["--env", &bin]);
-    if jail {
-        args.push("--jail");
-    }
-    let id = g.spawn(&args, &working_agent(&gate));
+    let jail_flag: &[&str] = if jail { &["--jail"] } else { &[] };
+    let id = spawn_in_session_with(&g, "work", jail_flag, &working_agent(&gate));
     eventually(
         "the agent wrote",
         std::time::Duration::from_secs(30),
@@ -89,9 +125,7 @@ fn records_the_code(jail: bool) {
         );
     }
     fs::write(&gate, "").expect("gate");
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     assert!(log.contains(&format!("head {commit}")), "{commit}: {log}");
     // The agent's index and branch are as it left them.
     let lines = |prefix: &str| -> Vec<String> {
@@ -125,8 +159,7 @@ fn a_jailed_agents_checkpoint_records_its_code_in_the_users_repository() {
 
 #[test]
 fn a_jailed_agent_cannot_make_the_recording_run_its_git_config() {
-    let g = Grove::new();
-    commit_schema(&g, SCHEMA);
+    let g = grove_with_schema();
     let marker = g.dir.path().join("pwned");
     // The agent names a clean filter for every file in its own repository's config and
     // in .gitattributes: git run with that config outside the jail would run it.
@@ -139,18 +172,8 @@ fn a_jailed_agent_cannot_make_the_recording_run_its_git_config() {
         "$GROVE_BIN" state update count 1"#,
         m = marker.display()
     );
-    let id = g.spawn(
-        &[
-            "--session",
-            "evil",
-            "--jail",
-            "--env",
-            &format!("GROVE_BIN={BIN}"),
-        ],
-        &script,
-    );
-    let record = g.wait(&id);
-    assert_eq!(record["outcome"], "succeeded", "{}", g.ok(&["logs", &id]));
+    let id = spawn_in_session_with(&g, "evil", &["--jail"], &script);
+    g.succeeded_log(&id);
     let history = checkpoints(&g, "evil");
     let tree = history[0]["code"]["tree"]
         .as_str()
@@ -165,24 +188,16 @@ fn a_jailed_agent_cannot_make_the_recording_run_its_git_config() {
 
 #[test]
 fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
-    let g = Grove::new();
-    commit_schema(&g, SCHEMA);
-    let bin = format!("GROVE_BIN={BIN}");
+    let g = grove_with_schema();
     // The agent leaves a file uncommitted, writes a checkpoint, then changes the file
     // and writes again: the second checkpoint's code is not the first's.
-    let first = g.spawn(
-        &["--session", "orig", "--env", &bin],
+    run_in_orig(
+        &g,
         r#"set -e
         echo one > work.txt
         "$GROVE_BIN" state update count 1
         echo two > work.txt
         "$GROVE_BIN" state update count 1"#,
-    );
-    assert_eq!(
-        g.wait(&first)["outcome"],
-        "succeeded",
-        "{}",
-        g.ok(&["logs", &first])
     );
 
     let out = g.ok(&[
@@ -205,9 +220,7 @@ fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
     let id = record["id"].as_str().expect("id").to_string();
     assert_eq!(record["session"], "retry");
     assert_eq!(record["base_ref"], "refs/grove/checkpoints/orig/1");
-    let done = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(done["outcome"], "succeeded", "{log}");
+    let log = g.succeeded_log(&id);
     assert_eq!(log, "one\n", "the agent sees the code of checkpoint 1");
     assert_eq!(
         g.ok(&["state", "get", "--session", "retry", "count"])
@@ -231,14 +244,8 @@ fn fork_with_spawn_starts_an_agent_on_the_code_of_the_checkpoint() {
 
 #[test]
 fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
-    let g = Grove::new();
-    commit_schema(&g, SCHEMA);
-    call(
-        &mut client(&g),
-        "session.create",
-        serde_json::json!({"name": "plain", "schema_text": {"origin": "t.toml", "text": SCHEMA}}),
-    )
-    .expect("session.create");
+    let g = grove_with_schema();
+    create_session_from(&mut client(&g), "plain", "t.toml", SCHEMA);
     g.state_update("plain", &["count", "1"]);
     g.refused(
         &[
@@ -265,10 +272,8 @@ fn fork_with_spawn_at_a_users_checkpoint_is_refused_and_makes_nothing() {
 /// outside the jail; a FIFO is skipped, never opened (which would hang the recording).
 #[test]
 fn a_jailed_agents_links_are_recorded_as_links_and_its_fifos_never_opened() {
-    let g = Grove::new();
-    commit_schema(&g, SCHEMA);
-    let outside = g.dir.path().join("outside");
-    fs::create_dir_all(&outside).expect("outside");
+    let g = grove_with_schema();
+    let outside = g.make_dir("outside");
     let secret = "secret of the user, never to be recorded\n";
     fs::write(outside.join("key"), secret).expect("key");
     let script = format!(
@@ -281,19 +286,8 @@ fn a_jailed_agents_links_are_recorded_as_links_and_its_fifos_never_opened() {
         echo "update done""#,
         o = outside.display()
     );
-    let id = g.spawn(
-        &[
-            "--session",
-            "links",
-            "--jail",
-            "--env",
-            &format!("GROVE_BIN={BIN}"),
-        ],
-        &script,
-    );
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
+    let id = spawn_in_session_with(&g, "links", &["--jail"], &script);
+    let log = g.succeeded_log(&id);
     assert!(log.contains("update done"), "{log}");
     let history = checkpoints(&g, "links");
     let tree = history[0]["code"]["tree"]
@@ -354,29 +348,14 @@ fn wait_for_refs(g: &Grove, want: &[&str]) {
 /// keeps its code: its branch holds the commit from its start on.
 #[test]
 fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
-    let g = Grove::new();
-    commit_schema(&g, SCHEMA);
-    let bin = format!("GROVE_BIN={BIN}");
-    let writer = g.spawn(
-        &["--session", "orig", "--env", &bin],
+    let g = grove_with_schema();
+    run_in_orig(
+        &g,
         r#"set -e
         for n in 1 2 3 4; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
     );
-    assert_eq!(
-        g.wait(&writer)["outcome"],
-        "succeeded",
-        "{}",
-        g.ok(&["logs", &writer])
-    );
     let mut c = client(&g);
-    for at in [1, 2, 4] {
-        call(
-            &mut c,
-            "state.code",
-            serde_json::json!({"session": "orig", "at": at}),
-        )
-        .expect("state.code");
-    }
+    make_code_refs(&mut c, "orig", &[1, 2, 4]);
     let all = [1, 2, 4].map(|n| format!("refs/grove/checkpoints/orig/{n}"));
     assert_eq!(checkpoint_refs(&g), all);
 
@@ -425,22 +404,13 @@ fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
 fn two_checkpoints_with_refs() -> (Grove, grove_proto::Client) {
     let g = Grove::new().with_env(&[("GROVE_MAX_WORKTREES", "1")]);
     commit_schema(&g, SCHEMA);
-    let bin = format!("GROVE_BIN={BIN}");
-    let writer = g.spawn(
-        &["--session", "orig", "--env", &bin],
+    run_in_orig(
+        &g,
         r#"set -e
         for n in 1 2; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
     );
-    assert_eq!(g.wait(&writer)["outcome"], "succeeded");
     let mut c = client(&g);
-    for at in [1, 2] {
-        call(
-            &mut c,
-            "state.code",
-            serde_json::json!({"session": "orig", "at": at}),
-        )
-        .expect("state.code");
-    }
+    make_code_refs(&mut c, "orig", &[1, 2]);
     (g, c)
 }
 
@@ -449,11 +419,7 @@ fn two_checkpoints_with_refs() -> (Grove, grove_proto::Client) {
 #[test]
 fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
     let (g, _client) = two_checkpoints_with_refs();
-    let hold = g.dir.path().join("hold");
-    let holder = g.spawn(
-        &[],
-        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", hold.display()),
-    );
+    let (holder, hold) = g.spawn_gated(&[], "", "");
     let queued = g.spawn(&["--base", "refs/grove/checkpoints/orig/2"], "cat work.txt");
     assert_eq!(g.status(&queued), "queued");
 
@@ -472,8 +438,7 @@ fn a_checkpoint_ref_a_queued_agent_waits_on_stays_when_its_session_goes() {
 /// a file touched without a change.
 #[test]
 fn trees_written_from_the_last_one_are_the_ones_git_writes() {
-    let g = Grove::new();
-    commit_schema(&g, SCHEMA);
+    let g = grove_with_schema();
     let script = r#"set -e
         idx=$(mktemp -u)
         step() { "$GROVE_BIN" state update count 1; GIT_INDEX_FILE=$idx git add -A; echo "tree $(GIT_INDEX_FILE=$idx git write-tree)"; }
@@ -486,20 +451,8 @@ fn trees_written_from_the_last_one_are_the_ones_git_writes() {
         touch README.md; step
         rm "$idx""#;
     let id = spawn_in_session(&g, "trees", script);
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
-    let expected: Vec<&str> = log
-        .lines()
-        .filter_map(|l| l.strip_prefix("tree "))
-        .collect();
-    // The history lists the newest first.
-    let recorded: Vec<String> = checkpoints(&g, "trees")
-        .iter()
-        .rev()
-        .map(|c| c["code"]["tree"].as_str().unwrap_or("none").to_string())
-        .collect();
-    assert_eq!(recorded, expected, "{log}");
+    let log = g.succeeded_log(&id);
+    assert_eq!(trees_recorded(&g, "trees"), trees_printed(&log), "{log}");
 }
 
 /// The recording stats every tracked file (several threads, each directory opened
@@ -512,8 +465,7 @@ fn trees_written_from_the_last_one_are_the_ones_git_writes() {
 /// `.gitignore`, new nested and empty directories.
 #[test]
 fn changes_only_stat_data_or_a_link_can_tell_are_recorded() {
-    let g = Grove::new();
-    commit_schema(&g, SCHEMA);
+    let g = grove_with_schema();
     let outside = g.dir.path().join("outside");
     fs::create_dir_all(outside.join("deep")).expect("outside");
     fs::write(outside.join("deep/one"), "secret\n").expect("secret");
@@ -532,29 +484,11 @@ fn changes_only_stat_data_or_a_link_can_tell_are_recorded() {
         rm "$idx" "$ref""#,
         o = outside.display()
     );
-    let id = g.spawn(
-        &[
-            "--session",
-            "walk",
-            "--jail",
-            "--env",
-            &format!("GROVE_BIN={BIN}"),
-        ],
-        &script,
-    );
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    assert_eq!(record["outcome"], "succeeded", "{log}");
-    let expected: Vec<&str> = log
-        .lines()
-        .filter_map(|l| l.strip_prefix("tree "))
-        .collect();
+    let id = spawn_in_session_with(&g, "walk", &["--jail"], &script);
+    let log = g.succeeded_log(&id);
+    let expected = trees_printed(&log);
     assert_eq!(expected.len(), 7, "{log}");
-    let recorded: Vec<String> = checkpoints(&g, "walk")
-        .iter()
-        .rev()
-        .map(|c| c["code"]["tree"].as_str().unwrap_or("none").to_string())
-        .collect();
+    let recorded = trees_recorded(&g, "walk");
     assert_eq!(recorded, expected, "{log}");
     let listing = git_in(&g.repo, &["ls-tree", "-r", &recorded[3]]);
     assert!(
@@ -582,11 +516,7 @@ fn checkpoint_refs_no_checkpoint_names_are_swept_at_start() {
             tip.trim(),
         ]);
     }
-    let hold = g.dir.path().join("hold");
-    let holder = g.spawn(
-        &[],
-        &format!("while [ ! -e '{}' ]; do sleep 0.02; done", hold.display()),
-    );
+    let (holder, hold) = g.spawn_gated(&[], "", "");
     let queued = g.spawn(&["--base", "refs/grove/checkpoints/gone/6"], "cat work.txt");
     assert_eq!(g.status(&queued), "queued");
 

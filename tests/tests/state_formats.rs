@@ -142,18 +142,9 @@ fn every_database_format_has_a_fixture() {
 fn make_current_fixture() {
     let g = Grove::new();
     let mut c = client(&g);
-    call(
-        &mut c,
-        "session.create",
-        json!({"name": "legacy", "schema_text": {"origin": "fixture.toml", "text": SCHEMA}}),
-    )
-    .expect("create");
-    call(
-        &mut c,
-        "session.create",
-        json!({"name": "empty", "schema_text": {"origin": "fixture.toml", "text": SCHEMA}}),
-    )
-    .expect("create");
+    for name in ["legacy", "empty"] {
+        create_session_from(&mut c, name, "fixture.toml", SCHEMA);
+    }
     for i in 1..=70 {
         call(
             &mut c,

@@ -29,17 +29,10 @@ plan  = { reducer = "overwrite", default = "none yet" }
 
 fn setup() -> (Grove, std::path::PathBuf) {
     let g = Grove::new();
-    let mut c = client(&g);
-    call(
-        &mut c,
-        "session.create",
-        json!({"name": "s", "schema_text": {"origin": "old.toml", "text": OLD}}),
-    )
-    .expect("session.create");
+    create_session_from(&mut client(&g), "s", "old.toml", OLD);
     g.state_update("s", &["items", r#"["a", "b"]"#, "count", "2"]);
     g.ok(&["state", "update", "--session", "s", "notes", r#"{"k": 1}"#]);
-    let file = g.dir.path().join("new.toml");
-    fs::write(&file, NEW).expect("schema file");
+    let file = g.write_file("new.toml", NEW);
     (g, file)
 }
 
@@ -165,8 +158,7 @@ fn a_kill_in_the_middle_of_a_migration_leaves_the_session_as_it_was() {
 fn an_agent_cannot_migrate_its_session() {
     let g = Grove::new();
     commit_schema(&g, OLD);
-    let file = g.dir.path().join("new.toml");
-    fs::write(&file, NEW).expect("schema file");
+    let file = g.write_file("new.toml", NEW);
     let (code, why) = agent_of_session_runs(
         &g,
         "mine",

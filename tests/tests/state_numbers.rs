@@ -20,15 +20,7 @@ notes  = { reducer = "merge" }
 "#;
 
 fn setup() -> Grove {
-    let g = Grove::new();
-    let mut c = client(&g);
-    call(
-        &mut c,
-        "session.create",
-        json!({"name": "s", "schema_text": {"origin": "test.toml", "text": SCHEMA}}),
-    )
-    .expect("session.create");
-    g
+    grove_with_session("s", SCHEMA).0
 }
 
 /// Sends `request` as it is written, byte for byte, after a hello; the answer.

@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{can_run, eventually, have_python3, Grove};
+use support::{can_run, eventually, have_program, have_python3, output_fed, stdout_of, Grove};
 
 const SCREEN_WAIT: Duration = Duration::from_secs(15);
 
@@ -21,18 +21,12 @@ struct Tmux {
 }
 
 fn have_tmux() -> bool {
-    let missing = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .err()
-        .map(|e| format!("cannot run tmux: {e}"));
-    can_run("tmux", missing)
+    have_program("tmux", &["-V"])
 }
 
 impl Tmux {
     fn new(g: &Grove) -> Tmux {
-        let dir = g.dir.path().join("tmux");
-        std::fs::create_dir_all(&dir).expect("tmux dir");
+        let dir = g.make_dir("tmux");
         // The environment of grove's own commands, as a script tmux can run.
         let command = g.command();
         let mut script = String::from("#!/bin/sh\n");
@@ -61,20 +55,13 @@ impl Tmux {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
+        let mut tmux = Command::new("tmux");
+        tmux.arg("-S")
             .arg(&self.socket)
             .arg("-f")
             .arg("/dev/null")
-            .args(args)
-            .output()
-            .expect("tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            .args(args);
+        stdout_of(&mut tmux, &format!("tmux {args:?}"))
     }
 
     /// A new session (window `cols`x`rows`) running `grove <args>`.
@@ -106,19 +93,17 @@ impl Tmux {
         self.tmux(&["resize-window", "-t", session, "-x", &cols, "-y", &rows]);
     }
 
+    /// Types `line` and Enter into `session`, then waits until it shows `text`; the
+    /// screen.
+    fn enter(&self, session: &str, line: &str, text: &str) -> String {
+        self.keys(session, &[line, "Enter"]);
+        self.wait_for(session, text)
+    }
+
     fn wait_for(&self, session: &str, text: &str) -> String {
-        let deadline = Instant::now() + SCREEN_WAIT;
-        loop {
-            let screen = self.screen(session);
-            if screen.contains(text) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tmux session {session} never showed {text:?}; it shows:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        await_screen(&format!("tmux session {session}"), text, || {
+            self.screen(session)
+        })
     }
 }
 
@@ -156,6 +141,18 @@ fn spawn_bash(g: &Grove, options: &[&str]) -> String {
     spawn_tty_with(g, &options, &["bash", "--norc", "--noprofile", "-i"])
 }
 
+/// A grove, its tmux and a `python3 -i` attached to in the tmux session "one"; none
+/// where tmux or python3 is missing.
+fn python_in_tmux() -> Option<(Grove, Tmux, String)> {
+    if !have_tmux() || !have_python3() {
+        return None;
+    }
+    let g = Grove::new();
+    let tmux = Tmux::new(&g);
+    let id = attached_python(&g, &tmux, "one");
+    Some((g, tmux, id))
+}
+
 /// `python3 -i` with a terminal, attached to in tmux session `session`.
 fn attached_python(g: &Grove, tmux: &Tmux, session: &str) -> String {
     let id = spawn_tty(g, &["python3", "-i"]);
@@ -169,15 +166,21 @@ fn screen_of(g: &Grove, id: &str) -> String {
 }
 
 fn wait_screen(g: &Grove, id: &str, text: &str) -> String {
+    await_screen(&format!("agent {id}'s screen"), text, || screen_of(g, id))
+}
+
+/// Reads a screen (`whose`, for the failure message) until it shows `text`, for
+/// `SCREEN_WAIT` at most; that screen.
+fn await_screen(whose: &str, text: &str, read: impl Fn() -> String) -> String {
     let deadline = Instant::now() + SCREEN_WAIT;
     loop {
-        let screen = screen_of(g, id);
+        let screen = read();
         if screen.contains(text) {
             return screen;
         }
         assert!(
             Instant::now() < deadline,
-            "agent {id}'s screen never showed {text:?}; it shows:\n{screen}"
+            "{whose} never showed {text:?}; it shows:\n{screen}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -185,14 +188,10 @@ fn wait_screen(g: &Grove, id: &str, text: &str) -> String {
 
 #[test]
 fn keys_typed_in_attach_reach_python_and_a_reattach_shows_the_same_screen() {
-    if !have_tmux() || !have_python3() {
+    let Some((g, tmux, id)) = python_in_tmux() else {
         return;
-    }
-    let g = Grove::new();
-    let tmux = Tmux::new(&g);
-    let id = attached_python(&g, &tmux, "one");
-    tmux.keys("one", &["6*7", "Enter"]);
-    tmux.wait_for("one", "42");
+    };
+    tmux.enter("one", "6*7", "42");
     tmux.keys("one", &["C-]"]);
     let after = tmux.wait_for("one", "rc=0");
     assert!(after.contains("detached from"), "{after}");
@@ -200,8 +199,7 @@ fn keys_typed_in_attach_reach_python_and_a_reattach_shows_the_same_screen() {
     tmux.run("two", 100, 30, &["attach", &id]);
     let again = tmux.wait_for("two", "42");
     assert!(again.contains(">>> 6*7"), "the same screen again:\n{again}");
-    tmux.keys("two", &["exit()", "Enter"]);
-    let end = tmux.wait_for("two", "rc=");
+    let end = tmux.enter("two", "exit()", "rc=");
     assert!(
         end.contains("succeeded"),
         "attach prints the outcome:\n{end}"
@@ -221,21 +219,17 @@ fn a_resize_reaches_the_agent_and_two_viewers_see_the_same_output() {
     tmux.wait_for("typist", PROMPT);
     tmux.run("watcher", 100, 30, &["attach", "--read-only", &id]);
     tmux.wait_for("watcher", PROMPT);
-    tmux.keys("typist", &["stty size", "Enter"]);
-    tmux.wait_for("typist", "30 100");
+    tmux.enter("typist", "stty size", "30 100");
     tmux.wait_for("watcher", "30 100");
     tmux.resize("typist", 120, 40);
     // The typist's next key goes after the resize, on the same connection.
-    tmux.keys("typist", &["echo size; stty size", "Enter"]);
-    tmux.wait_for("typist", "40 120");
+    tmux.enter("typist", "echo size; stty size", "40 120");
     tmux.wait_for("watcher", "40 120");
     // The watcher's keys reach nobody.
     tmux.keys("watcher", &["echo WATCHER-TYPED", "Enter"]);
-    tmux.keys("typist", &["echo typist-done", "Enter"]);
-    tmux.wait_for("typist", "typist-done\r\n".trim());
+    tmux.enter("typist", "echo typist-done", "typist-done\r\n".trim());
     assert!(!screen_of(&g, &id).contains("WATCHER-TYPED"));
-    tmux.keys("typist", &["exit 3", "Enter"]);
-    let end = tmux.wait_for("typist", "rc=");
+    let end = tmux.enter("typist", "exit 3", "rc=");
     assert!(end.contains("failed (exit 3)"), "{end}");
     assert!(end.contains("rc=1"), "attach exits like wait: {end}");
     let watcher = tmux.wait_for("watcher", "rc=");
@@ -244,12 +238,7 @@ fn a_resize_reaches_the_agent_and_two_viewers_see_the_same_output() {
 
 #[test]
 fn a_full_screen_program_is_redrawn_on_attach() {
-    let missing = Command::new("less")
-        .arg("--version")
-        .output()
-        .err()
-        .map(|e| format!("cannot run less: {e}"));
-    if !have_tmux() || !can_run("less", missing) {
+    if !have_tmux() || !have_program("less", &["--version"]) {
         return;
     }
     let g = Grove::new();
@@ -275,27 +264,20 @@ fn a_full_screen_program_is_redrawn_on_attach() {
 
 #[test]
 fn the_terminal_survives_a_daemon_kill_while_attached() {
-    if !have_tmux() || !have_python3() {
+    let Some((g, tmux, id)) = python_in_tmux() else {
         return;
-    }
-    let g = Grove::new();
-    let tmux = Tmux::new(&g);
-    let id = attached_python(&g, &tmux, "one");
-    tmux.keys("one", &["'before' + '-kill'", "Enter"]);
-    tmux.wait_for("one", "before-kill");
+    };
+    tmux.enter("one", "'before' + '-kill'", "before-kill");
     g.crash_daemon();
     // The attached terminal goes on without the daemon: keys and output go between
     // `grove attach` and the agent's shim alone.
-    tmux.keys("one", &["'during' + '-restart'", "Enter"]);
-    tmux.wait_for("one", "during-restart");
+    tmux.enter("one", "'during' + '-restart'", "during-restart");
     // The next command starts a daemon, which adopts the agent and its terminal.
     assert_eq!(g.status(&id), "running");
     tmux.run("two", 100, 30, &["attach", &id]);
     tmux.wait_for("two", "before-kill");
-    tmux.keys("two", &["'after' + '-restart'", "Enter"]);
-    tmux.wait_for("two", "after-restart");
-    tmux.keys("two", &["exit()", "Enter"]);
-    tmux.wait_for("two", "rc=0");
+    tmux.enter("two", "'after' + '-restart'", "after-restart");
+    tmux.enter("two", "exit()", "rc=0");
 }
 
 #[test]
@@ -353,22 +335,8 @@ fn an_agent_without_a_terminal_takes_input_through_its_open_stdin() {
     let g = Grove::new();
     let id = g.spawn(&["--stdin"], "read a; read b; echo \"got $a and $b\"");
     g.ok(&["send", &id, "one"]);
-    let data = "two\n";
-    let mut child = g
-        .command()
-        .args(["send", "--stdin", &id])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("send");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(data.as_bytes())
-        .expect("write");
-    assert!(child.wait().expect("send").success());
+    let sent = output_fed(g.command().args(["send", "--stdin", &id]), b"two\n");
+    assert!(sent.status.success());
     let record = g.wait(&id);
     assert_eq!(record["outcome"], "succeeded", "{record}");
     assert!(g.ok(&["logs", &id]).contains("got one and two"));
@@ -439,9 +407,8 @@ fn an_agent_cannot_type_into_another_agents_terminal() {
 }
 
 fn attack_script(g: &Grove) -> PathBuf {
-    let path = g.dir.path().join("attack.py");
-    std::fs::write(
-        &path,
+    g.write_file(
+        "attack.py",
         r#"
 import socket, struct, sys, time
 payload = b"echo PWNED\r"
@@ -468,8 +435,6 @@ print("send self:", r.returncode, r.stderr.strip())
 print("attempted")
 "#,
     )
-    .expect("script");
-    path
 }
 
 fn jail_available(g: &Grove) -> bool {
@@ -618,8 +583,7 @@ fn top_attaches_kills_after_a_yes_and_keeps_finished_agents_in_sight() {
     tmux.keys("top", &["a"]);
     // The banner is on the agent's screen, not in top's last-log-line column.
     tmux.wait_for("top", "Type \"help\"");
-    tmux.keys("top", &["40+2", "Enter"]);
-    tmux.wait_for("top", "42");
+    tmux.enter("top", "40+2", "42");
     tmux.keys("top", &["C-]"]);
     tmux.wait_for("top", "grove top:");
     // `l` follows the log until Ctrl-C, which ends the follow and not top.

@@ -45,6 +45,18 @@ impl Out {
         }
     }
 
+    /// Insists on exit code `code` and a message on stderr holding every needle.
+    pub fn assert_exit(&self, code: i32, needles: &[&str]) {
+        assert_eq!(self.code, code, "{}\n{}", self.stdout, self.stderr);
+        for needle in needles {
+            assert!(
+                self.stderr.contains(needle),
+                "missing {needle:?} in {}",
+                self.stderr
+            );
+        }
+    }
+
     fn from(output: Output) -> Out {
         Out {
             code: output.status.code().unwrap_or(-1),
@@ -64,11 +76,7 @@ impl Grove {
 
     /// A grove whose `repo` directory does not exist yet.
     pub fn without_repo() -> Grove {
-        // Short paths: the socket path must stay under 108 bytes.
-        let dir = tempfile::Builder::new()
-            .prefix("g")
-            .tempdir_in("/tmp")
-            .expect("temp dir");
+        let dir = short_temp_dir("g");
         let home = dir.path().join("h");
         let repo = dir.path().join("repo");
         Grove {
@@ -213,12 +221,30 @@ impl Grove {
         list["agents"][0].clone()
     }
 
+    /// Waits for agent `id`, which must succeed; its log.
+    pub fn succeeded_log(&self, id: &str) -> String {
+        let record = self.wait(id);
+        let log = self.ok(&["logs", id]);
+        assert_eq!(record["outcome"], "succeeded", "{record}\n{log}");
+        log
+    }
+
     pub fn record(&self, id: &str) -> Value {
         self.json(&["show", id])
     }
 
     pub fn git(&self, args: &[&str]) -> String {
         git_in(&self.repo, args)
+    }
+
+    /// The file `path` at `rev` of the test repository.
+    pub fn file_at(&self, rev: &str, path: &str) -> String {
+        self.git(&["show", &format!("{rev}:{path}")])
+    }
+
+    /// The file `path` on agent `id`'s branch.
+    pub fn agent_file(&self, id: &str, path: &str) -> String {
+        self.file_at(&format!("grove/{id}"), path)
     }
 
     pub fn daemon_log(&self) -> String {
@@ -264,6 +290,31 @@ impl Grove {
         self.await_daemon_gone("the crashed daemon is gone", Duration::from_secs(10));
     }
 
+    /// Spawns an agent (with the flags `extra`) that runs `work`, then waits for a gate,
+    /// on a daemon set to crash at `point` (daemon/src/faults.rs); opens the gate and
+    /// returns the agent's id once that daemon died collecting it.
+    pub fn crash_collecting(&self, point: &str, extra: &[&str], work: &str) -> String {
+        let gate = self.dir.path().join("gate");
+        let script = format!(
+            "{work}; while [ ! -e '{}' ]; do sleep 0.02; done",
+            gate.display()
+        );
+        let args = [&["spawn"], extra, &["--", "sh", "-c", &script]].concat();
+        let out = self.run_env(&args, &[("GROVE_TEST_CRASH_AT", point)]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let id = out.stdout.trim().to_string();
+        let pid = self.json(&["daemon", "status"])["pid"]
+            .as_i64()
+            .expect("pid") as i32;
+        fs::write(&gate, "").expect("gate");
+        eventually(
+            "the daemon crashed collecting",
+            Duration::from_secs(30),
+            || !process_exists(pid),
+        );
+        id
+    }
+
     /// The pid in daemon.lock: the daemon that runs or ran last, if it wrote one.
     pub fn locked_daemon_pid(&self) -> Option<i32> {
         fs::read_to_string(self.home.join("daemon.lock"))
@@ -305,6 +356,14 @@ impl Grove {
             .filter(|part| !part.is_empty())
             .collect();
         (self.spawn(extra, &script.join("; ")), gate)
+    }
+
+    /// Makes the session `session` over the schema file `schema` the way an agent's
+    /// spawn does (`--schema`), with an agent that runs `true`; returns once it ended.
+    pub fn session_by_spawn(&self, session: &str, schema: &Path) {
+        let schema = schema.to_str().expect("utf8");
+        let id = self.spawn(&["--session", session, "--schema", schema], "true");
+        self.wait(&id);
     }
 
     /// `grove state update --session <session> <args>`, which must succeed; its stdout.
@@ -363,7 +422,7 @@ impl Grove {
             self.git(&["log", "--format=%s", &format!("main..{branch}")]),
             format!("{subject}\n")
         );
-        assert_eq!(self.git(&["show", &format!("{branch}:{file}")]), content);
+        assert_eq!(self.file_at(&branch, file), content);
     }
 
     /// Waits for agent `id` to succeed, then for the child it spawned and wrote to
@@ -371,10 +430,7 @@ impl Grove {
     pub fn child_of_succeeded(&self, id: &str) -> (String, Value) {
         let record = self.wait(id);
         assert_eq!(record["outcome"], "succeeded", "{}", self.ok(&["logs", id]));
-        let child = self
-            .git(&["show", &format!("grove/{id}:child.id")])
-            .trim()
-            .to_string();
+        let child = self.agent_file(id, "child.id").trim().to_string();
         let child_record = self.wait(&child);
         (child, child_record)
     }
@@ -396,6 +452,38 @@ impl Grove {
         let porcelain = self.git(&["worktree", "list", "--porcelain"]);
         assert_eq!(porcelain.matches("worktree ").count(), 1, "{porcelain}");
         self.git(&["fsck", "--strict"]);
+    }
+
+    /// Makes the directory `name` in the test's temp dir (if it is not there yet); its
+    /// path.
+    pub fn make_dir(&self, name: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        fs::create_dir_all(&path).expect("mkdir");
+        path
+    }
+
+    /// Writes `text` to the file `name` in the test's temp dir; its path.
+    pub fn write_file(&self, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.dir.path().join(name);
+        fs::write(&path, text).expect("write file");
+        path
+    }
+
+    /// Writes `text` as grove's config.toml (in GROVE_HOME).
+    pub fn write_config(&self, text: impl AsRef<[u8]>) {
+        fs::create_dir_all(&self.home).expect("home");
+        fs::write(self.home.join("config.toml"), text).expect("config");
+    }
+
+    /// The worktree directories whose name starts with `prefix` (`pool-`, `merge-`).
+    pub fn worktree_dirs_named(&self, prefix: &str) -> Vec<PathBuf> {
+        self.worktree_dirs()
+            .into_iter()
+            .filter(|d| {
+                d.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+            })
+            .collect()
     }
 
     /// Every directory two levels below the worktree root (one per agent worktree).
@@ -495,18 +583,38 @@ count = { reducer = "add", default = 0 }
 
 /// Creates the session `name` over `schema` (as read from a test.toml).
 pub fn create_session(c: &mut grove_proto::Client, name: &str, schema: &str) {
+    create_session_from(c, name, "test.toml", schema);
+}
+
+/// Creates the session `name` over `schema` as read from the file `origin`.
+pub fn create_session_from(c: &mut grove_proto::Client, name: &str, origin: &str, schema: &str) {
     call(
         c,
         "session.create",
-        serde_json::json!({"name": name, "schema_text": {"origin": "test.toml", "text": schema}}),
+        serde_json::json!({"name": name, "schema_text": {"origin": origin, "text": schema}}),
     )
     .expect("session.create");
 }
 
+/// A grove with the session `name` over `schema`, and the client that created it.
+pub fn grove_with_session(name: &str, schema: &str) -> (Grove, grove_proto::Client) {
+    let g = Grove::new();
+    let mut c = client(&g);
+    create_session(&mut c, name, schema);
+    (g, c)
+}
+
 /// Spawns `script` as an agent of `session`, with `$GROVE_BIN` to run grove; its id.
 pub fn spawn_in_session(g: &Grove, session: &str, script: &str) -> String {
+    spawn_in_session_with(g, session, &[], script)
+}
+
+/// Spawns `script` as an agent of `session` with the flags `extra` (`--jail`, say), and
+/// `$GROVE_BIN` to run grove; its id.
+pub fn spawn_in_session_with(g: &Grove, session: &str, extra: &[&str], script: &str) -> String {
+    let bin = format!("GROVE_BIN={BIN}");
     g.spawn(
-        &["--session", session, "--env", &format!("GROVE_BIN={BIN}")],
+        &[&["--session", session, "--env", &bin], extra].concat(),
         script,
     )
 }
@@ -545,6 +653,14 @@ pub const SPAWN_KEEPING_ENV: &[&str] = &[
     "echo $X > x.txt",
 ];
 
+/// The ways `grove merge` merges: plainly, `--squash` and `--rebase`.
+pub const MERGE_MODES: [Option<&str>; 3] = [None, Some("--squash"), Some("--rebase")];
+
+/// `grove merge <id>` in `mode` (one of [`MERGE_MODES`]).
+pub fn merge_in(g: &Grove, id: &str, mode: Option<&str>) -> Out {
+    g.run(&[&["merge", id], mode.as_slice()].concat())
+}
+
 /// A grove with one worktree slot, taken by an agent that runs until the returned file
 /// exists: later spawns queue behind it. Returns the grove, that agent and the file.
 pub fn one_slot_held() -> (Grove, String, PathBuf) {
@@ -561,6 +677,47 @@ pub fn each<'a>(value: &'a Value, key: &str) -> std::slice::Iter<'a, Value> {
         .iter()
 }
 
+/// Insists that `text` holds every needle.
+pub fn assert_holds_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "missing {needle:?} in {text}");
+    }
+}
+
+/// Insists that the check `check` of a doctor report has `status` and a message
+/// holding `needle`.
+pub fn assert_check_says(check: &Value, status: &str, needle: &str) {
+    assert_eq!(check["status"], status, "{check}");
+    let message = check["message"].as_str().unwrap_or("");
+    assert!(message.contains(needle), "{check}");
+}
+
+/// Runs `command` (`what`, for messages), which must succeed; its stdout.
+pub fn stdout_of(command: &mut Command, what: &str) -> String {
+    let out = command.output().expect(what);
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `command` with `input` on its stdin, then closed; its output.
+pub fn output_fed(command: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).expect("write stdin");
+    drop(stdin);
+    child.wait_with_output().expect("wait")
+}
+
 /// The JSON object a program printed, once it succeeded; its output otherwise.
 pub fn json_printed(out: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -574,14 +731,30 @@ pub fn json_printed(out: &Output) -> Value {
 
 /// The ids of the agents `grove COMMAND ARGS --json` lists.
 pub fn listed_ids(g: &Grove, command: &str, args: &[&str]) -> Vec<String> {
-    let mut all = vec![command];
-    all.extend_from_slice(args);
-    g.json(&all)["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
-        .filter_map(|a| a["id"].as_str().map(String::from))
+    listed_fields(g, &[command], args, "agents", "id")
+}
+
+/// The string `field` of each element of the array `key` that `grove --json COMMAND
+/// ARGS` prints.
+pub fn listed_fields(
+    g: &Grove,
+    command: &[&str],
+    args: &[&str],
+    key: &str,
+    field: &str,
+) -> Vec<String> {
+    each(&g.json(&[command, args].concat()), key)
+        .filter_map(|item| item[field].as_str().map(String::from))
         .collect()
+}
+
+/// A fresh directory under /tmp named `<prefix>…`, short because the sockets under it
+/// must stay under 108 bytes.
+pub fn short_temp_dir(prefix: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .expect("temp dir")
 }
 
 /// The environment of `g`'s commands, for other programs that run grove (examples).
@@ -700,12 +873,18 @@ pub fn can_run(capability: &str, missing: Option<String>) -> bool {
 
 /// True when python3 runs here; otherwise [`can_run`] says why (and fails in CI).
 pub fn have_python3() -> bool {
-    let missing = Command::new("python3")
-        .arg("--version")
+    have_program("python3", &["--version"])
+}
+
+/// True when `program` runs here (as `program probe`); otherwise [`can_run`] says why
+/// (and fails in CI).
+pub fn have_program(program: &str, probe: &[&str]) -> bool {
+    let missing = Command::new(program)
+        .args(probe)
         .output()
         .err()
-        .map(|e| format!("cannot run python3: {e}"));
-    can_run("python3", missing)
+        .map(|e| format!("cannot run {program}: {e}"));
+    can_run(program, missing)
 }
 
 /// True when the kernel has the Landlock ABI the jail needs; otherwise [`can_run`]
