@@ -168,12 +168,12 @@ impl Scratch {
             0,
         )?;
         let index = self.new_index();
-        let tip_tree = run(
-            self.git(stage.worktree, &index)
-                .args(["rev-parse", &format!("{tip}^{{tree}}")]),
-            "rev-parse",
-        )?;
-        if tip_tree.trim() == tree.to_string() {
+        // libgit2 rather than one more git process: reading one commit costs no heap to
+        // speak of, and each process a collect starts adds milliseconds.
+        let tip_tree = git2::Repository::open_bare(&self.dir)
+            .and_then(|repo| repo.find_commit(stage.tip).map(|c| c.tree_id()))
+            .map_err(|e| Error::Git(format!("salvage: cannot read {tip}: {}", e.message())))?;
+        if tip_tree == tree {
             return Ok(Staged {
                 commit: None,
                 left_out,
@@ -243,10 +243,10 @@ impl Scratch {
             }
             None => {
                 run(git().args(["read-tree", "--empty"]), "read-tree")?;
-                Tracked::default()
+                Tracked::list(&git)?
             }
         };
-        let untracked = list(git().args(["ls-files", "-z", "-o", "--exclude-standard"]))?;
+        let untracked: Vec<String> = tracked.untracked().map(String::from).collect();
         let nested: Vec<String> = untracked
             .iter()
             .filter(|p| p.ends_with('/'))
@@ -497,29 +497,45 @@ fn restore_placed(
     Ok(())
 }
 
-/// The index's paths as `ls-files -z -v` lists them (`<tag> <path>`), kept as git wrote
-/// them: one string, not one allocation per path of a 50,000-file worktree.
-#[derive(Default)]
+/// The index's entries with their tags, and the files not in it (tag `?`; a nested
+/// repository as `dir/`), from one `git ls-files -z -v -c -o`: one process where two
+/// were. Kept as git wrote them: one string, not one allocation per path of a
+/// 50,000-file worktree.
 struct Tracked(String);
 
 impl Tracked {
     fn list(git: &impl Fn() -> Command) -> Result<Tracked, Error> {
-        run(git().args(["ls-files", "-z", "-v"]), "ls-files").map(Tracked)
+        run(
+            git().args(["ls-files", "-z", "-v", "-c", "-o", "--exclude-standard"]),
+            "ls-files",
+        )
+        .map(Tracked)
     }
 
-    fn records(&self) -> impl Iterator<Item = &str> {
-        self.0.split('\0').filter(|r| !r.is_empty())
+    /// Each record split into its tag and its path.
+    fn records(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0
+            .split('\0')
+            .filter(|r| !r.is_empty())
+            .map(|r| r.split_once(' ').unwrap_or(("", r)))
     }
 
     fn paths(&self) -> impl Iterator<Item = &str> {
         self.records()
-            .map(|r| r.split_once(' ').map_or(r, |(_, path)| path))
+            .filter(|(tag, _)| *tag != "?")
+            .map(|(_, path)| path)
+    }
+
+    fn untracked(&self) -> impl Iterator<Item = &str> {
+        self.records()
+            .filter(|(tag, _)| *tag == "?")
+            .map(|(_, path)| path)
     }
 
     /// An entry is marked assume-unchanged (its tag in lower case) or skip-worktree (`S`).
     fn flagged(&self) -> bool {
         self.records()
-            .any(|r| r.starts_with('S') || r.starts_with(|c: char| c.is_ascii_lowercase()))
+            .any(|(tag, _)| tag == "S" || tag.starts_with(|c: char| c.is_ascii_lowercase()))
     }
 }
 
@@ -548,14 +564,6 @@ fn run(command: &mut Command, what: &str) -> Result<String, Error> {
             String::from_utf8_lossy(&output.stderr).trim()
         )))
     }
-}
-
-fn list(command: &mut Command) -> Result<Vec<String>, Error> {
-    Ok(run(command, "ls-files")?
-        .split('\0')
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .collect())
 }
 
 /// Brings `(scratch ref, destination ref)` pairs into the repository whose git dir is
