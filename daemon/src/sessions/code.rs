@@ -356,9 +356,12 @@ fn branch_tip(record: &AgentRecord, users: &Repository) -> Option<String> {
     reference.target().map(|oid| oid.to_string())
 }
 
+/// Where every checkpoint's code ref lives.
+pub const CHECKPOINT_REFS: &str = "refs/grove/checkpoints/";
+
 /// Where `state.code` names the code of checkpoint `at` of `session`.
 pub fn checkpoint_ref(session: &str, at: u64) -> String {
-    format!("refs/grove/checkpoints/{session}/{at}")
+    format!("{CHECKPOINT_REFS}{session}/{at}")
 }
 
 /// Deletes the `refs/grove/checkpoints/<session>/<n>` of checkpoints that were deleted,
@@ -391,17 +394,30 @@ fn drop_refs(
     let repo = Repository::open(path)?;
     let names: Vec<String> = match ids {
         Some(ids) => ids.iter().map(|&id| checkpoint_ref(session, id)).collect(),
-        None => {
-            let prefix = format!("refs/grove/checkpoints/{session}/");
-            repo.references_glob(&format!("{prefix}*"))?
-                .names()
-                .filter_map(Result::ok)
-                .filter(|name| name.starts_with(&prefix))
-                .map(String::from)
-                .collect()
-        }
+        None => refs_under(&repo, &format!("{CHECKPOINT_REFS}{session}/"))?,
     };
-    for name in names.iter().filter(|name| !keep.contains(*name)) {
+    let dropped: Vec<String> = names
+        .into_iter()
+        .filter(|name| !keep.contains(name))
+        .collect();
+    delete_refs(&repo, &dropped)
+}
+
+/// The refs whose names start with `prefix`.
+fn refs_under(repo: &Repository, prefix: &str) -> Result<Vec<String>, git2::Error> {
+    let names = repo
+        .references_glob(&format!("{prefix}*"))?
+        .names()
+        .filter_map(Result::ok)
+        .filter(|name| name.starts_with(prefix))
+        .map(String::from)
+        .collect();
+    Ok(names)
+}
+
+/// Deletes `names` from `repo`; one already gone is no error.
+fn delete_refs(repo: &Repository, names: &[String]) -> Result<(), git2::Error> {
+    for name in names {
         match repo.find_reference(name) {
             Ok(mut reference) => reference.delete()?,
             Err(e) if e.code() == git2::ErrorCode::NotFound => {}
@@ -422,7 +438,9 @@ pub async fn sweep_orphan_refs(db: crate::db::Db) {
             repos
                 .into_iter()
                 .filter_map(|repo| {
-                    let names = list_refs(&repo).ok()?;
+                    let names = Repository::open(&repo)
+                        .and_then(|r| refs_under(&r, CHECKPOINT_REFS))
+                        .ok()?;
                     (!names.is_empty()).then_some((repo, names))
                 })
                 .collect::<Vec<_>>()
@@ -435,37 +453,15 @@ pub async fn sweep_orphan_refs(db: crate::db::Db) {
             if orphans.is_empty() {
                 continue;
             }
-            tokio::task::spawn_blocking(move || delete_refs(&repo, &orphans))
-                .await?
-                .map_err(|e| Error::Git(e.message().to_string()))?;
+            tokio::task::spawn_blocking(move || {
+                Repository::open(&repo).and_then(|r| delete_refs(&r, &orphans))
+            })
+            .await?
+            .map_err(|e| Error::Git(e.message().to_string()))?;
         }
         Ok::<_, Error>(())
     };
     if let Err(e) = swept.await {
         tracing::warn!(error = %e, "cannot sweep the refs of deleted checkpoints");
     }
-}
-
-/// `refs/grove/checkpoints/**` of `path`; libgit2 only reads refs here.
-fn list_refs(path: &Path) -> Result<Vec<String>, git2::Error> {
-    let repo = Repository::open(path)?;
-    let names = repo
-        .references_glob("refs/grove/checkpoints/*")?
-        .names()
-        .filter_map(Result::ok)
-        .map(String::from)
-        .collect();
-    Ok(names)
-}
-
-fn delete_refs(path: &Path, names: &[String]) -> Result<(), git2::Error> {
-    let repo = Repository::open(path)?;
-    for name in names {
-        match repo.find_reference(name) {
-            Ok(mut reference) => reference.delete()?,
-            Err(e) if e.code() == git2::ErrorCode::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

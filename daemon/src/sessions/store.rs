@@ -694,7 +694,7 @@ pub fn orphan_refs(conn: &Connection, refs: Vec<String>) -> rusqlite::Result<Vec
     let mut orphans = Vec::new();
     for name in refs {
         let Some((session, id)) = name
-            .strip_prefix("refs/grove/checkpoints/")
+            .strip_prefix(super::code::CHECKPOINT_REFS)
             .and_then(|rest| rest.rsplit_once('/'))
         else {
             continue;
