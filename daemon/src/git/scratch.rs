@@ -246,7 +246,7 @@ impl Scratch {
                 Tracked::list(&git)?
             }
         };
-        let untracked: Vec<String> = tracked.untracked().map(String::from).collect();
+        let untracked: Vec<&str> = tracked.untracked().collect();
         let nested: Vec<String> = untracked
             .iter()
             .filter(|p| p.ends_with('/'))
@@ -265,8 +265,8 @@ impl Scratch {
         };
         let big_new = untracked
             .iter()
-            .filter(|p| !p.ends_with('/') && size_of(p).is_some_and(|n| n > max_file))
-            .map(String::as_str);
+            .copied()
+            .filter(|p| !p.ends_with('/') && size_of(p).is_some_and(|n| n > max_file));
         // A tracked file over the cap that kept its size is taken as it is (a big
         // asset the agent never touched must not count as work left out): git hashes
         // it. One that changed size is left out.
@@ -288,15 +288,11 @@ impl Scratch {
             left_out.push(format!("{prefix}{path}"));
             excluded.push(path.to_string());
         }
-        let specs = match sparse.is_empty() {
-            true => included(sparse, &[]),
-            false => {
-                let paths: Vec<&str> = tracked
-                    .paths()
-                    .chain(untracked.iter().map(String::as_str))
-                    .collect();
-                included(sparse, &paths)
-            }
+        let specs = if sparse.is_empty() {
+            included(sparse, &[])
+        } else {
+            let paths: Vec<&str> = tracked.paths().chain(untracked.iter().copied()).collect();
+            included(sparse, &paths)
         };
         if specs.is_empty() {
             // Nothing in the cone, tracked or not: the index stays the tip's.
