@@ -106,6 +106,8 @@ fn start_and_connect(dirs: &Dirs) -> Result<Client> {
 fn spawn_daemon(dirs: &Dirs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the grove executable")?;
     let mut command = Command::new(exe);
+    // Not only the daemon's own removal: /proc/<pid>/environ keeps what a process was
+    // started with, and a lost agent's leftovers are found there by its token.
     for var in grove_proto::env::AGENT_IDENTITY_VARS {
         command.env_remove(var);
     }
