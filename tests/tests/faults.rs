@@ -70,6 +70,50 @@ fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
     assert_eq!(g.json(&["state", "get", "--session", "s"])["checkpoint"], 2);
 }
 
+#[test]
+fn a_crash_while_a_compaction_rides_with_a_group_stores_neither() {
+    let g = Grove::new().with_env(&[("GROVE_CHECKPOINT_KEEP", "10")]);
+    let schema = g.write_file(
+        "s.toml",
+        "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\n",
+    );
+    g.session_by_spawn("s", &schema);
+    // 74 checkpoints: one short of a compaction (10 kept, 64 more of slack).
+    let mut c = client(&g);
+    for _ in 1..=74 {
+        c.call_raw(
+            "state.update",
+            json!({"session": "s", "writes": [{"channel": "n", "value": 1}]}),
+        )
+        .expect("update");
+    }
+    drop(c);
+    g.ok(&["daemon", "stop"]);
+    g.crash_during(
+        "mid_compaction",
+        &["state", "update", "--session", "s", "n", "1"],
+    );
+    // The 75th update and the compaction it brought were one transaction: neither
+    // is stored, and the first checkpoint still reads.
+    let state = g.json(&["state", "get", "--session", "s"]);
+    assert_eq!(state["state"], json!({"n": 74}));
+    assert_eq!(state["checkpoint"], 74);
+    let first = g.json(&["state", "get", "--session", "s", "--at", "1"]);
+    assert_eq!(first["state"], json!({"n": 1}));
+    // The next update brings the compaction again, and it holds.
+    g.state_update("s", &["n", "1"]);
+    let shown = g.json(&["session", "show", "s"]);
+    assert_eq!(shown["oldest"], 66, "{shown}");
+    let gone = g.run(&["state", "get", "--session", "s", "--at", "1"]);
+    assert!(gone.stderr.contains("compacted away"), "{}", gone.stderr);
+    let at66 = g.json(&["state", "get", "--session", "s", "--at", "66"]);
+    assert_eq!(at66["state"], json!({"n": 66}));
+    assert_eq!(
+        g.json(&["state", "get", "--session", "s"])["state"],
+        json!({"n": 75})
+    );
+}
+
 struct Tmpfs(std::path::PathBuf);
 
 impl Tmpfs {

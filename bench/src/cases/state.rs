@@ -59,10 +59,12 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
             "n/a (state API not available)",
         )])
     };
-    // For work on one part: `GROVE_BENCH_STATE=code` (or `startup`) runs only that row.
-    match std::env::var("GROVE_BENCH_STATE").as_deref() {
-        Ok("code") => return Ok(vec![checkpoint_with_code(ctx)?]),
-        Ok("startup") => return startup_with_sessions(ctx),
+    // For work on one part: `GROVE_BENCH_STATE=code` (or `startup`) runs only that row,
+    // `updates` only the update rate and ack latency.
+    let only = std::env::var("GROVE_BENCH_STATE").ok();
+    match only.as_deref() {
+        Some("code") => return Ok(vec![checkpoint_with_code(ctx)?]),
+        Some("startup") => return startup_with_sessions(ctx),
         _ => {}
     }
     let mut client = ctx.env.client()?;
@@ -106,6 +108,9 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
             .grove(Summary::of(&acks))
             .goal(Goal::at_most(Metric::P99, 5.0)),
     ];
+    if only.as_deref() == Some("updates") {
+        return Ok(rows);
+    }
     // The full run reads among at least 100,000 checkpoints; the rounds above may
     // have written them already.
     let missing = MANY_CHECKPOINTS.saturating_sub(checkpoints);

@@ -59,12 +59,13 @@ impl Incoming {
             if let Some(message) = FromShim::decode(&mut self.buf).map_err(io::Error::other)? {
                 return Ok(Some(message));
             }
-            let mut chunk = [0u8; 64 << 10];
-            let n = self.read.read(&mut chunk).await?;
-            if n == 0 {
+            // Read into the buffer's spare room, not a chunk on the stack: a local held
+            // across this await would sit in every request's future (this one is part
+            // of the dispatch's), which tokio copies into each task it spawns.
+            self.buf.reserve(64 << 10);
+            if self.read.read_buf(&mut self.buf).await? == 0 {
                 return Ok(None);
             }
-            self.buf.extend_from_slice(&chunk[..n]);
         }
     }
 }

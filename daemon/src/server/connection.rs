@@ -221,8 +221,12 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
         attached: Arc::default(),
         key: None,
     };
-    // Handles of the requests in flight, to abort them when the client leaves.
+    // Handles of the requests in flight, to abort them when the client leaves...
     let mut requests: Vec<JoinHandle<()>> = Vec::new();
+    // ...but those with an idempotency key, which run on until their answer is stored:
+    // a client that lost its connection and sends again at once waits for it instead
+    // of racing it (see `idempotency.rs`).
+    let mut keyed: Vec<JoinHandle<()>> = Vec::new();
     let mut reader = BufReader::new(read);
     let mut stopped = ctx.stop.subscribe();
     let mut greeted = false;
@@ -299,24 +303,30 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
                 continue;
             }
             requests.retain(|task| !task.is_finished());
+            keyed.retain(|task| !task.is_finished());
+            let mut params = call.params;
+            let key = match super::idempotency::take_key(&call.method, &mut params) {
+                Ok(key) => key,
+                Err(e) => {
+                    conn.respond(call.id, Err(e)).await;
+                    continue;
+                }
+            };
+            let with_key = key.is_some();
             let (ctx, conn) = (ctx.clone(), conn.clone());
             // Every line a request logs carries its method and, from inside an agent, the
             // agent: one agent's story can be followed through the log.
             let span = tracing::info_span!("request", method = %call.method, agent = conn.agent.as_ref().map(|a| a.id.as_str()));
-            requests.push(tokio::spawn(
+            let task = tokio::spawn(
                 async move {
-                    let mut params = call.params;
-                    let answer = match super::idempotency::take_key(&call.method, &mut params) {
-                        Ok(Some(key)) => {
-                            let (ctx, conn, method) =
-                                (ctx.clone(), conn.clone(), call.method.clone());
-                            super::idempotency::run(ctx, conn, key, method, params).await
+                    let answer = match key {
+                        Some(key) => {
+                            super::idempotency::run(&ctx, &conn, key, &call.method, params).await
                         }
-                        Ok(None) => {
+                        None => {
                             handlers::dispatch(&ctx, &conn, call.id.clone(), &call.method, params)
                                 .await
                         }
-                        Err(e) => Some(Err(e)),
                     };
                     if let Some(result) = answer {
                         tracing::debug!(ok = result.is_ok(), "answered");
@@ -324,13 +334,18 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
                     }
                 }
                 .instrument(span),
-            ));
+            );
+            if with_key {
+                keyed.push(task);
+            } else {
+                requests.push(task);
+            }
         }
     };
     if stopping {
         // Let requests in flight (daemon.stop among them) answer before we go.
         let drain = async {
-            for task in requests.iter_mut() {
+            for task in requests.iter_mut().chain(keyed.iter_mut()) {
                 let _ = task.await;
             }
         };

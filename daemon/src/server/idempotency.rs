@@ -79,31 +79,21 @@ pub fn scoped(conn: &Conn, key: &str) -> String {
     }
 }
 
-/// Runs `method` once per key: a key seen before gets the stored answer. The work runs
-/// in a task of its own that holds the key until its answer is stored: a client that
-/// drops the connection and sends again at once waits for it instead of racing it
-/// (the connection's own tasks end with the connection).
+/// Runs `method` once per key: a key seen before gets the stored answer. The key is
+/// held until the answer is stored; the connection does not abort a keyed request when
+/// its client leaves, so a client that sends again at once waits for the first.
 pub async fn run(
-    ctx: Arc<Ctx>,
-    conn: Conn,
+    ctx: &Ctx,
+    conn: &Conn,
     key: Key,
-    method: String,
+    method: &str,
     params: Option<Value>,
 ) -> Option<Answer> {
     let Key { key, retry } = key;
-    let key = scoped(&conn, &key);
+    let key = scoped(conn, &key);
     let lock = ctx.idempotency.lock_for(&key);
-    let held = lock.lock_owned().await;
-    let work = tokio::spawn(async move {
-        let _held = held;
-        once(&ctx, &conn, key, retry, &method, params).await
-    });
-    work.await.unwrap_or_else(|e| {
-        Some(Err(RpcError::new(
-            codes::INTERNAL_ERROR,
-            format!("the request failed: {e}"),
-        )))
-    })
+    let _held = lock.lock().await;
+    once(ctx, conn, key, retry, method, params).await
 }
 
 async fn once(

@@ -16,6 +16,8 @@ pub(super) struct Outbox {
     checkpoints: Vec<CheckpointRow>,
     /// Where each session with checkpoints here stands after them.
     heads: HashMap<String, SessionHead>,
+    /// Compactions that came due, stored with the next group.
+    compactions: Vec<Compaction>,
     /// Sequence number of the last checkpoint put here.
     last: u64,
     /// A store job is queued and has not taken its group yet.
@@ -25,14 +27,27 @@ pub(super) struct Outbox {
     failed: bool,
 }
 
+impl Outbox {
+    /// Queues a compaction for the next group; a head of its session still here
+    /// (stored before the compaction, in the same transaction) says the new start too.
+    pub(super) fn compact(&mut self, compaction: Compaction) {
+        if let Some(head) = self.heads.get_mut(&compaction.session) {
+            head.oldest = compaction.oldest;
+        }
+        self.compactions.push(compaction);
+    }
+}
+
 /// What one store job did.
 pub(super) enum Stored {
-    /// Stored everything put in the outbox up to this sequence number.
-    Through(u64),
+    /// Stored everything put in the outbox up to this sequence number, and the
+    /// compactions with it: the checkpoint refs they leave to drop.
+    Through(u64, Vec<DroppedCode>),
     /// Found nothing to store (or stored nothing, after a failure).
     Nothing,
-    /// Stored nothing: the cause, shared by every update of the group.
-    Failed(Arc<Error>),
+    /// Stored nothing: the cause, shared by every update of the group, and the
+    /// sessions whose compaction went with it.
+    Failed(Arc<Error>, Vec<String>),
 }
 
 pub(super) type StoreJob = Pin<Box<dyn Future<Output = Stored> + Send>>;
@@ -59,24 +74,31 @@ pub(super) async fn next_stored(jobs: &mut VecDeque<StoreJob>) -> Stored {
 
 /// Runs on the database thread: stores everything in the outbox in one transaction.
 pub(super) fn store_job(conn: &mut rusqlite::Connection, outbox: &Mutex<Outbox>) -> Stored {
-    let (checkpoints, heads, through) = {
+    let (checkpoints, heads, compactions, through) = {
         let Ok(mut outbox) = outbox.lock() else {
-            return Stored::Failed(Arc::new(Error::Poisoned("the state outbox")));
+            let error = Arc::new(Error::Poisoned("the state outbox"));
+            return Stored::Failed(error, Vec::new());
         };
         outbox.job_queued = false;
-        if outbox.failed || outbox.checkpoints.is_empty() {
+        if outbox.failed || (outbox.checkpoints.is_empty() && outbox.compactions.is_empty()) {
             return Stored::Nothing;
         }
         let heads: Vec<SessionHead> = outbox.heads.drain().map(|(_, head)| head).collect();
-        (std::mem::take(&mut outbox.checkpoints), heads, outbox.last)
+        (
+            std::mem::take(&mut outbox.checkpoints),
+            heads,
+            std::mem::take(&mut outbox.compactions),
+            outbox.last,
+        )
     };
-    match store::commit_group(conn, &checkpoints, &heads) {
-        Ok(()) => Stored::Through(through),
+    match store::commit_group(conn, &checkpoints, &heads, &compactions) {
+        Ok(dropped) => Stored::Through(through, dropped),
         Err(e) => {
             if let Ok(mut outbox) = outbox.lock() {
                 outbox.failed = true;
             }
-            Stored::Failed(Arc::new(Error::Db(e.into())))
+            let compacted = compactions.into_iter().map(|c| c.session).collect();
+            Stored::Failed(Arc::new(Error::Db(e.into())), compacted)
         }
     }
 }
@@ -93,7 +115,7 @@ impl StateService {
         let job = self.db.submit(move |conn| Ok(store_job(conn, &shared)));
         self.jobs.push_back(Box::pin(async move {
             job.await
-                .unwrap_or_else(|e| Stored::Failed(Arc::new(Error::Db(e))))
+                .unwrap_or_else(|e| Stored::Failed(Arc::new(Error::Db(e)), Vec::new()))
         }));
     }
 
@@ -102,7 +124,7 @@ impl StateService {
     pub(super) async fn stored(&mut self, stored: Stored) {
         match stored {
             Stored::Nothing => {}
-            Stored::Through(through) => {
+            Stored::Through(through, dropped) => {
                 while self.pending.front().is_some_and(|p| p.seq <= through) {
                     let Some(done) = self.pending.pop_front() else {
                         break;
@@ -116,14 +138,18 @@ impl StateService {
                         Some(&event.writer),
                     );
                 }
+                for code in dropped {
+                    code::drop_refs_later(code);
+                }
             }
-            Stored::Failed(e) => self.recover(e).await,
+            Stored::Failed(e, compacted) => self.recover(e, compacted).await,
         }
     }
 
-    pub(super) async fn recover(&mut self, error: Arc<Error>) {
+    /// `touched`: sessions whose compaction failed (their first checkpoint in memory is
+    /// not the stored one).
+    pub(super) async fn recover(&mut self, error: Arc<Error>, mut touched: Vec<String>) {
         tracing::error!(%error, "cannot store state updates; nothing applied");
-        let mut touched: Vec<String> = Vec::new();
         for failed in self.pending.drain(..) {
             if !touched.contains(&failed.event.session) {
                 touched.push(failed.event.session.clone());
@@ -133,7 +159,10 @@ impl StateService {
         if let Ok(mut outbox) = self.outbox.lock() {
             outbox.checkpoints.clear();
             outbox.heads.clear();
+            touched.extend(outbox.compactions.drain(..).map(|c| c.session));
         }
+        touched.sort();
+        touched.dedup();
         // Jobs still queued find `failed` set and store nothing.
         while let Some(job) = self.jobs.pop_front() {
             job.await;

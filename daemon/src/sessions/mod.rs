@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use store::{CheckpointRow, SessionHead, SNAPSHOT_EVERY};
+use store::{CheckpointRow, Compaction, DroppedCode, SessionHead, SNAPSHOT_EVERY};
 use tokio::sync::{mpsc, oneshot, watch};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;

@@ -22,7 +22,7 @@ impl StateService {
                     return;
                 }
                 self.stage(&session, &writer, &writes, key, code, reply);
-                self.keep_checkpoints(&session).await;
+                self.keep_checkpoints(&session);
             }
             other => {
                 self.drain().await;
@@ -338,21 +338,31 @@ impl StateService {
 
 impl StateService {
     /// Compacts a session that holds `COMPACT_SLACK` checkpoints more than
-    /// `checkpoint_keep`, down to `checkpoint_keep` (pinned ones stay).
-    pub(super) async fn keep_checkpoints(&mut self, name: &str) {
+    /// `checkpoint_keep`, down to `checkpoint_keep` (pinned ones stay), with the next
+    /// group of updates: in its transaction, after its checkpoints, so that nothing
+    /// waits for it.
+    pub(super) fn keep_checkpoints(&mut self, name: &str) {
         let keep = self.limits.checkpoint_keep;
-        let over = self
-            .sessions
-            .get(name)
-            .is_some_and(|s| s.head.saturating_sub(s.oldest.max(1)) + 1 > keep + COMPACT_SLACK);
-        if !over {
+        let Some(session) = self.sessions.get_mut(name) else {
+            return;
+        };
+        if session.head.saturating_sub(session.oldest.max(1)) < keep + COMPACT_SLACK {
             return;
         }
-        // Compaction works on what is stored.
-        self.drain().await;
-        if let Err(e) = self.compact(name, keep).await {
-            tracing::error!(session = %name, error = %e, "cannot compact a session");
-        }
+        let oldest = session.head.saturating_sub(keep) + 1;
+        session.oldest = oldest;
+        let compaction = Compaction {
+            session: name.to_string(),
+            oldest,
+            schema: session.schema.clone(),
+            pins: session.pins.clone(),
+        };
+        let outbox = self.outbox.clone();
+        let Ok(mut outbox) = outbox.lock() else {
+            return;
+        };
+        outbox.compact(compaction);
+        self.queue_store_job(&mut outbox);
     }
 
     pub(super) async fn remove(

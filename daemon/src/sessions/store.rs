@@ -205,11 +205,14 @@ fn advance_session(conn: &Connection, head: &SessionHead) -> rusqlite::Result<()
 
 /// Stores a group of checkpoints and where they left their sessions, in one
 /// transaction: one fsync acknowledges them all.
+/// The compactions that came due go in the same transaction, after the checkpoints:
+/// no group waits for a compaction of its own, and no compaction for an fsync of its own.
 pub fn commit_group(
     conn: &mut Connection,
     checkpoints: &[CheckpointRow],
     heads: &[SessionHead],
-) -> rusqlite::Result<()> {
+    compactions: &[Compaction],
+) -> rusqlite::Result<Vec<DroppedCode>> {
     let tx = conn.transaction()?;
     if let Some(last) = checkpoints.iter().rfind(|row| row.idempotency.is_some()) {
         crate::db::idempotency::prune(&tx, last.info.at_ms)?;
@@ -220,8 +223,14 @@ pub fn commit_group(
     for head in heads {
         advance_session(&tx, head)?;
     }
+    let mut dropped = Vec::with_capacity(compactions.len());
+    for c in compactions {
+        dropped.push(drop_before(&tx, &c.session, c.oldest, &c.schema, &c.pins)?.1);
+        crate::faults::point("mid_compaction");
+    }
     crate::faults::point("mid_state_commit");
-    tx.commit()
+    tx.commit()?;
+    Ok(dropped)
 }
 
 /// Stores a new session forked from another, with its first checkpoint.
@@ -398,32 +407,55 @@ pub fn compact(
     schema: &Schema,
     pins: &BTreeSet<u64>,
 ) -> rusqlite::Result<(u64, DroppedCode)> {
-    let mut kept = vec![session.oldest];
-    kept.extend(pins.iter().copied().filter(|&pin| pin < session.oldest));
-    let mut snapshots = Vec::new();
-    for &id in &kept {
-        let state = state_at(conn, &session.name, schema, id)?;
-        snapshots.push((id, serde_json::to_string(&state).map_err(json_err)?));
-    }
     let tx = conn.transaction()?;
-    for (id, state) in &snapshots {
-        tx.execute(
-            "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
-            params![session.name, *id as i64, state],
-        )?;
-    }
-    let code = dropped_code(&tx, &session.name, Dropping::Before(session.oldest))?;
-    let pinned = "(SELECT id FROM pins WHERE session = ?1)";
-    tx.execute(
-        &format!("DELETE FROM snapshots WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"),
-        params![session.name, session.oldest as i64],
-    )?;
-    let dropped = tx.execute(
-        &format!("DELETE FROM checkpoints WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"),
-        params![session.name, session.oldest as i64],
-    )?;
+    let dropped = drop_before(&tx, &session.name, session.oldest, schema, pins)?;
     upsert_session(&tx, session)?;
     tx.commit()?;
+    Ok(dropped)
+}
+
+/// A compaction that goes with a group of updates (see [`commit_group`]): the session
+/// keeps its checkpoints from `oldest` on, and the pinned ones.
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    pub session: String,
+    pub oldest: u64,
+    pub schema: Schema,
+    pub pins: BTreeSet<u64>,
+}
+
+/// The work of a compaction inside the caller's transaction: snapshots at `oldest` and
+/// at each older pin first, then the rows before `oldest` go, and the session row says
+/// where it starts now.
+fn drop_before(
+    tx: &Connection,
+    name: &str,
+    oldest: u64,
+    schema: &Schema,
+    pins: &BTreeSet<u64>,
+) -> rusqlite::Result<(u64, DroppedCode)> {
+    let mut kept = vec![oldest];
+    kept.extend(pins.iter().copied().filter(|&pin| pin < oldest));
+    for id in kept {
+        let state = serde_json::to_string(&state_at(tx, name, schema, id)?).map_err(json_err)?;
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO snapshots (session, id, state) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![name, id as i64, state])?;
+    }
+    let code = dropped_code(tx, name, Dropping::Before(oldest))?;
+    let pinned = "(SELECT id FROM pins WHERE session = ?1)";
+    tx.prepare_cached(&format!(
+        "DELETE FROM snapshots WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"
+    ))?
+    .execute(params![name, oldest as i64])?;
+    let dropped = tx
+        .prepare_cached(&format!(
+            "DELETE FROM checkpoints WHERE session = ?1 AND id < ?2 AND id NOT IN {pinned}"
+        ))?
+        .execute(params![name, oldest as i64])?;
+    tx.prepare_cached("UPDATE sessions SET oldest = ?2 WHERE name = ?1 AND oldest < ?2")?
+        .execute(params![name, oldest as i64])?;
     Ok((dropped as u64, code))
 }
 
