@@ -3,7 +3,8 @@
 //! nothing and leaves nothing half done. Points: `after_branch_create`,
 //! `after_worktree_add`, `mid_pool_adopt` (a warm-pool worktree moved, git not yet
 //! told), `mid_salvage`, `after_import` (a salvage in the user's repository, the
-//! worktree not yet removed), `mid_state_commit`, `mid_session_rm`, `mid_session_gc`,
+//! worktree not yet removed), `mid_state_commit`, `mid_compaction` (inside a state
+//! group's transaction, its compaction done), `mid_session_rm`, `mid_session_gc`,
 //! `before_answer` (a request with an idempotency key has taken effect, its answer is
 //! not yet sent).
 //! With `GROVE_TEST_HOLD_AT=<point>` an async point never completes instead, so a test
@@ -12,6 +13,8 @@
 //! `prepared_worktree` (the worktree is added, the shim not yet started),
 //! `rolling_back` (a restart's rollback of an interrupted preparation, not yet begun),
 //! `startup_scan` (the janitor's start-up scan, not yet begun).
+//! `GROVE_TEST_SALVAGE_IN_PROCESS_BYTES` sets the largest index salvage handles in
+//! process, so that its tests run both ways.
 
 //! Compiled in only with the `test-hooks` feature; otherwise every point is a no-op.
 
@@ -91,4 +94,20 @@ pub fn check_worktree_listing(
             );
         }
     }
+}
+
+/// The largest index salvage reads in process (`daemon/src/git/scratch.rs`);
+/// `GROVE_TEST_SALVAGE_IN_PROCESS_BYTES` sets it, so that tests run both ways.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn salvage_in_process_bytes(default: u64) -> u64 {
+    default
+}
+
+#[cfg(feature = "test-hooks")]
+pub fn salvage_in_process_bytes(default: u64) -> u64 {
+    std::env::var("GROVE_TEST_SALVAGE_IN_PROCESS_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }

@@ -71,47 +71,64 @@ fn a_crash_in_the_middle_of_a_state_commit_applies_nothing_of_the_batch() {
 }
 
 #[test]
-fn a_crash_while_a_compaction_rides_with_a_group_stores_neither() {
+fn a_crash_in_the_middle_of_a_compaction_stores_none_of_it() {
     let g = Grove::new().with_env(&[("GROVE_CHECKPOINT_KEEP", "10")]);
     let schema = g.write_file(
         "s.toml",
         "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\" }\n",
     );
     g.session_by_spawn("s", &schema);
-    // 74 checkpoints: one short of a compaction (10 kept, 64 more of slack).
-    let mut c = client(&g);
-    for _ in 1..=74 {
-        c.call_raw(
-            "state.update",
-            json!({"session": "s", "writes": [{"channel": "n", "value": 1}]}),
-        )
-        .expect("update");
-    }
-    drop(c);
     g.ok(&["daemon", "stop"]);
-    g.crash_during(
-        "mid_compaction",
-        &["state", "update", "--session", "s", "n", "1"],
+    // A daemon set to die in its first compaction, due once 10 + 64 checkpoints are
+    // exceeded: it rides with the group of the 75th update, or alone in the next.
+    let armed = [
+        ("GROVE_TEST_CRASH_AT", "mid_compaction"),
+        ("GROVE_RETRY_FOR", "0"),
+    ];
+    let first = g.run_env(&["state", "update", "--session", "s", "n", "1"], &armed);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    // No retries: a retry would go on once the daemon is gone.
+    let mut c = client(&g).retry_for(Duration::ZERO);
+    let update = json!({"session": "s", "writes": [{"channel": "n", "value": 1}]});
+    let mut acked = 1;
+    while acked < 200 {
+        match c.call_raw("state.update", update.clone()) {
+            Ok(answer) if answer.error.is_none() => acked += 1,
+            _ => break,
+        }
+    }
+    assert!(
+        (74..=75).contains(&acked),
+        "the daemon died after {acked} updates"
     );
-    // The 75th update and the compaction it brought were one transaction: neither
-    // is stored, and the first checkpoint still reads.
+    drop(c);
+    g.await_daemon_gone("the crashed daemon is gone", Duration::from_secs(10));
+    // Every acknowledged update is stored; of the compaction, nothing is: the first
+    // checkpoint still reads.
     let state = g.json(&["state", "get", "--session", "s"]);
-    assert_eq!(state["state"], json!({"n": 74}));
-    assert_eq!(state["checkpoint"], 74);
-    let first = g.json(&["state", "get", "--session", "s", "--at", "1"]);
-    assert_eq!(first["state"], json!({"n": 1}));
+    let head = state["checkpoint"].as_u64().expect("checkpoint");
+    assert!(head >= acked && head <= 75, "{acked} acknowledged: {state}");
+    assert_eq!(state["state"], json!({"n": head}));
+    let at1 = g.json(&["state", "get", "--session", "s", "--at", "1"]);
+    assert_eq!(at1["state"], json!({"n": 1}));
     // The next update brings the compaction again, and it holds.
     g.state_update("s", &["n", "1"]);
+    let oldest = head + 1 - 10 + 1;
     let shown = g.json(&["session", "show", "s"]);
-    assert_eq!(shown["oldest"], 66, "{shown}");
+    assert_eq!(shown["oldest"], oldest, "{shown}");
     let gone = g.run(&["state", "get", "--session", "s", "--at", "1"]);
     assert!(gone.stderr.contains("compacted away"), "{}", gone.stderr);
-    let at66 = g.json(&["state", "get", "--session", "s", "--at", "66"]);
-    assert_eq!(at66["state"], json!({"n": 66}));
-    assert_eq!(
-        g.json(&["state", "get", "--session", "s"])["state"],
-        json!({"n": 75})
-    );
+    let at_oldest = g.json(&[
+        "state",
+        "get",
+        "--session",
+        "s",
+        "--at",
+        &oldest.to_string(),
+    ]);
+    assert_eq!(at_oldest["state"], json!({"n": oldest}));
+    let now = g.json(&["state", "get", "--session", "s"]);
+    assert_eq!(now["state"], json!({"n": head + 1}));
 }
 
 struct Tmpfs(std::path::PathBuf);

@@ -1,6 +1,7 @@
 //! The salvage of an agent's worktree runs in git child processes, on the agent's files:
 //! what an agent writes must not steer that git (drivers, links out of the worktree,
-//! index flags), and what is saved is what the worktree holds.
+//! index flags), and what is saved is what the worktree holds. A small index is read
+//! and written by libgit2 in the daemon instead of by git: every test runs both ways.
 
 mod support;
 
@@ -24,6 +25,15 @@ fn modes() -> Vec<&'static [&'static str]> {
     modes
 }
 
+/// A grove whose salvage reads small indexes in process, and one that leaves every
+/// index to git processes.
+fn both_ways() -> [Grove; 2] {
+    [
+        Grove::new(),
+        Grove::new().with_env(&[("GROVE_TEST_SALVAGE_IN_PROCESS_BYTES", "0")]),
+    ]
+}
+
 /// `<mode> <type>` of `path` on `branch`, as `git ls-tree` lists it.
 fn entry(g: &Grove, branch: &str, path: &str) -> String {
     let line = g.git(&["ls-tree", branch, "--", path]);
@@ -34,7 +44,12 @@ fn entry(g: &Grove, branch: &str, path: &str) -> String {
 
 #[test]
 fn an_agents_attributes_run_no_driver_and_its_links_out_are_saved_as_links() {
-    let g = Grove::new();
+    for g in both_ways() {
+        an_agents_attributes_run_no_driver_and_its_links_out_are_saved_as_links_on(&g);
+    }
+}
+
+fn an_agents_attributes_run_no_driver_and_its_links_out_are_saved_as_links_on(g: &Grove) {
     // The user's own repository defines drivers (as git-lfs or a formatter would): the
     // salvage of an agent's files still runs none of them, even when the agent's
     // `.gitattributes` names them for every file.
@@ -79,7 +94,7 @@ fn an_agents_attributes_run_no_driver_and_its_links_out_are_saved_as_links() {
             ("deep/etc-link", "/etc"),
             ("up-link", "../../.."),
         ] {
-            assert_eq!(entry(&g, &branch, link), "120000 blob", "{mode:?}: {link}");
+            assert_eq!(entry(g, &branch, link), "120000 blob", "{mode:?}: {link}");
             assert_eq!(g.file_at(&branch, link), target);
         }
         let files = g.git(&["ls-tree", "-r", "--name-only", &branch]);
@@ -87,8 +102,8 @@ fn an_agents_attributes_run_no_driver_and_its_links_out_are_saved_as_links() {
             !files.lines().any(|f| f.contains("-link/")),
             "{mode:?}: salvage went through a link: {files}"
         );
-        assert_eq!(entry(&g, &branch, "tool.sh"), "100755 blob", "{mode:?}");
-        assert_eq!(entry(&g, &branch, "data.txt"), "100644 blob", "{mode:?}");
+        assert_eq!(entry(g, &branch, "tool.sh"), "100755 blob", "{mode:?}");
+        assert_eq!(entry(g, &branch, "data.txt"), "100644 blob", "{mode:?}");
         let worktree = PathBuf::from(record["worktree"].as_str().expect("path"));
         assert!(!worktree.exists(), "{mode:?}: fully salvaged, so removed");
     }
@@ -97,7 +112,12 @@ fn an_agents_attributes_run_no_driver_and_its_links_out_are_saved_as_links() {
 
 #[test]
 fn work_hidden_behind_index_flags_or_user_excludes_is_handled_as_git_would() {
-    let g = Grove::new();
+    for g in both_ways() {
+        work_hidden_behind_index_flags_or_user_excludes_is_handled_as_git_would_on(&g);
+    }
+}
+
+fn work_hidden_behind_index_flags_or_user_excludes_is_handled_as_git_would_on(g: &Grove) {
     // Ignored through the user's info/exclude: not work, as for `git status`.
     fs::write(g.repo.join(".git/info/exclude"), "*.scratch\n").expect("write");
     // An agent that marks files assume-unchanged or skip-worktree and then edits them
@@ -131,7 +151,12 @@ fn work_hidden_behind_index_flags_or_user_excludes_is_handled_as_git_would() {
 
 #[test]
 fn an_agent_that_leaves_head_on_another_branch_keeps_the_branch_and_saves_the_work() {
-    let g = Grove::new();
+    for g in both_ways() {
+        an_agent_that_leaves_head_on_another_branch_keeps_the_branch_and_saves_the_work_on(&g);
+    }
+}
+
+fn an_agent_that_leaves_head_on_another_branch_keeps_the_branch_and_saves_the_work_on(g: &Grove) {
     let main = g.git(&["rev-parse", "main"]).trim().to_string();
     let script = r#"
         git checkout -q -b side
@@ -156,4 +181,31 @@ fn an_agent_that_leaves_head_on_another_branch_keeps_the_branch_and_saves_the_wo
         "on side"
     );
     assert_eq!(g.git(&["rev-parse", "main"]).trim(), main);
+}
+
+#[test]
+fn a_same_size_edit_in_the_second_of_the_checkout_is_saved() {
+    for g in both_ways() {
+        a_same_size_edit_in_the_second_of_the_checkout_is_saved_on(&g);
+    }
+}
+
+/// git tells such an edit from an unchanged file only by reading it, and knows which
+/// files to read from its index file's mtime: a copy of the agent's index with a later
+/// mtime hid the edit once the collect came a second later.
+fn a_same_size_edit_in_the_second_of_the_checkout_is_saved_on(g: &Grove) {
+    let script = r#"
+        index=$(git rev-parse --git-path index)
+        printf 'ONE\ntwo\nthree\n' > src/lib.txt
+        touch -r "$index" src/lib.txt
+        sleep 1.1
+        exit 0
+    "#;
+    let id = g.spawn(&["--no-jail"], script);
+    let record = g.wait(&id);
+    assert_eq!(record["status"], "collected", "{record}");
+    assert_eq!(
+        g.file_at(&format!("grove/{id}"), "src/lib.txt"),
+        "ONE\ntwo\nthree\n"
+    );
 }

@@ -15,6 +15,15 @@ use std::process::{Command, Stdio};
 /// Nested repositories inside nested repositories, at most this deep.
 const MAX_NESTING: usize = 8;
 
+/// An index file up to this size (about 20,000 entries) is read and written by libgit2
+/// in the daemon, for a few MiB of heap while it takes, instead of by one git process
+/// per step: each process costs milliseconds, and each that writes the index hashes
+/// again every file whose mtime falls in the second the index was written (git's racy
+/// check, to the second), which is every file of a worktree collected within a second
+/// of its checkout. A larger index stays with git processes, whose memory goes when
+/// they exit (libgit2's `add_all` over 50,000 files held 36 MiB of the daemon's heap).
+const IN_PROCESS_INDEX_BYTES: u64 = 2 << 20;
+
 /// A bare repository of grove's own, removed when dropped.
 pub struct Scratch {
     dir: PathBuf,
@@ -179,9 +188,47 @@ impl Scratch {
                 left_out,
             });
         }
+        let commit = match self.commit_in_process(stage, tree) {
+            Some(commit) => commit,
+            None => self.commit_tree(stage, &index, tree)?,
+        };
+        Ok(Staged {
+            commit: Some(commit),
+            left_out,
+        })
+    }
+
+    /// The repository new objects go to, opened by libgit2.
+    fn objects_repo(&self) -> Result<git2::Repository, git2::Error> {
+        match self.write_to.as_deref().and_then(Path::parent) {
+            Some(common) => git2::Repository::open_bare(common),
+            None => git2::Repository::open_bare(&self.dir),
+        }
+    }
+
+    /// The salvage commit, made by libgit2 as `git commit-tree` makes it (its message
+    /// ends with a newline); `None` when libgit2 cannot (a name it refuses), for git.
+    fn commit_in_process(&self, stage: &Stage<'_>, tree: Oid) -> Option<Oid> {
+        let repo = self.objects_repo().ok()?;
+        let when = git2::Time::new(stage.time_s as i64, 0);
+        let who =
+            |id: &super::authorship::Identity| git2::Signature::new(&id.name, &id.email, &when);
+        let author = who(&stage.authorship.author).ok()?;
+        let committer = who(&stage.authorship.committer).ok()?;
+        let mut message = stage.authorship.message.clone();
+        if !message.ends_with('\n') {
+            message.push('\n');
+        }
+        let tree = repo.find_tree(tree).ok()?;
+        let parent = repo.find_commit(stage.tip).ok()?;
+        repo.commit(None, &author, &committer, &message, &tree, &[&parent])
+            .ok()
+    }
+
+    fn commit_tree(&self, stage: &Stage<'_>, index: &Path, tree: Oid) -> Result<Oid, Error> {
         let date = format!("{} +0000", stage.time_s);
         let commit = run(
-            self.git(stage.worktree, &index)
+            self.git(stage.worktree, index)
                 .env("GIT_AUTHOR_NAME", &stage.authorship.author.name)
                 .env("GIT_AUTHOR_EMAIL", &stage.authorship.author.email)
                 .env("GIT_AUTHOR_DATE", &date)
@@ -192,16 +239,58 @@ impl Scratch {
                     "commit-tree",
                     &tree.to_string(),
                     "-p",
-                    &tip,
+                    &stage.tip.to_string(),
                     "-m",
                     &stage.authorship.message,
                 ]),
             "commit-tree",
         )?;
-        Ok(Staged {
-            commit: Some(parse_oid(&commit)?),
-            left_out,
-        })
+        parse_oid(&commit)
+    }
+
+    /// `git read-tree --reset <commit>` on `index`: the commit's entries, each with the
+    /// stat data the index had for it when unchanged.
+    fn reset_onto(
+        &self,
+        git: &impl Fn() -> Command,
+        commit: &str,
+        index: &Path,
+    ) -> Result<(), Error> {
+        if !fits_in_process(index) {
+            return run(git().args(["read-tree", "--reset", commit]), "read-tree").map(drop);
+        }
+        let fail = |e: git2::Error| {
+            Error::Git(format!(
+                "salvage: cannot read {commit} into the index: {}",
+                e.message()
+            ))
+        };
+        let repo = git2::Repository::open_bare(&self.dir).map_err(fail)?;
+        let tree = Oid::from_str(commit)
+            .and_then(|c| repo.find_commit(c))
+            .and_then(|c| c.tree())
+            .map_err(fail)?;
+        let mut staged = git2::Index::open(index).map_err(fail)?;
+        staged.read_tree(&tree).map_err(fail)?;
+        staged.write().map_err(fail)
+    }
+
+    /// `git write-tree` of `index`.
+    fn write_tree(&self, git: &impl Fn() -> Command, index: &Path) -> Result<Oid, Error> {
+        if !fits_in_process(index) {
+            return parse_oid(&run(git().arg("write-tree"), "write-tree")?);
+        }
+        let fail = |e: git2::Error| {
+            Error::Git(format!(
+                "salvage: cannot write the tree of {}: {}",
+                index.display(),
+                e.message()
+            ))
+        };
+        let repo = self.objects_repo().map_err(fail)?;
+        git2::Index::open(index)
+            .and_then(|mut staged| staged.write_tree_to(&repo))
+            .map_err(fail)
     }
 
     /// Stages `dir` in an index of its own (starting from `start`, or empty) and
@@ -225,8 +314,7 @@ impl Scratch {
             Some((tree, seed)) => {
                 // A one-way merge onto the seed keeps the stats of entries it leaves.
                 let seeded = seed.is_some_and(|seed| {
-                    fs::copy(seed, &index).is_ok()
-                        && run(git().args(["read-tree", "--reset", tree]), "read-tree").is_ok()
+                    copy_index(seed, &index, |index| self.reset_onto(&git, tree, index)).is_ok()
                 });
                 let tracked = Tracked::list(&git)?;
                 // The merge keeps the seed's assume-unchanged and skip-worktree bits too,
@@ -296,8 +384,7 @@ impl Scratch {
         };
         if specs.is_empty() {
             // Nothing in the cone, tracked or not: the index stays the tip's.
-            let tree = run(git().arg("write-tree"), "write-tree")?;
-            return parse_oid(&tree);
+            return self.write_tree(&git, &index);
         }
         let mut pathspec: Vec<u8> = Vec::new();
         for spec in specs {
@@ -352,9 +439,36 @@ impl Scratch {
                 "read-tree --prefix",
             )?;
         }
-        let tree = run(git().arg("write-tree"), "write-tree")?;
-        parse_oid(&tree)
+        self.write_tree(&git, &index)
     }
+}
+
+/// True when the index at `path` is small enough for libgit2 in the daemon.
+fn fits_in_process(path: &Path) -> bool {
+    let limit = crate::faults::salvage_in_process_bytes(IN_PROCESS_INDEX_BYTES);
+    fs::metadata(path).is_ok_and(|m| m.len() <= limit)
+}
+
+/// Copies the index `seed` to `index`, runs `then` on the copy and gives the copy the
+/// seed's mtime: git takes an entry whose file changed in the second its index was
+/// written for unchanged unless it compares the contents ("racily clean"), and it
+/// knows which entries those are from the index file's mtime. A copy with a later
+/// mtime would hide an agent's same-size edit made in the second of its checkout.
+fn copy_index(
+    seed: &Path,
+    index: &Path,
+    then: impl FnOnce(&Path) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let io =
+        |e: std::io::Error| Error::Git(format!("salvage: cannot copy {}: {e}", seed.display()));
+    let written = fs::metadata(seed).and_then(|m| m.modified()).map_err(io)?;
+    fs::copy(seed, index).map_err(io)?;
+    then(index)?;
+    fs::File::options()
+        .write(true)
+        .open(index)
+        .and_then(|f| f.set_modified(written))
+        .map_err(io)
 }
 
 impl Drop for Scratch {
@@ -604,6 +718,59 @@ mod tests {
         let no_parent_files: Vec<&str> = paths.iter().copied().filter(|p| *p != "c/x").collect();
         assert!(!included(&cone, &no_parent_files).contains(&":(glob)c/*".to_string()));
         assert_eq!(included(&[], &paths), ["."]);
+    }
+
+    /// A crash between the salvage and its import makes the next daemon salvage again:
+    /// the same job must make the same commit whichever way it was made.
+    #[test]
+    fn the_commit_made_in_process_is_the_one_git_commit_tree_makes() {
+        use crate::git::authorship::Identity;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = git2::Repository::init(dir.path().join("repo")).expect("init");
+        let empty = repo
+            .treebuilder(None)
+            .and_then(|b| b.write())
+            .expect("empty tree");
+        let file = repo.blob(b"work\n").expect("blob");
+        let mut builder = repo.treebuilder(None).expect("builder");
+        builder.insert("work.txt", file, 0o100644).expect("insert");
+        let tree = builder.write().expect("tree");
+        let sig = git2::Signature::new("a", "a@b", &git2::Time::new(1, 0)).expect("sig");
+        let tip = repo
+            .find_tree(empty)
+            .and_then(|t| repo.commit(None, &sig, &sig, "base\n", &t, &[]))
+            .expect("tip");
+        let objects = repo.path().join("objects");
+        let scratch = Scratch::create(
+            &dir.path().join("scratch"),
+            std::slice::from_ref(&objects),
+            Some(&objects),
+        )
+        .expect("scratch");
+        let person = |name: &str| Identity {
+            name: name.into(),
+            email: format!("{name}@example.com"),
+        };
+        let authorship = super::super::authorship::Authorship {
+            author: person("Ada Lovelace"),
+            committer: person("grove"),
+            message: "abc123: work left at exit\n\ngrove saved it.".into(),
+        };
+        let stage = Stage {
+            worktree: dir.path(),
+            tip,
+            placed: &[],
+            sparse: &[],
+            max_file: u64::MAX,
+            index_seed: None,
+            authorship: &authorship,
+            time_s: 1_700_000_000,
+        };
+        let in_process = scratch.commit_in_process(&stage, tree).expect("libgit2");
+        let by_git = scratch
+            .commit_tree(&stage, &dir.path().join("index"), tree)
+            .expect("git");
+        assert_eq!(in_process, by_git);
     }
 
     #[test]
