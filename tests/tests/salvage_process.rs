@@ -1,7 +1,7 @@
 //! The salvage of an agent's worktree runs in git child processes, on the agent's files:
 //! what an agent writes must not steer that git (drivers, links out of the worktree,
-//! index flags), and what is saved is what the worktree holds. A small index is read
-//! and written by libgit2 in the daemon instead of by git: every test runs both ways.
+//! index flags), and what is saved is what the worktree holds. A worktree with a small
+//! index is staged by libgit2 in the daemon instead of by git: every test runs both ways.
 
 mod support;
 

@@ -173,11 +173,13 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
 /// commit goes onto the branch when HEAD is the branch's tip; otherwise it is kept under
 /// `refs/grove/salvage/<id>` and the branch is left alone.
 ///
-/// git does the staging in child processes rather than libgit2 in the daemon: one
-/// `add_all` over a 50,000-file worktree held about 36 MiB of the daemon's heap, one
-/// per core at once, while git keeps that memory in a process that exits, and is faster
-/// on big trees (preload-index and the index read in parallel). The scratch repository
-/// is grove's own (its config, no hooks), so nothing the agent wrote steers that git.
+/// A big worktree is staged by git child processes rather than libgit2 in the daemon:
+/// one `add_all` over a 50,000-file worktree held about 36 MiB of the daemon's heap,
+/// one per core at once, while git keeps that memory in a process that exits, and is
+/// faster on big trees (preload-index and the index read in parallel). A small one (an
+/// index up to 2 MiB) is staged by libgit2, faster there (see `scratch.rs`). The scratch
+/// repository is grove's own (its config, no hooks), so nothing the agent wrote steers
+/// either.
 fn salvage_linked(
     common: &Path,
     job: &CollectJob,

@@ -24,6 +24,16 @@ const MAX_NESTING: usize = 8;
 /// they exit (libgit2's `add_all` over 50,000 files held 36 MiB of the daemon's heap).
 const IN_PROCESS_INDEX_BYTES: u64 = 2 << 20;
 
+/// The scratch repository's config. Not bare: the work tree is given each time
+/// (GIT_WORK_TREE, or libgit2's workdir). Hardened git reads no global or system
+/// config; libgit2 reads them, so what they could change of what is staged is pinned
+/// here, where the repository's own config wins (the user's excludes are copied in by
+/// `exclude_as`).
+const SCRATCH_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\t\
+    logAllRefUpdates = false\n\tautocrlf = false\n\tsafecrlf = false\n\tfilemode = true\n\t\
+    symlinks = true\n\tignorecase = false\n\tattributesFile = /dev/null\n\t\
+    excludesFile = /dev/null\n";
+
 /// A bare repository of grove's own, removed when dropped.
 pub struct Scratch {
     dir: PathBuf,
@@ -78,12 +88,7 @@ impl Scratch {
             fs::create_dir_all(dir.join(sub)).map_err(|e| fail("create", e))?;
         }
         fs::write(dir.join("HEAD"), "ref: refs/heads/out\n").map_err(|e| fail("write", e))?;
-        // Not bare: the work tree is given each time (GIT_WORK_TREE).
-        fs::write(
-            dir.join("config"),
-            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tlogAllRefUpdates = false\n",
-        )
-        .map_err(|e| fail("write", e))?;
+        fs::write(dir.join("config"), SCRATCH_CONFIG).map_err(|e| fail("write", e))?;
         let mut alternates = Vec::new();
         for path in objects {
             alternates.extend_from_slice(path.as_os_str().as_bytes());
@@ -293,6 +298,109 @@ impl Scratch {
             .map_err(fail)
     }
 
+    /// `git add -A` of what `specs` name, but `excluded`.
+    fn add_by_git(
+        &self,
+        git: &impl Fn() -> Command,
+        specs: Vec<String>,
+        excluded: &[String],
+    ) -> Result<(), Error> {
+        let mut pathspec: Vec<u8> = Vec::new();
+        for spec in specs {
+            pathspec.extend_from_slice(spec.as_bytes());
+            pathspec.push(0);
+        }
+        for path in excluded {
+            pathspec.extend_from_slice(format!(":(exclude,literal){path}").as_bytes());
+            pathspec.push(0);
+        }
+        let spec_file = self.dir.join("pathspec");
+        fs::write(&spec_file, &pathspec).map_err(|e| {
+            Error::Git(format!(
+                "salvage: cannot write {}: {e}",
+                spec_file.display()
+            ))
+        })?;
+        run(
+            git()
+                .args(["add", "-A", "--pathspec-file-nul"])
+                .arg(format!("--pathspec-from-file={}", spec_file.display())),
+            "add -A",
+        )?;
+        Ok(())
+    }
+
+    /// `git add -A` of `dir` onto `index`, but `excluded` (paths relative to `dir`), by
+    /// libgit2 in the daemon: it tells an unchanged file by its stat data to the
+    /// nanosecond, where git rereads every file changed in the second its index was
+    /// written. The scratch repository's config (see `create`) pins what global or
+    /// system config would change, as for hardened git; the new blobs land in it and go
+    /// on to the user's repository with the rest (`publish_objects`).
+    /// Returns the tree of the index.
+    fn add_in_process(&self, dir: &Path, index: &Path, excluded: &[String]) -> Result<Oid, Error> {
+        let fail = |e: git2::Error| {
+            Error::Git(format!(
+                "salvage: cannot stage {}: {}",
+                dir.display(),
+                e.message()
+            ))
+        };
+        let repo = git2::Repository::open_bare(&self.dir).map_err(fail)?;
+        repo.set_workdir(dir, false).map_err(fail)?;
+        let mut staged = git2::Index::open(index).map_err(fail)?;
+        repo.set_index(&mut staged).map_err(fail)?;
+        let mut skip = |path: &Path, _: &[u8]| -> i32 {
+            i32::from(excluded.iter().any(|e| path.starts_with(e)))
+        };
+        staged
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, Some(&mut skip))
+            .and_then(|()| staged.update_all(["*"], Some(&mut skip)))
+            .map_err(fail)?;
+        // The tree names the new blobs: they go to their repository first.
+        self.publish_objects()?;
+        let objects = self.objects_repo().map_err(fail)?;
+        let tree = staged.write_tree_to(&objects).map_err(fail)?;
+        staged.write().map_err(fail)?;
+        Ok(tree)
+    }
+
+    /// Moves the loose objects libgit2 wrote into the scratch repository to where new
+    /// objects go (`write_to`), where the git processes of later steps find them.
+    fn publish_objects(&self) -> Result<(), Error> {
+        let Some(to) = &self.write_to else {
+            return Ok(());
+        };
+        let from = self.dir.join("objects");
+        let fail = |e: std::io::Error| {
+            Error::Git(format!(
+                "salvage: cannot move objects into {}: {e}",
+                to.display()
+            ))
+        };
+        for fan in fs::read_dir(&from).map_err(fail)?.flatten() {
+            let name = fan.file_name();
+            if name.len() != 2 {
+                continue;
+            }
+            let dest = to.join(&name);
+            fs::create_dir_all(&dest).map_err(fail)?;
+            for object in fs::read_dir(fan.path()).map_err(fail)?.flatten() {
+                let target = dest.join(object.file_name());
+                if target.exists() {
+                    continue;
+                }
+                if fs::hard_link(object.path(), &target).is_err() {
+                    let partial = dest.join(format!("tmp_grove_{}", std::process::id()));
+                    fs::copy(object.path(), &partial)
+                        .and_then(|_| fs::rename(&partial, &target))
+                        .map_err(fail)?;
+                }
+            }
+            fs::remove_dir_all(fan.path()).map_err(fail)?;
+        }
+        Ok(())
+    }
+
     /// Stages `dir` in an index of its own (starting from `start`, or empty) and
     /// returns the tree. Nested repositories are staged the same way, and their files
     /// put in place of the gitlink `git add` would have recorded.
@@ -386,28 +494,15 @@ impl Scratch {
             // Nothing in the cone, tracked or not: the index stays the tip's.
             return self.write_tree(&git, &index);
         }
-        let mut pathspec: Vec<u8> = Vec::new();
-        for spec in specs {
-            pathspec.extend_from_slice(spec.as_bytes());
-            pathspec.push(0);
+        if sparse.is_empty() && fits_in_process(&index) {
+            let tree = self.add_in_process(dir, &index, &excluded)?;
+            // Nothing more to put in: its tree, from the index libgit2 holds.
+            if placed.is_empty() && nested.is_empty() {
+                return Ok(tree);
+            }
+        } else {
+            self.add_by_git(&git, specs, &excluded)?;
         }
-        for path in &excluded {
-            pathspec.extend_from_slice(format!(":(exclude,literal){path}").as_bytes());
-            pathspec.push(0);
-        }
-        let spec_file = self.dir.join("pathspec");
-        fs::write(&spec_file, &pathspec).map_err(|e| {
-            Error::Git(format!(
-                "salvage: cannot write {}: {e}",
-                spec_file.display()
-            ))
-        })?;
-        run(
-            git()
-                .args(["add", "-A", "--pathspec-file-nul"])
-                .arg(format!("--pathspec-from-file={}", spec_file.display())),
-            "add -A",
-        )?;
         restore_placed(git, start.map(|(tree, _)| tree), placed)?;
         for path in &nested {
             if depth >= MAX_NESTING {
