@@ -34,6 +34,15 @@ const SCRATCH_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = fa
     symlinks = true\n\tignorecase = false\n\tattributesFile = /dev/null\n\t\
     excludesFile = /dev/null\n";
 
+/// git's assume-unchanged bit of an index entry (CE_VALID).
+const ASSUME_UNCHANGED: u16 = 0x8000;
+
+/// What staging in process made: the tree, and the nested repositories it left.
+struct InProcess {
+    tree: Oid,
+    nested: Vec<String>,
+}
+
 /// A bare repository of grove's own, removed when dropped.
 pub struct Scratch {
     dir: PathBuf,
@@ -298,6 +307,134 @@ impl Scratch {
             .map_err(fail)
     }
 
+    /// Stages each nested repository of `dir` on its own and puts its files in place
+    /// of the gitlink `git add` would have recorded.
+    #[allow(clippy::too_many_arguments)]
+    fn stage_nested(
+        &self,
+        git: &impl Fn() -> Command,
+        dir: &Path,
+        nested: &[String],
+        max_file: u64,
+        prefix: &str,
+        left_out: &mut Vec<String>,
+        depth: usize,
+    ) -> Result<(), Error> {
+        for path in nested {
+            if depth >= MAX_NESTING {
+                return Err(Error::Git(format!(
+                    "salvage: repositories nested more than {MAX_NESTING} deep at {prefix}{path}"
+                )));
+            }
+            let inner = self.stage_dir(
+                &dir.join(path),
+                None,
+                &[],
+                &[],
+                max_file,
+                &format!("{prefix}{path}/"),
+                left_out,
+                depth + 1,
+            )?;
+            run(
+                git()
+                    .args(["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--"])
+                    .arg(format!(":(literal){path}")),
+                "rm --cached",
+            )?;
+            run(
+                git()
+                    .arg("read-tree")
+                    .arg(format!("--prefix={path}/"))
+                    .arg(inner.to_string()),
+                "read-tree --prefix",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Stages `dir` onto the commit `tip`, with the stat data of `seed` (the agent's
+    /// index) sparing unchanged files, all by libgit2 in the daemon: `None` when the seed
+    /// is too big for that or marks an entry assume-unchanged (libgit2 would pass over
+    /// it), for git to do. Files over `max_file` are left out as `git` would (a tracked
+    /// one that kept its size is taken); nested repositories are left to the caller.
+    #[allow(clippy::too_many_arguments)]
+    fn stage_seeded_in_process(
+        &self,
+        git: &impl Fn() -> Command,
+        dir: &Path,
+        tip: &str,
+        seed: &Path,
+        index: &Path,
+        max_file: u64,
+        prefix: &str,
+        left_out: &mut Vec<String>,
+    ) -> Result<Option<InProcess>, Error> {
+        if !fits_in_process(seed) {
+            return Ok(None);
+        }
+        copy_index(seed, index, |index| self.reset_onto(git, tip, index))?;
+        let fail = |e: git2::Error| {
+            Error::Git(format!(
+                "salvage: cannot stage {}: {}",
+                dir.display(),
+                e.message()
+            ))
+        };
+        let mut staged = git2::Index::open(index).map_err(fail)?;
+        // read_tree drops skip-worktree bits; an assume-unchanged one stays.
+        if staged.iter().any(|e| e.flags & ASSUME_UNCHANGED != 0) {
+            return Ok(None);
+        }
+        let repo = git2::Repository::open_bare(&self.dir).map_err(fail)?;
+        repo.set_workdir(dir, false).map_err(fail)?;
+        repo.set_index(&mut staged).map_err(fail)?;
+        let odb = repo.odb().map_err(fail)?;
+        let tip_tree = Oid::from_str(tip)
+            .and_then(|c| repo.find_commit(c))
+            .and_then(|c| c.tree())
+            .map_err(fail)?;
+        let mut skipped: Vec<std::path::PathBuf> = Vec::new();
+        let mut nested = Vec::new();
+        let mut judge = |path: &Path, _: &[u8]| -> i32 {
+            let full = dir.join(path);
+            let Ok(meta) = fs::symlink_metadata(&full) else {
+                return 0;
+            };
+            if meta.is_dir() && fs::symlink_metadata(full.join(".git")).is_ok() {
+                nested.push(path.to_string_lossy().trim_end_matches('/').to_string());
+                skipped.push(path.to_path_buf());
+                return 1;
+            }
+            if meta.is_file() && meta.len() > max_file {
+                let kept_size = tip_tree
+                    .get_path(path)
+                    .ok()
+                    .and_then(|e| odb.read_header(e.id()).ok())
+                    .is_some_and(|(size, _)| size as u64 == meta.len());
+                if !kept_size {
+                    left_out.push(format!("{prefix}{}", path.display()));
+                    skipped.push(path.to_path_buf());
+                    return 1;
+                }
+            }
+            0
+        };
+        staged
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, Some(&mut judge))
+            .map_err(fail)?;
+        let mut same = |path: &Path, _: &[u8]| -> i32 {
+            i32::from(skipped.iter().any(|s| path.starts_with(s)))
+        };
+        staged.update_all(["*"], Some(&mut same)).map_err(fail)?;
+        // The tree names the new blobs: they go to their repository first.
+        self.publish_objects()?;
+        let objects = self.objects_repo().map_err(fail)?;
+        let tree = staged.write_tree_to(&objects).map_err(fail)?;
+        staged.write().map_err(fail)?;
+        Ok(Some(InProcess { tree, nested }))
+    }
+
     /// `git add -A` of what `specs` name, but `excluded`.
     fn add_by_git(
         &self,
@@ -418,6 +555,19 @@ impl Scratch {
     ) -> Result<Oid, Error> {
         let index = self.new_index();
         let git = || self.git(dir, &index);
+        if let (Some((tree, Some(seed))), true) = (start, sparse.is_empty()) {
+            let staged = self.stage_seeded_in_process(
+                &git, dir, tree, seed, &index, max_file, prefix, left_out,
+            )?;
+            if let Some(staged) = staged {
+                if placed.is_empty() && staged.nested.is_empty() {
+                    return Ok(staged.tree);
+                }
+                restore_placed(git, Some(tree), placed)?;
+                self.stage_nested(&git, dir, &staged.nested, max_file, prefix, left_out, depth)?;
+                return self.write_tree(&git, &index);
+            }
+        }
         let tracked = match start {
             Some((tree, seed)) => {
                 // A one-way merge onto the seed keeps the stats of entries it leaves.
@@ -504,36 +654,7 @@ impl Scratch {
             self.add_by_git(&git, specs, &excluded)?;
         }
         restore_placed(git, start.map(|(tree, _)| tree), placed)?;
-        for path in &nested {
-            if depth >= MAX_NESTING {
-                return Err(Error::Git(format!(
-                    "salvage: repositories nested more than {MAX_NESTING} deep at {prefix}{path}"
-                )));
-            }
-            let inner = self.stage_dir(
-                &dir.join(path),
-                None,
-                &[],
-                &[],
-                max_file,
-                &format!("{prefix}{path}/"),
-                left_out,
-                depth + 1,
-            )?;
-            run(
-                git()
-                    .args(["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--"])
-                    .arg(format!(":(literal){path}")),
-                "rm --cached",
-            )?;
-            run(
-                git()
-                    .arg("read-tree")
-                    .arg(format!("--prefix={path}/"))
-                    .arg(inner.to_string()),
-                "read-tree --prefix",
-            )?;
-        }
+        self.stage_nested(&git, dir, &nested, max_file, prefix, left_out, depth)?;
         self.write_tree(&git, &index)
     }
 }
