@@ -209,3 +209,31 @@ fn a_same_size_edit_in_the_second_of_the_checkout_is_saved_on(g: &Grove) {
         "ONE\ntwo\nthree\n"
     );
 }
+
+#[test]
+fn an_index_libgit2_cannot_read_is_salvaged_by_git() {
+    for g in both_ways() {
+        an_index_libgit2_cannot_read_is_salvaged_by_git_on(&g);
+    }
+}
+
+/// A split index (as `core.splitIndex` or `feature.manyFiles` users have) carries an
+/// extension libgit2 refuses: the salvage goes to git instead of failing.
+fn an_index_libgit2_cannot_read_is_salvaged_by_git_on(g: &Grove) {
+    let script = r#"
+        echo split >> src/lib.txt
+        git update-index --split-index
+        echo new > new.txt
+        exit 0
+    "#;
+    let id = g.spawn(&["--no-jail"], script);
+    let record = g.wait(&id);
+    assert_eq!(record["status"], "collected", "{record}");
+    assert!(record["salvage_error"].is_null(), "{record}");
+    let branch = format!("grove/{id}");
+    assert_eq!(
+        g.file_at(&branch, "src/lib.txt"),
+        "one\ntwo\nthree\nsplit\n"
+    );
+    assert_eq!(g.file_at(&branch, "new.txt"), "new\n");
+}

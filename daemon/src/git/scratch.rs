@@ -556,9 +556,15 @@ impl Scratch {
         let index = self.new_index();
         let git = || self.git(dir, &index);
         if let (Some((tree, Some(seed))), true) = (start, sparse.is_empty()) {
-            let staged = self.stage_seeded_in_process(
-                &git, dir, tree, seed, &index, max_file, prefix, left_out,
-            )?;
+            let judged = left_out.len();
+            let staged = self
+                .stage_seeded_in_process(&git, dir, tree, seed, &index, max_file, prefix, left_out)
+                .unwrap_or_else(|e| {
+                    // An index libgit2 cannot read (a split index, say) is git's to stage.
+                    tracing::debug!(error = %e, "staging with git instead");
+                    left_out.truncate(judged);
+                    None
+                });
             if let Some(staged) = staged {
                 if placed.is_empty() && staged.nested.is_empty() {
                     return Ok(staged.tree);
@@ -574,17 +580,19 @@ impl Scratch {
                 let seeded = seed.is_some_and(|seed| {
                     copy_index(seed, &index, |index| self.reset_onto(&git, tree, index)).is_ok()
                 });
-                let tracked = Tracked::list(&git)?;
-                // The merge keeps the seed's assume-unchanged and skip-worktree bits too,
-                // and `add -A` would pass over files carrying them: outside a sparse
-                // checkout, such a seed is dropped.
-                if seeded && (!sparse.is_empty() || !tracked.flagged()) {
-                    tracked
-                } else {
-                    drop(tracked);
-                    let _ = fs::remove_file(&index);
-                    run(git().args(["read-tree", tree]), "read-tree")?;
-                    Tracked::list(&git)?
+                // A seed that cannot be read here (a split index names a shared index
+                // in the agent's admin dir) is no seed.
+                let tracked = seeded.then(|| Tracked::list(&git).ok()).flatten();
+                match tracked {
+                    // The merge keeps the seed's assume-unchanged and skip-worktree bits
+                    // too, and `add -A` would pass over files carrying them: outside a
+                    // sparse checkout, such a seed is dropped.
+                    Some(tracked) if !sparse.is_empty() || !tracked.flagged() => tracked,
+                    _ => {
+                        let _ = fs::remove_file(&index);
+                        run(git().args(["read-tree", tree]), "read-tree")?;
+                        Tracked::list(&git)?
+                    }
                 }
             }
             None => {
