@@ -34,6 +34,16 @@ fn both_ways() -> [Grove; 2] {
     ]
 }
 
+/// Runs `script` in an unjailed agent and returns its branch once it is collected with
+/// nothing left out.
+fn salvaged_branch(g: &Grove, script: &str) -> String {
+    let id = g.spawn(&["--no-jail"], script);
+    let record = g.wait(&id);
+    assert_eq!(record["status"], "collected", "{record}");
+    assert!(record["salvage_error"].is_null(), "{record}");
+    format!("grove/{id}")
+}
+
 /// `<mode> <type>` of `path` on `branch`, as `git ls-tree` lists it.
 fn entry(g: &Grove, branch: &str, path: &str) -> String {
     let line = g.git(&["ls-tree", branch, "--", path]);
@@ -201,13 +211,8 @@ fn a_same_size_edit_in_the_second_of_the_checkout_is_saved_on(g: &Grove) {
         sleep 1.1
         exit 0
     "#;
-    let id = g.spawn(&["--no-jail"], script);
-    let record = g.wait(&id);
-    assert_eq!(record["status"], "collected", "{record}");
-    assert_eq!(
-        g.file_at(&format!("grove/{id}"), "src/lib.txt"),
-        "ONE\ntwo\nthree\n"
-    );
+    let branch = salvaged_branch(g, script);
+    assert_eq!(g.file_at(&branch, "src/lib.txt"), "ONE\ntwo\nthree\n");
 }
 
 #[test]
@@ -226,11 +231,7 @@ fn an_index_libgit2_cannot_read_is_salvaged_by_git_on(g: &Grove) {
         echo new > new.txt
         exit 0
     "#;
-    let id = g.spawn(&["--no-jail"], script);
-    let record = g.wait(&id);
-    assert_eq!(record["status"], "collected", "{record}");
-    assert!(record["salvage_error"].is_null(), "{record}");
-    let branch = format!("grove/{id}");
+    let branch = salvaged_branch(g, script);
     assert_eq!(
         g.file_at(&branch, "src/lib.txt"),
         "one\ntwo\nthree\nsplit\n"
