@@ -388,7 +388,6 @@ impl Scratch {
         }
         let repo = git2::Repository::open_bare(&self.dir).map_err(fail)?;
         repo.set_workdir(dir, false).map_err(fail)?;
-        repo.set_index(&mut staged).map_err(fail)?;
         let odb = repo.odb().map_err(fail)?;
         let tip_tree = Oid::from_str(tip)
             .and_then(|c| repo.find_commit(c))
@@ -396,7 +395,12 @@ impl Scratch {
             .map_err(fail)?;
         let mut skipped: Vec<std::path::PathBuf> = Vec::new();
         let mut nested = Vec::new();
+        // Asked again by the pass that records changes and deletions: a path passed
+        // over once is passed over again, and not left out twice.
         let mut judge = |path: &Path, _: &[u8]| -> i32 {
+            if skipped.iter().any(|s| path.starts_with(s)) {
+                return 1;
+            }
             let full = dir.join(path);
             let Ok(meta) = fs::symlink_metadata(&full) else {
                 return 0;
@@ -420,18 +424,7 @@ impl Scratch {
             }
             0
         };
-        staged
-            .add_all(["*"], git2::IndexAddOption::DEFAULT, Some(&mut judge))
-            .map_err(fail)?;
-        let mut same = |path: &Path, _: &[u8]| -> i32 {
-            i32::from(skipped.iter().any(|s| path.starts_with(s)))
-        };
-        staged.update_all(["*"], Some(&mut same)).map_err(fail)?;
-        // The tree names the new blobs: they go to their repository first.
-        self.publish_objects()?;
-        let objects = self.objects_repo().map_err(fail)?;
-        let tree = staged.write_tree_to(&objects).map_err(fail)?;
-        staged.write().map_err(fail)?;
+        let tree = self.add_all_in_process(&repo, &mut staged, &mut judge)?;
         Ok(Some(InProcess { tree, nested }))
     }
 
@@ -485,13 +478,30 @@ impl Scratch {
         let repo = git2::Repository::open_bare(&self.dir).map_err(fail)?;
         repo.set_workdir(dir, false).map_err(fail)?;
         let mut staged = git2::Index::open(index).map_err(fail)?;
-        repo.set_index(&mut staged).map_err(fail)?;
         let mut skip = |path: &Path, _: &[u8]| -> i32 {
             i32::from(excluded.iter().any(|e| path.starts_with(e)))
         };
+        self.add_all_in_process(&repo, &mut staged, &mut skip)
+    }
+
+    /// `git add -A` by libgit2 of `repo`'s workdir onto `staged` (the index file it was
+    /// read from), but the paths `skip` answers positive for, in both passes: what is
+    /// new or changed, then what changed or went. The new blobs go on to where new
+    /// objects go, then the tree is written and the index saved. Returns the tree.
+    fn add_all_in_process(
+        &self,
+        repo: &git2::Repository,
+        staged: &mut git2::Index,
+        skip: &mut git2::IndexMatchedPath<'_>,
+    ) -> Result<Oid, Error> {
+        let workdir = repo.workdir().unwrap_or(&self.dir).display().to_string();
+        let fail = |e: git2::Error| {
+            Error::Git(format!("salvage: cannot stage {workdir}: {}", e.message()))
+        };
+        repo.set_index(staged).map_err(fail)?;
         staged
-            .add_all(["*"], git2::IndexAddOption::DEFAULT, Some(&mut skip))
-            .and_then(|()| staged.update_all(["*"], Some(&mut skip)))
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, Some(&mut *skip))
+            .and_then(|()| staged.update_all(["*"], Some(skip)))
             .map_err(fail)?;
         // The tree names the new blobs: they go to their repository first.
         self.publish_objects()?;
