@@ -263,8 +263,11 @@ fn startup_scan_reconciles_disk_git_and_processes() {
     kill(Pid::from_raw(doomed_shim), Signal::SIGKILL).expect("kill -9 shim");
     eventually("shim gone", LONG, || !process_exists(doomed_shim));
 
-    // The next command starts a daemon, which scans before it serves.
+    // The next command starts a daemon, which serves while it recovers and scans.
     let lost = g.wait(&doomed);
+    eventually("the start-up scan to finish", LONG, || {
+        g.json(&["daemon", "status"])["recovering"] == false
+    });
     assert_eq!(lost["status"], "lost");
     assert_eq!(g.agent_file(&doomed, "lost.txt"), "lost-work\n");
     assert!(!Path::new(lost["worktree"].as_str().expect("wt")).exists());

@@ -524,9 +524,12 @@ impl Core {
         record.status = AgentStatus::Exited;
         tracing::info!(agent = id, outcome = ?record.outcome, "agent exited");
         let exited = record.clone();
+        // The collect runs while the exit is saved: it is reported (`collected`) on a
+        // later turn, after this one's save, and one a crash cuts short runs again from
+        // the exit record.
+        self.start_collect(id, None);
         self.persist(id).await;
         self.publish("agent.exited", &exited);
-        self.start_collect(id, None);
     }
 
     /// Collects the agent in its repository's lane. `removal` overrides `keep` and names
@@ -536,6 +539,9 @@ impl Core {
             return;
         };
         let keep = record.keep && removal.is_none();
+        // A removal asked for (rm, prune, disk pressure) is answered once the space is
+        // free: disk pressure measures again right after.
+        let delete_before_reporting = removal.is_some();
         let why = removal.unwrap_or_else(|| match record.outcome {
             Some(_) => "collect".into(),
             None => "lost".into(),
@@ -594,7 +600,20 @@ impl Core {
             }
             .await;
             tracing::debug!(ok = result.is_ok(), "collected");
-            let _ = tx.send(Msg::Collected(record.id, result)).await;
+            let mut result = result;
+            let trash = result.as_mut().ok().and_then(|done| done.trash.take());
+            let delete = async move {
+                if let Some(trash) = trash {
+                    let _ = tokio::task::spawn_blocking(move || trash.delete()).await;
+                }
+            };
+            if delete_before_reporting {
+                delete.await;
+                let _ = tx.send(Msg::Collected(record.id, result)).await;
+            } else {
+                let _ = tx.send(Msg::Collected(record.id, result)).await;
+                delete.await;
+            }
         };
         tokio::spawn(tracing::Instrument::instrument(collect, span));
     }

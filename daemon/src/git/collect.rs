@@ -59,6 +59,8 @@ pub struct Collected {
     pub left_out: Vec<String>,
     /// What the agent changed of grove's git layout (the worktree is kept).
     pub tampered: Option<String>,
+    /// The removed worktree's files, for the caller to delete.
+    pub trash: Option<worktree::Trash>,
 }
 
 /// What the worktree held, staged outside the lane; `finish` brings it in.
@@ -149,14 +151,13 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
         index_seed: result.admin.as_ref().map(|a| a.join("index")).as_deref(),
         authorship: &authorship,
         time_s: job.time_s,
+        keep_index: job.keep,
     })?;
     crate::faults::point("mid_salvage");
     let out = staged.commit.unwrap_or(tip);
     scratch.set_ref("out", out)?;
     if let Some(head) = head.filter(|h| *h != tip && scratch.is_commit(*h)) {
-        let contained = Repository::open_bare(scratch.path())
-            .is_ok_and(|r| r.graph_descendant_of(tip, head).unwrap_or(false));
-        if !contained {
+        if !scratch.contains(tip, head) {
             scratch.set_ref("head", head)?;
             result.head_ref = Some(head);
         }
@@ -211,6 +212,7 @@ fn salvage_linked(
         index_seed: result.admin.as_ref().map(|a| a.join("index")).as_deref(),
         authorship,
         time_s: job.time_s,
+        keep_index: job.keep,
     })?;
     crate::faults::point("mid_salvage");
     result.salvaged = staged.commit.is_some();
@@ -266,7 +268,7 @@ pub fn finish(lane: &mut RepoLane, job: &CollectJob, salvage: Salvage) -> Result
         keep(repo, job, &salvage, tip);
     } else {
         result.removed = job.worktree.exists();
-        worktree::remove(repo, &job.worktree)?;
+        result.trash = worktree::take_out(repo, &job.worktree)?;
     }
     result.branch_exists = tip.is_some();
     if tip == Some(base) && result.removed {

@@ -37,15 +37,21 @@ const SCRATCH_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = fa
 /// git's assume-unchanged bit of an index entry (CE_VALID).
 const ASSUME_UNCHANGED: u16 = 0x8000;
 
-/// What staging in process made: the tree, and the nested repositories it left.
+/// What staging in process made: the tree, the nested repositories it left, and the
+/// staged index (in memory).
 struct InProcess {
     tree: Oid,
     nested: Vec<String>,
+    index: git2::Index,
 }
 
 /// A bare repository of grove's own, removed when dropped.
 pub struct Scratch {
     dir: PathBuf,
+    /// libgit2's handle on it, opened once for every step of a salvage.
+    repo: git2::Repository,
+    /// libgit2's handle on where new objects go, opened when first needed.
+    objects: std::cell::OnceCell<git2::Repository>,
     indexes: std::cell::Cell<usize>,
     /// Where new objects go when not into the scratch repository itself.
     write_to: Option<PathBuf>,
@@ -76,6 +82,10 @@ pub struct Stage<'a> {
     /// Author and committer time (seconds): the same job makes the same commit, so a
     /// collect that a crash interrupted and that runs again changes nothing.
     pub time_s: u64,
+    /// The worktree stays: `top_index` must hold the staged index, which becomes its
+    /// own. Otherwise an index staged by libgit2 is not written out unless a later git
+    /// step reads it.
+    pub keep_index: bool,
 }
 
 impl Scratch {
@@ -104,8 +114,17 @@ impl Scratch {
             alternates.push(b'\n');
         }
         fs::write(dir.join("objects/info/alternates"), alternates).map_err(|e| fail("write", e))?;
+        let repo = git2::Repository::open_bare(dir).map_err(|e| {
+            Error::Git(format!(
+                "salvage: cannot open {}: {}",
+                dir.display(),
+                e.message()
+            ))
+        })?;
         Ok(Scratch {
             dir: dir.to_path_buf(),
+            repo,
+            objects: std::cell::OnceCell::new(),
             indexes: std::cell::Cell::new(0),
             write_to: write_to.map(Path::to_path_buf),
         })
@@ -164,9 +183,19 @@ impl Scratch {
 
     /// True when `oid` names a commit this repository can read.
     pub fn is_commit(&self, oid: Oid) -> bool {
-        git2::Repository::open_bare(&self.dir)
-            .and_then(|repo| repo.find_commit(oid).map(|_| ()))
-            .is_ok()
+        self.repo.find_commit(oid).is_ok()
+    }
+
+    /// True when `commit` is in the history of `tip` (or is it).
+    pub fn contains(&self, tip: Oid, commit: Oid) -> bool {
+        tip == commit || self.repo.graph_descendant_of(tip, commit).unwrap_or(false)
+    }
+
+    /// The tree of the commit `commit` names.
+    fn tree_of(&self, commit: &str) -> Result<git2::Tree<'_>, git2::Error> {
+        Oid::from_str(commit)
+            .and_then(|c| self.repo.find_commit(c))
+            .and_then(|c| c.tree())
     }
 
     /// Points `refs/heads/<name>` at `oid` (for a fetch to take).
@@ -189,12 +218,15 @@ impl Scratch {
             "",
             &mut left_out,
             0,
+            stage.keep_index,
         )?;
         let index = self.new_index();
         // libgit2 rather than one more git process: reading one commit costs no heap to
         // speak of, and each process a collect starts adds milliseconds.
-        let tip_tree = git2::Repository::open_bare(&self.dir)
-            .and_then(|repo| repo.find_commit(stage.tip).map(|c| c.tree_id()))
+        let tip_tree = self
+            .repo
+            .find_commit(stage.tip)
+            .map(|c| c.tree_id())
             .map_err(|e| Error::Git(format!("salvage: cannot read {tip}: {}", e.message())))?;
         if tip_tree == tree {
             return Ok(Staged {
@@ -213,11 +245,15 @@ impl Scratch {
     }
 
     /// The repository new objects go to, opened by libgit2.
-    fn objects_repo(&self) -> Result<git2::Repository, git2::Error> {
-        match self.write_to.as_deref().and_then(Path::parent) {
-            Some(common) => git2::Repository::open_bare(common),
-            None => git2::Repository::open_bare(&self.dir),
+    fn objects_repo(&self) -> Result<&git2::Repository, git2::Error> {
+        let Some(common) = self.write_to.as_deref().and_then(Path::parent) else {
+            return Ok(&self.repo);
+        };
+        if let Some(repo) = self.objects.get() {
+            return Ok(repo);
         }
+        let repo = git2::Repository::open_bare(common)?;
+        Ok(self.objects.get_or_init(|| repo))
     }
 
     /// The salvage commit, made by libgit2 as `git commit-tree` makes it (its message
@@ -279,11 +315,7 @@ impl Scratch {
                 e.message()
             ))
         };
-        let repo = git2::Repository::open_bare(&self.dir).map_err(fail)?;
-        let tree = Oid::from_str(commit)
-            .and_then(|c| repo.find_commit(c))
-            .and_then(|c| c.tree())
-            .map_err(fail)?;
+        let tree = self.tree_of(commit).map_err(fail)?;
         let mut staged = git2::Index::open(index).map_err(fail)?;
         staged.read_tree(&tree).map_err(fail)?;
         staged.write().map_err(fail)
@@ -303,7 +335,7 @@ impl Scratch {
         };
         let repo = self.objects_repo().map_err(fail)?;
         git2::Index::open(index)
-            .and_then(|mut staged| staged.write_tree_to(&repo))
+            .and_then(|mut staged| staged.write_tree_to(repo))
             .map_err(fail)
     }
 
@@ -335,6 +367,7 @@ impl Scratch {
                 &format!("{prefix}{path}/"),
                 left_out,
                 depth + 1,
+                false,
             )?;
             run(
                 git()
@@ -358,10 +391,10 @@ impl Scratch {
     /// is too big for that or marks an entry assume-unchanged (libgit2 would pass over
     /// it), for git to do. Files over `max_file` are left out as `git` would (a tracked
     /// one that kept its size is taken); nested repositories are left to the caller.
+    /// The staged index is left in memory for the caller to write if it needs it.
     #[allow(clippy::too_many_arguments)]
     fn stage_seeded_in_process(
         &self,
-        git: &impl Fn() -> Command,
         dir: &Path,
         tip: &str,
         seed: &Path,
@@ -373,7 +406,9 @@ impl Scratch {
         if !fits_in_process(seed) {
             return Ok(None);
         }
-        copy_index(seed, index, |index| self.reset_onto(git, tip, index))?;
+        // The copy has the seed's mtime before libgit2 reads it: that is the stamp it
+        // tells racily clean entries by (see `copy_index`).
+        copy_index(seed, index, |_| Ok(()))?;
         let fail = |e: git2::Error| {
             Error::Git(format!(
                 "salvage: cannot stage {}: {}",
@@ -381,18 +416,16 @@ impl Scratch {
                 e.message()
             ))
         };
+        let tip_tree = self.tree_of(tip).map_err(fail)?;
         let mut staged = git2::Index::open(index).map_err(fail)?;
+        // `git read-tree --reset`, in memory: the commit's entries, each with the stat
+        // data the seed had for it when unchanged.
+        staged.read_tree(&tip_tree).map_err(fail)?;
         // read_tree drops skip-worktree bits; an assume-unchanged one stays.
         if staged.iter().any(|e| e.flags & ASSUME_UNCHANGED != 0) {
             return Ok(None);
         }
-        let repo = git2::Repository::open_bare(&self.dir).map_err(fail)?;
-        repo.set_workdir(dir, false).map_err(fail)?;
-        let odb = repo.odb().map_err(fail)?;
-        let tip_tree = Oid::from_str(tip)
-            .and_then(|c| repo.find_commit(c))
-            .and_then(|c| c.tree())
-            .map_err(fail)?;
+        let odb = self.repo.odb().map_err(fail)?;
         let mut skipped: Vec<std::path::PathBuf> = Vec::new();
         let mut nested = Vec::new();
         // Asked again by the pass that records changes and deletions: a path passed
@@ -424,8 +457,12 @@ impl Scratch {
             }
             0
         };
-        let tree = self.add_all_in_process(&repo, &mut staged, &mut judge)?;
-        Ok(Some(InProcess { tree, nested }))
+        let tree = self.add_all_in_process(dir, &mut staged, &mut judge)?;
+        Ok(Some(InProcess {
+            tree,
+            nested,
+            index: staged,
+        }))
     }
 
     /// `git add -A` of what `specs` name, but `excluded`.
@@ -466,8 +503,37 @@ impl Scratch {
     /// written. The scratch repository's config (see `create`) pins what global or
     /// system config would change, as for hardened git; the new blobs land in it and go
     /// on to the user's repository with the rest (`publish_objects`).
-    /// Returns the tree of the index.
-    fn add_in_process(&self, dir: &Path, index: &Path, excluded: &[String]) -> Result<Oid, Error> {
+    /// Returns the tree and the staged index (in memory).
+    fn add_in_process(
+        &self,
+        dir: &Path,
+        index: &Path,
+        excluded: &[String],
+    ) -> Result<(Oid, git2::Index), Error> {
+        let mut staged = git2::Index::open(index).map_err(|e| {
+            Error::Git(format!(
+                "salvage: cannot stage {}: {}",
+                dir.display(),
+                e.message()
+            ))
+        })?;
+        let mut skip = |path: &Path, _: &[u8]| -> i32 {
+            i32::from(excluded.iter().any(|e| path.starts_with(e)))
+        };
+        let tree = self.add_all_in_process(dir, &mut staged, &mut skip)?;
+        Ok((tree, staged))
+    }
+
+    /// `git add -A` by libgit2 of `dir` onto `staged`, but the paths `skip` answers
+    /// positive for, in both passes: what is new or changed, then what changed or went.
+    /// The new blobs go on to where new objects go, then the tree is written. Returns
+    /// the tree; the index stays in memory (see `save_index`).
+    fn add_all_in_process(
+        &self,
+        dir: &Path,
+        staged: &mut git2::Index,
+        skip: &mut git2::IndexMatchedPath<'_>,
+    ) -> Result<Oid, Error> {
         let fail = |e: git2::Error| {
             Error::Git(format!(
                 "salvage: cannot stage {}: {}",
@@ -475,30 +541,8 @@ impl Scratch {
                 e.message()
             ))
         };
-        let repo = git2::Repository::open_bare(&self.dir).map_err(fail)?;
-        repo.set_workdir(dir, false).map_err(fail)?;
-        let mut staged = git2::Index::open(index).map_err(fail)?;
-        let mut skip = |path: &Path, _: &[u8]| -> i32 {
-            i32::from(excluded.iter().any(|e| path.starts_with(e)))
-        };
-        self.add_all_in_process(&repo, &mut staged, &mut skip)
-    }
-
-    /// `git add -A` by libgit2 of `repo`'s workdir onto `staged` (the index file it was
-    /// read from), but the paths `skip` answers positive for, in both passes: what is
-    /// new or changed, then what changed or went. The new blobs go on to where new
-    /// objects go, then the tree is written and the index saved. Returns the tree.
-    fn add_all_in_process(
-        &self,
-        repo: &git2::Repository,
-        staged: &mut git2::Index,
-        skip: &mut git2::IndexMatchedPath<'_>,
-    ) -> Result<Oid, Error> {
-        let workdir = repo.workdir().unwrap_or(&self.dir).display().to_string();
-        let fail = |e: git2::Error| {
-            Error::Git(format!("salvage: cannot stage {workdir}: {}", e.message()))
-        };
-        repo.set_index(staged).map_err(fail)?;
+        self.repo.set_workdir(dir, false).map_err(fail)?;
+        self.repo.set_index(staged).map_err(fail)?;
         staged
             .add_all(["*"], git2::IndexAddOption::DEFAULT, Some(&mut *skip))
             .and_then(|()| staged.update_all(["*"], Some(skip)))
@@ -506,9 +550,7 @@ impl Scratch {
         // The tree names the new blobs: they go to their repository first.
         self.publish_objects()?;
         let objects = self.objects_repo().map_err(fail)?;
-        let tree = staged.write_tree_to(&objects).map_err(fail)?;
-        staged.write().map_err(fail)?;
-        Ok(tree)
+        staged.write_tree_to(objects).map_err(fail)
     }
 
     /// Moves the loose objects libgit2 wrote into the scratch repository to where new
@@ -550,7 +592,8 @@ impl Scratch {
 
     /// Stages `dir` in an index of its own (starting from `start`, or empty) and
     /// returns the tree. Nested repositories are staged the same way, and their files
-    /// put in place of the gitlink `git add` would have recorded.
+    /// put in place of the gitlink `git add` would have recorded. `keep_index`: the
+    /// index must be on disk at the end (see `Stage::keep_index`).
     #[allow(clippy::too_many_arguments)]
     fn stage_dir(
         &self,
@@ -562,20 +605,30 @@ impl Scratch {
         prefix: &str,
         left_out: &mut Vec<String>,
         depth: usize,
+        keep_index: bool,
     ) -> Result<Oid, Error> {
         let index = self.new_index();
         let git = || self.git(dir, &index);
+        // An index staged in memory is written when a git step reads it next, or when it
+        // becomes the index of a worktree that stays (as one leaving files out does).
+        let written = |nested: &[String], left_out: &[String]| {
+            let stays = keep_index || (depth == 0 && !left_out.is_empty());
+            stays || !placed.is_empty() || !nested.is_empty()
+        };
         if let (Some((tree, Some(seed))), true) = (start, sparse.is_empty()) {
             let judged = left_out.len();
             let staged = self
-                .stage_seeded_in_process(&git, dir, tree, seed, &index, max_file, prefix, left_out)
+                .stage_seeded_in_process(dir, tree, seed, &index, max_file, prefix, left_out)
                 .unwrap_or_else(|e| {
                     // An index libgit2 cannot read (a split index, say) is git's to stage.
                     tracing::debug!(error = %e, "staging with git instead");
                     left_out.truncate(judged);
                     None
                 });
-            if let Some(staged) = staged {
+            if let Some(mut staged) = staged {
+                if written(&staged.nested, left_out) {
+                    save_index(&mut staged.index, &index)?;
+                }
                 if placed.is_empty() && staged.nested.is_empty() {
                     return Ok(staged.tree);
                 }
@@ -663,7 +716,10 @@ impl Scratch {
             return self.write_tree(&git, &index);
         }
         if sparse.is_empty() && fits_in_process(&index) {
-            let tree = self.add_in_process(dir, &index, &excluded)?;
+            let (tree, mut staged) = self.add_in_process(dir, &index, &excluded)?;
+            if written(&nested, left_out) {
+                save_index(&mut staged, &index)?;
+            }
             // Nothing more to put in: its tree, from the index libgit2 holds.
             if placed.is_empty() && nested.is_empty() {
                 return Ok(tree);
@@ -675,6 +731,17 @@ impl Scratch {
         self.stage_nested(&git, dir, &nested, max_file, prefix, left_out, depth)?;
         self.write_tree(&git, &index)
     }
+}
+
+/// Writes an index libgit2 staged in memory to `path`, the file it was read from.
+fn save_index(staged: &mut git2::Index, path: &Path) -> Result<(), Error> {
+    staged.write().map_err(|e| {
+        Error::Git(format!(
+            "salvage: cannot write {}: {}",
+            path.display(),
+            e.message()
+        ))
+    })
 }
 
 /// True when the index at `path` is small enough for libgit2 in the daemon.
@@ -999,6 +1066,7 @@ mod tests {
             index_seed: None,
             authorship: &authorship,
             time_s: 1_700_000_000,
+            keep_index: false,
         };
         let in_process = scratch.commit_in_process(&stage, tree).expect("libgit2");
         let by_git = scratch

@@ -205,6 +205,29 @@ pub fn find(repo: &Repository, path: &Path) -> Option<git2::Worktree> {
 /// Unlocks and deletes the worktree at `path` and prunes its metadata. The caller has
 /// salvaged it first. A missing directory or missing metadata is not an error.
 pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
+    if let Some(trash) = take_out(repo, path)? {
+        trash.delete();
+    }
+    Ok(())
+}
+
+/// A removed worktree's files: out of its path and no longer a worktree of the
+/// repository, still to be deleted (a crash before that leaves them to the start-up
+/// scan, see `janitor::disk::remove_trash`).
+#[derive(Debug)]
+#[must_use = "the files stay on disk until `delete`"]
+pub struct Trash(std::path::PathBuf);
+
+impl Trash {
+    pub fn delete(self) {
+        delete_trash(&self.0);
+    }
+}
+
+/// `remove` but the deletion of the files, which the caller does when it suits it:
+/// a big worktree takes tens of milliseconds to delete, and nothing needs that done
+/// before its collect is reported. `None` when there was no directory.
+pub fn take_out(repo: &Repository, path: &Path) -> Result<Option<Trash>, Error> {
     let name = worktree_name(repo, path);
     if let Some(wt) = name.as_deref().and_then(|n| repo.find_worktree(n).ok()) {
         let _ = wt.unlock();
@@ -213,16 +236,16 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
     // of deleting must never leave a half-emptied worktree that a later salvage would
     // record as the agent deleting its files.
     let trash = trash_path(path);
-    match fs::rename(path, &trash) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+    let moved = match fs::rename(path, &trash) {
+        Ok(()) => Some(Trash(trash)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => {
             return Err(Error::Git(format!(
                 "cannot remove worktree {}: {e}",
                 path.display()
             )))
         }
-    }
+    };
     if let Some(wt) = name.as_deref().and_then(|n| repo.find_worktree(n).ok()) {
         wt.prune(Some(
             WorktreePruneOptions::new()
@@ -239,8 +262,7 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
         })?;
     }
     forget_metadata(repo, path);
-    delete_trash(&trash);
-    Ok(())
+    Ok(moved)
 }
 
 /// Drops whatever `.git/worktrees/` still holds for `path`, complete or not: a git
