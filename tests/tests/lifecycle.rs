@@ -157,6 +157,18 @@ fn kill_stops_the_whole_tree_including_background_and_escaped_grandchildren() {
         assert!(!process_exists(pid), "pid {pid} survived the kill");
     }
     assert!(g.worktree_dirs().is_empty());
+    // Its files are deleted right after the collect is reported.
+    eventually(
+        "the removed worktree's files deleted",
+        Duration::from_secs(10),
+        || {
+            fs::read_dir(g.worktree_root())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .all(|repo| fs::read_dir(repo.path()).is_ok_and(|mut d| d.next().is_none()))
+        },
+    );
     // Killing a finished agent is refused clearly.
     g.refused(&["kill", &id], "already finished");
 }

@@ -48,9 +48,18 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
             .into_iter()
             .flatten()
             .find(|f| f["path"] == repo.sample_file.as_str());
-        let agents_on_it = shared
+        // Only this case's agents count: earlier cases (3's collects) may leave
+        // unmerged branches on the same file, which `overlaps` lists too.
+        let listed: Vec<&str> = shared
             .and_then(|f| f["agents"].as_array())
-            .map_or(0, Vec::len);
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["id"].as_str())
+            .collect();
+        let agents_on_it = agents
+            .iter()
+            .filter(|(id, _, _)| listed.contains(&id.as_str()))
+            .count();
         if agents_on_it != AGENTS {
             bail!(
                 "grove overlaps saw {agents_on_it} of {AGENTS} agents on {}",

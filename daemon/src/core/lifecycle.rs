@@ -594,17 +594,28 @@ impl Core {
                     })
                     .await?;
                 let staged = staged?;
-                lanes
+                let mut done = lanes
                     .run(&target, move |lane| finish(lane, &job, staged))
-                    .await
+                    .await?;
+                let trash = done.trash.take().map(|trash| (target, trash));
+                Ok((done, trash))
             }
             .await;
             tracing::debug!(ok = result.is_ok(), "collected");
-            let mut result = result;
-            let trash = result.as_mut().ok().and_then(|done| done.trash.take());
-            let delete = async move {
-                if let Some(trash) = trash {
-                    let _ = tokio::task::spawn_blocking(move || trash.delete()).await;
+            let (result, trash) = match result {
+                Ok((done, trash)) => (Ok(done), trash),
+                Err(e) => (Err(e), None),
+            };
+            // In the repository's lane, as before the collect was reported: no thread
+            // of its own, and a spawn there waits as it would have.
+            let delete = async {
+                if let Some((target, trash)) = trash {
+                    let _ = lanes
+                        .run(&target, move |_| {
+                            trash.delete();
+                            Ok(())
+                        })
+                        .await;
                 }
             };
             if delete_before_reporting {

@@ -12,7 +12,7 @@
 use super::authorship::{authorship, CommitAuthor};
 use super::lane::RepoLane;
 use super::own_repo;
-use super::scratch::{fetch_into, Scratch, Stage};
+use super::scratch::{fetch_into, Scratch, ScratchDir, Stage};
 use super::worktree;
 use crate::error::Error;
 use git2::{BranchType, Oid, Repository};
@@ -66,7 +66,7 @@ pub struct Collected {
 /// What the worktree held, staged outside the lane; `finish` brings it in.
 #[derive(Default)]
 pub struct Salvage {
-    scratch: Option<Scratch>,
+    scratch: Option<ScratchDir>,
     /// The objects are in the scratch repository, not yet the user's (jailed layout).
     fetch: bool,
     /// The branch's new tip (`refs/heads/out` of the scratch repository when fetched).
@@ -165,7 +165,7 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
     result.salvaged = staged.commit.is_some();
     result.left_out = staged.left_out;
     result.out = Some(out);
-    result.scratch = Some(scratch);
+    result.scratch = Some(scratch.into_dir());
     Ok(result)
 }
 
@@ -225,7 +225,7 @@ fn salvage_linked(
             result.head_ref = Some(made);
         }
     }
-    result.scratch = Some(scratch);
+    result.scratch = Some(scratch.into_dir());
     Ok(result)
 }
 

@@ -45,9 +45,30 @@ struct InProcess {
     index: git2::Index,
 }
 
+/// A scratch repository's directory, removed when dropped: what a collect still needs
+/// of its salvage once libgit2's handles on it are closed (`Scratch::into_dir`).
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The index `stage` left for the worktree itself (its first).
+    pub fn top_index(&self) -> PathBuf {
+        self.0.join("index-0")
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A bare repository of grove's own, removed when dropped.
 pub struct Scratch {
-    dir: PathBuf,
+    dir: ScratchDir,
     /// libgit2's handle on it, opened once for every step of a salvage.
     repo: git2::Repository,
     /// libgit2's handle on where new objects go, opened when first needed.
@@ -122,7 +143,7 @@ impl Scratch {
             ))
         })?;
         Ok(Scratch {
-            dir: dir.to_path_buf(),
+            dir: ScratchDir(dir.to_path_buf()),
             repo,
             objects: std::cell::OnceCell::new(),
             indexes: std::cell::Cell::new(0),
@@ -145,19 +166,20 @@ impl Scratch {
         if rules.is_empty() {
             return Ok(());
         }
-        let info = self.dir.join("info");
+        let info = self.path().join("info");
         fs::create_dir_all(&info)
             .and_then(|()| fs::write(info.join("exclude"), rules))
             .map_err(|e| Error::Git(format!("salvage: cannot write {}: {e}", info.display())))
     }
 
     pub fn path(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
-    /// The index `stage` left for the worktree itself (its first).
-    pub fn top_index(&self) -> PathBuf {
-        self.dir.join("index-0")
+    /// Closes libgit2's handles, and the caches they hold, on this thread (a salvage's
+    /// own, whose heap is handed back after it) and keeps the directory.
+    pub fn into_dir(self) -> ScratchDir {
+        self.dir
     }
 
     /// Hardened git on this repository, with `worktree` and `index`.
@@ -165,7 +187,7 @@ impl Scratch {
         let mut command = hardened_git();
         command
             .current_dir(worktree)
-            .env("GIT_DIR", &self.dir)
+            .env("GIT_DIR", self.path())
             .env("GIT_WORK_TREE", worktree)
             .env("GIT_INDEX_FILE", index)
             .env("GIT_NO_REPLACE_OBJECTS", "1");
@@ -178,7 +200,7 @@ impl Scratch {
     fn new_index(&self) -> PathBuf {
         let n = self.indexes.get();
         self.indexes.set(n + 1);
-        self.dir.join(format!("index-{n}"))
+        self.path().join(format!("index-{n}"))
     }
 
     /// True when `oid` names a commit this repository can read.
@@ -200,7 +222,7 @@ impl Scratch {
 
     /// Points `refs/heads/<name>` at `oid` (for a fetch to take).
     pub fn set_ref(&self, name: &str, oid: Oid) -> Result<(), Error> {
-        let path = self.dir.join("refs/heads").join(name);
+        let path = self.path().join("refs/heads").join(name);
         fs::write(&path, format!("{oid}\n"))
             .map_err(|e| Error::Git(format!("salvage: cannot write {}: {e}", path.display())))
     }
@@ -481,7 +503,7 @@ impl Scratch {
             pathspec.extend_from_slice(format!(":(exclude,literal){path}").as_bytes());
             pathspec.push(0);
         }
-        let spec_file = self.dir.join("pathspec");
+        let spec_file = self.path().join("pathspec");
         fs::write(&spec_file, &pathspec).map_err(|e| {
             Error::Git(format!(
                 "salvage: cannot write {}: {e}",
@@ -559,7 +581,7 @@ impl Scratch {
         let Some(to) = &self.write_to else {
             return Ok(());
         };
-        let from = self.dir.join("objects");
+        let from = self.path().join("objects");
         let fail = |e: std::io::Error| {
             Error::Git(format!(
                 "salvage: cannot move objects into {}: {e}",
@@ -770,12 +792,6 @@ fn copy_index(
         .open(index)
         .and_then(|f| f.set_modified(written))
         .map_err(io)
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// What `git add -A` looks at: everything, or for a cone-mode sparse checkout the

@@ -486,7 +486,9 @@ impl Grove {
             .collect()
     }
 
-    /// Every directory two levels below the worktree root (one per agent worktree).
+    /// Every directory two levels below the worktree root (one per agent worktree),
+    /// but a removed worktree whose files are still being deleted (`.grove-trash-*`:
+    /// the daemon deletes them after it reports the collect).
     pub fn worktree_dirs(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
         for repo_dir in fs::read_dir(self.worktree_root())
@@ -499,7 +501,13 @@ impl Grove {
                 .flatten()
                 .flatten()
             {
-                found.push(wt.path());
+                if !wt
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".grove-trash-")
+                {
+                    found.push(wt.path());
+                }
             }
         }
         found
