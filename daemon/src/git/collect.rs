@@ -157,7 +157,7 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
     let out = staged.commit.unwrap_or(tip);
     scratch.set_ref("out", out)?;
     if let Some(head) = head.filter(|h| *h != tip && scratch.is_commit(*h)) {
-        if !scratch.contains(tip, head) {
+        if !contains(scratch.repo(), Some(tip), head) {
             scratch.set_ref("head", head)?;
             result.head_ref = Some(head);
         }

@@ -208,9 +208,9 @@ impl Scratch {
         self.repo.find_commit(oid).is_ok()
     }
 
-    /// True when `commit` is in the history of `tip` (or is it).
-    pub fn contains(&self, tip: Oid, commit: Oid) -> bool {
-        tip == commit || self.repo.graph_descendant_of(tip, commit).unwrap_or(false)
+    /// libgit2's handle on this repository.
+    pub fn repo(&self) -> &git2::Repository {
+        &self.repo
     }
 
     /// The tree of the commit `commit` names.
@@ -431,13 +431,7 @@ impl Scratch {
         // The copy has the seed's mtime before libgit2 reads it: that is the stamp it
         // tells racily clean entries by (see `copy_index`).
         copy_index(seed, index, |_| Ok(()))?;
-        let fail = |e: git2::Error| {
-            Error::Git(format!(
-                "salvage: cannot stage {}: {}",
-                dir.display(),
-                e.message()
-            ))
-        };
+        let fail = cannot_stage(dir);
         let tip_tree = self.tree_of(tip).map_err(fail)?;
         let mut staged = git2::Index::open(index).map_err(fail)?;
         // `git read-tree --reset`, in memory: the commit's entries, each with the stat
@@ -532,13 +526,7 @@ impl Scratch {
         index: &Path,
         excluded: &[String],
     ) -> Result<(Oid, git2::Index), Error> {
-        let mut staged = git2::Index::open(index).map_err(|e| {
-            Error::Git(format!(
-                "salvage: cannot stage {}: {}",
-                dir.display(),
-                e.message()
-            ))
-        })?;
+        let mut staged = git2::Index::open(index).map_err(cannot_stage(dir))?;
         let mut skip = |path: &Path, _: &[u8]| -> i32 {
             i32::from(excluded.iter().any(|e| path.starts_with(e)))
         };
@@ -556,13 +544,7 @@ impl Scratch {
         staged: &mut git2::Index,
         skip: &mut git2::IndexMatchedPath<'_>,
     ) -> Result<Oid, Error> {
-        let fail = |e: git2::Error| {
-            Error::Git(format!(
-                "salvage: cannot stage {}: {}",
-                dir.display(),
-                e.message()
-            ))
-        };
+        let fail = cannot_stage(dir);
         self.repo.set_workdir(dir, false).map_err(fail)?;
         self.repo.set_index(staged).map_err(fail)?;
         staged
@@ -752,6 +734,17 @@ impl Scratch {
         restore_placed(git, start.map(|(tree, _)| tree), placed)?;
         self.stage_nested(&git, dir, &nested, max_file, prefix, left_out, depth)?;
         self.write_tree(&git, &index)
+    }
+}
+
+/// The error of libgit2 staging `dir`.
+fn cannot_stage(dir: &Path) -> impl Fn(git2::Error) -> Error + Copy + '_ {
+    move |e| {
+        Error::Git(format!(
+            "salvage: cannot stage {}: {}",
+            dir.display(),
+            e.message()
+        ))
     }
 }
 
