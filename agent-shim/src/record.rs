@@ -31,10 +31,14 @@ impl ExitRecord {
     /// Takes the room the record at `path` will need, so that a disk that fills up
     /// while the agent runs cannot keep its end from being recorded (it would be taken
     /// for `lost`): the record is later written over these bytes.
+    ///
+    /// Not synced: the filesystem takes the room when the write returns (delayed
+    /// allocation reserves it then, tmpfs holds the pages), and a sync would only make
+    /// it outlive a crash of the machine, which the shim does not outlive either. The
+    /// sync was an fsync on every agent's start, before its command ran.
     pub fn reserve(path: &Path) -> io::Result<()> {
         let mut file = fs::File::create(tmp_path(path))?;
-        file.write_all(&vec![b' '; RESERVED_BYTES])?;
-        file.sync_all()
+        file.write_all(&vec![b' '; RESERVED_BYTES])
     }
 
     /// Writes the record so that a reader sees either nothing or all of it, over the

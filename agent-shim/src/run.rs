@@ -322,6 +322,7 @@ fn start_command(
         .transpose()
         .map_err(cannot)?;
     let joiner: Option<Joiner> = cgroup
+        .filter(|c| !c.born_inside())
         .map(AgentCgroup::joiner)
         .transpose()
         .map_err(|e| cannot(format!("cannot prepare the agent's cgroup: {e}")))?;
@@ -389,8 +390,14 @@ fn start_command(
             Ok(())
         });
     }
-    match command.spawn() {
-        Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
+    let spawned = match cgroup.filter(|c| c.born_inside()) {
+        // SAFETY: the shim starts no thread (and `grove __shim` runs it before anything
+        // else), so it is single-threaded here.
+        Some(cgroup) => unsafe { cgroup.spawn_inside(&mut command) },
+        None => command.spawn().map(|child| child.id()),
+    };
+    match spawned {
+        Ok(pid) => Ok(Pid::from_raw(pid as i32)),
         Err(e) => Err(StartFailure {
             exit_code: if e.kind() == io::ErrorKind::NotFound {
                 127

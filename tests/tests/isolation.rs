@@ -313,18 +313,36 @@ fn each_agent_runs_in_a_cgroup_of_its_own_that_goes_away_with_it() {
     let Some(mount) = writable_cgroup2() else {
         return;
     };
-    let g = Grove::new();
-    let id = g.spawn(&[], "cat /proc/self/cgroup; sleep 0.1 & wait");
-    let record = g.wait(&id);
-    let log = g.ok(&["logs", &id]);
-    let line = log
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .unwrap_or_else(|| panic!("no cgroup v2 line: {log}"));
-    assert!(line.ends_with(&format!("/grove/{id}")), "{line}");
-    let dir = mount.join(line.trim_start_matches('/'));
-    assert!(!dir.exists(), "{} outlived the agent", dir.display());
-    assert!(record["cpu_ms"].is_u64(), "{record}");
+    // Born inside (clone3), and the way of kernels before 5.7: joined between fork
+    // and exec.
+    for joining in [false, true] {
+        let g = match joining {
+            false => Grove::new(),
+            true => Grove::new().with_env(&[("GROVE_TEST_CGROUP_BY_JOINING", "1")]),
+        };
+        let id = g.spawn(&[], "cat /proc/self/cgroup; sleep 0.1 & wait");
+        let record = g.wait(&id);
+        let log = g.ok(&["logs", &id]);
+        let line = log
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap_or_else(|| panic!("no cgroup v2 line (joining: {joining}): {log}"));
+        assert!(line.ends_with(&format!("/grove/{id}")), "{line}");
+        let dir = mount.join(line.trim_start_matches('/'));
+        assert!(!dir.exists(), "{} outlived the agent", dir.display());
+        assert!(record["cpu_ms"].is_u64(), "{record}");
+        // A command that cannot start is told apart from one that failed, either way.
+        let mut c = support::client(&g);
+        let params = serde_json::json!({"argv": ["./no-such-program"], "repo": g.repo});
+        let spawned = support::call(&mut c, "agent.spawn", params).expect("spawn");
+        let record = g.wait(spawned["id"].as_str().expect("id"));
+        assert_eq!(record["exit_code"], 127, "{record}");
+        let log = g.ok(&["logs", spawned["id"].as_str().expect("id")]);
+        assert!(
+            log.contains("cannot run `./no-such-program`: command not found"),
+            "{log}"
+        );
+    }
 
     // With cgroups off, the agent stays in the daemon's cgroup.
     let g = Grove::new().with_env(&[("GROVE_CGROUP", "false")]);

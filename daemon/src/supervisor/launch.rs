@@ -13,14 +13,19 @@ use std::sync::Once;
 /// from us.
 pub fn launch(exe: &Path, spec: &ShimSpec, cwd: &Path, log: &Path) -> io::Result<u32> {
     let log_file = OpenOptions::new().create(true).append(true).open(log)?;
-    let mut child = Command::new(shim_program(exe))
+    let mut command = Command::new(shim_program(exe));
+    command
         .arg(SHIM_ARG)
         .current_dir(cwd)
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        .spawn()?;
+        .stderr(log_file);
+    #[cfg(feature = "test-hooks")]
+    if let Some(value) = std::env::var_os("GROVE_TEST_CGROUP_BY_JOINING") {
+        command.env("GROVE_TEST_CGROUP_BY_JOINING", value);
+    }
+    let mut child = command.spawn()?;
     let pid = child.id();
     let spec_json = serde_json::to_vec(spec).map_err(io::Error::other)?;
     let written = child

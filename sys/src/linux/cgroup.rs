@@ -4,13 +4,18 @@
 //! the cgroup2 mount when the shim's cannot be found). No controller is enabled: the
 //! cgroup is only a tight bag around the tree, for `cgroup.kill` (which no fork can
 //! outrun) and for accounting (`cpu.stat` always; `memory.peak` when the memory
-//! controller happens to be on). The command joins it between fork and exec, so every
-//! descendant is born inside. Anything that goes wrong means no cgroup: the shim then
-//! relies on the /proc walk alone, as it always can.
+//! controller happens to be on). The command is born inside (clone3, see
+//! [`super::clone_into`]), or, where the kernel cannot do that, joins it between fork
+//! and exec; either way every descendant is inside from its first instruction.
+//! Anything that goes wrong means no cgroup: the shim then relies on the /proc walk
+//! alone, as it always can.
 
+use super::clone_into;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub use crate::types::Usage;
@@ -21,6 +26,10 @@ pub struct AgentCgroup {
     /// `cgroup.procs`, opened for writing by the shim so that the child can join with
     /// one write(2) before exec (close-on-exec: the agent never holds it).
     procs: File,
+    /// The directory itself, which clone3 takes to start a child inside.
+    dir_fd: OwnedFd,
+    /// Whether children can be born inside (clone3), or must join after fork.
+    born_inside: bool,
 }
 
 impl AgentCgroup {
@@ -43,22 +52,66 @@ impl AgentCgroup {
                 Err(e) => return Err(e),
             }
         }
-        let cgroup = OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
-            .map(|procs| AgentCgroup {
-                dir: dir.clone(),
-                procs,
-            });
-        let checked = cgroup.and_then(|cgroup| cgroup.probe_join().map(|()| cgroup));
+        let checked = Self::open(&dir).and_then(|mut cgroup| {
+            cgroup.born_inside = cgroup.probe()?;
+            Ok(cgroup)
+        });
         if checked.is_err() {
             let _ = fs::remove_dir(&dir);
         }
         checked
     }
 
-    /// Moves a throwaway child into the cgroup, so that a cgroup the kernel will not
-    /// let us use is found out here, not in the agent's fork.
+    fn open(dir: &Path) -> io::Result<AgentCgroup> {
+        Ok(AgentCgroup {
+            dir: dir.to_path_buf(),
+            procs: OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))?,
+            dir_fd: File::open(dir)?.into(),
+            born_inside: false,
+        })
+    }
+
+    /// Starts a throwaway child inside the cgroup, so that a cgroup the kernel will not
+    /// let us use is found out here, not in the agent's start. True when children can
+    /// be born inside; false when they must join (a kernel without clone3 into a
+    /// cgroup, or a test asking for that way).
+    fn probe(&self) -> io::Result<bool> {
+        if !born_inside_wanted() {
+            return self.probe_join().map(|()| false);
+        }
+        // SAFETY: the child only calls _exit, which is async-signal-safe.
+        match unsafe { clone_into::fork_into(self.dir_fd.as_fd()) } {
+            // SAFETY: ends the child without running the parent's destructors.
+            Ok(None) => unsafe { libc::_exit(0) },
+            Ok(Some(child)) => {
+                clone_into::reap(child);
+                Ok(true)
+            }
+            Err(errno) if clone_into::unsupported(errno) => self.probe_join().map(|()| false),
+            Err(errno) => Err(errno.into()),
+        }
+    }
+
+    /// True when [`AgentCgroup::spawn_inside`] starts children here; otherwise they
+    /// join through [`AgentCgroup::joiner`].
+    pub fn born_inside(&self) -> bool {
+        self.born_inside
+    }
+
+    /// Starts `command` inside the cgroup (see [`clone_into::spawn_into`]); only when
+    /// [`AgentCgroup::born_inside`].
+    ///
+    /// # Safety
+    /// The calling process must be single-threaded.
+    pub unsafe fn spawn_inside(&self, command: &mut Command) -> io::Result<u32> {
+        // SAFETY: passed on to the caller.
+        let pid = unsafe { clone_into::spawn_into(self.dir_fd.as_fd(), command) }?;
+        Ok(pid.as_raw() as u32)
+    }
+
+    /// Moves a throwaway child into the cgroup: the probe where children must join.
     fn probe_join(&self) -> io::Result<()> {
         use nix::sys::wait::{waitpid, WaitStatus};
         use nix::unistd::{fork, ForkResult};
@@ -282,6 +335,16 @@ fn stat_field(text: &str, key: &str) -> Option<u64> {
         let (k, v) = line.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
     })
+}
+
+/// Whether to try starting children inside the cgroup; tests of the other way (that
+/// of kernels before 5.7) turn it off with `GROVE_TEST_CGROUP_BY_JOINING`.
+fn born_inside_wanted() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if std::env::var_os("GROVE_TEST_CGROUP_BY_JOINING").is_some() {
+        return false;
+    }
+    true
 }
 
 /// Where the cgroup2 hierarchy is mounted.

@@ -4,6 +4,7 @@
 pub const MAX_SOCKET_PATH_BYTES: usize = 107;
 
 pub mod cgroup;
+mod clone_into;
 pub mod fs;
 pub mod landlock;
 pub mod memory;

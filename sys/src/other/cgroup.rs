@@ -13,6 +13,16 @@ impl AgentCgroup {
         None
     }
 
+    pub fn born_inside(&self) -> bool {
+        false
+    }
+
+    /// # Safety
+    /// The calling process must be single-threaded.
+    pub unsafe fn spawn_inside(&self, _command: &mut std::process::Command) -> io::Result<u32> {
+        Err(crate::unsupported("cgroups"))
+    }
+
     pub fn joiner(&self) -> io::Result<Joiner> {
         Err(crate::unsupported("cgroups"))
     }
