@@ -75,23 +75,24 @@ impl AgentCgroup {
 
     /// Starts a throwaway child inside the cgroup, so that a cgroup the kernel will not
     /// let us use is found out here, not in the agent's start. True when children can
-    /// be born inside; false when they must join (a kernel without clone3 into a
-    /// cgroup, or a test asking for that way).
+    /// be born inside; false when they must join: clone3 failed (a kernel before 5.7,
+    /// a seccomp filter that refuses clone3, as container runtimes' defaults did) and
+    /// the old way works, or a test asked for the old way.
     fn probe(&self) -> io::Result<bool> {
-        if !born_inside_wanted() {
-            return self.probe_join().map(|()| false);
-        }
-        // SAFETY: the child only calls _exit, which is async-signal-safe.
-        match unsafe { clone_into::fork_into(self.dir_fd.as_fd()) } {
-            // SAFETY: ends the child without running the parent's destructors.
-            Ok(None) => unsafe { libc::_exit(0) },
-            Ok(Some(child)) => {
-                clone_into::reap(child);
-                Ok(true)
+        if born_inside_wanted() {
+            // SAFETY: the child only calls _exit, which is async-signal-safe.
+            match unsafe { clone_into::fork_into(self.dir_fd.as_fd()) } {
+                // SAFETY: ends the child without running the parent's destructors.
+                Ok(None) => unsafe { libc::_exit(0) },
+                Ok(Some(child)) => {
+                    clone_into::reap(child);
+                    return Ok(true);
+                }
+                // Whatever refused clone3, joining gives the verdict.
+                Err(_) => {}
             }
-            Err(errno) if clone_into::unsupported(errno) => self.probe_join().map(|()| false),
-            Err(errno) => Err(errno.into()),
         }
+        self.probe_join().map(|()| false)
     }
 
     /// True when [`AgentCgroup::spawn_inside`] starts children here; otherwise they

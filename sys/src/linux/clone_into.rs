@@ -33,12 +33,6 @@ struct CloneArgs {
     cgroup: u64,
 }
 
-/// True for the errors of a kernel (or a seccomp filter) without clone3 or without
-/// `CLONE_INTO_CGROUP`: the caller moves the child in the old way instead.
-pub fn unsupported(errno: Errno) -> bool {
-    matches!(errno, Errno::ENOSYS | Errno::E2BIG | Errno::EINVAL)
-}
-
 /// Forks into the cgroup whose directory is `cgroup`: `Ok(None)` in the child,
 /// `Ok(Some(pid))` in the parent.
 ///

@@ -10,3 +10,20 @@ pub fn release_free_heap() {
         libc::malloc_trim(0);
     }
 }
+
+/// Caps glibc's heaps (arenas) at one per core, before threads start. Unbounded, every
+/// new thread gets an arena of its own (up to eight per core), and each keeps what its
+/// thread freed: after 20 collects on a big repository the daemon held 6.9 MiB idle, not
+/// 4.0, until its blocking threads exited. The threads mostly wait, so sharing costs
+/// nothing measurable (bench case 5).
+pub fn limit_heap_arenas() {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let arenas = i32::try_from(cores).unwrap_or(i32::MAX);
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets one of the allocator's parameters.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, arenas);
+    }
+    #[cfg(not(target_env = "gnu"))]
+    let _ = arenas;
+}
