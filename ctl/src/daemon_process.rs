@@ -32,7 +32,7 @@ pub fn run() -> Result<()> {
         .create(&config.dirs.state_dir)
         .with_context(|| format!("creating {}", config.dirs.state_dir.display()))?;
     init_logging(&config.dirs.daemon_log())?;
-    grove_sys::memory::limit_heap_arenas();
+    grove_sys::memory::share_one_heap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -11,19 +11,15 @@ pub fn release_free_heap() {
     }
 }
 
-/// Caps glibc's heaps (arenas) at one per core, before threads start. Unbounded, every
-/// new thread gets an arena of its own (up to eight per core), and each keeps what its
-/// thread freed: after 20 collects on a big repository the daemon held 6.9 MiB idle, not
-/// 4.0, until its blocking threads exited. The threads mostly wait, so sharing costs
-/// nothing measurable (bench case 5).
-pub fn limit_heap_arenas() {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let arenas = i32::try_from(cores).unwrap_or(i32::MAX);
+/// Makes every thread allocate from one glibc heap (arena), before threads start.
+/// Otherwise each new thread gets an arena of its own (up to eight per core), and each
+/// keeps what its thread freed: bench case 6's daemon peaked at 9-10 MiB over 20
+/// collects on a big repository, and 7 with one heap (4.7 idle after, not 6.9). The
+/// daemon runs few threads that mostly wait: state updates (case 5) ran as fast.
+pub fn share_one_heap() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets one of the allocator's parameters.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, arenas);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
-    #[cfg(not(target_env = "gnu"))]
-    let _ = arenas;
 }
