@@ -391,9 +391,9 @@ fn start_command(
         });
     }
     let spawned = match cgroup.filter(|c| c.born_inside()) {
-        // SAFETY: the shim starts no thread (and `grove __shim` runs it before anything
-        // else), so it is single-threaded here.
-        Some(cgroup) => unsafe { cgroup.spawn_inside(&mut command) },
+        // The shim starts no thread (and `grove __shim` runs it before anything else),
+        // as this needs.
+        Some(cgroup) => cgroup.spawn_inside(&mut command),
         None => command.spawn().map(|child| child.id()),
     };
     match spawned {

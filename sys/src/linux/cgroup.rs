@@ -101,14 +101,10 @@ impl AgentCgroup {
         self.born_inside
     }
 
-    /// Starts `command` inside the cgroup (see [`clone_into::spawn_into`]); only when
-    /// [`AgentCgroup::born_inside`].
-    ///
-    /// # Safety
-    /// The calling process must be single-threaded.
-    pub unsafe fn spawn_inside(&self, command: &mut Command) -> io::Result<u32> {
-        // SAFETY: passed on to the caller.
-        let pid = unsafe { clone_into::spawn_into(self.dir_fd.as_fd(), command) }?;
+    /// Starts `command` inside the cgroup (see [`clone_into::spawn_into`]: from a
+    /// single-threaded process only); only when [`AgentCgroup::born_inside`].
+    pub fn spawn_inside(&self, command: &mut Command) -> io::Result<u32> {
+        let pid = clone_into::spawn_into(self.dir_fd.as_fd(), command)?;
         Ok(pid.as_raw() as u32)
     }
 

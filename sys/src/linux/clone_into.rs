@@ -64,17 +64,20 @@ pub unsafe fn fork_into(cgroup: BorrowedFd<'_>) -> Result<Option<Pid>, Errno> {
 
 /// Starts `command` as a child born in the cgroup `cgroup` and returns its pid once it
 /// has exec'd; an error (the command's, or the kernel's refusal) otherwise, with no
-/// child left behind.
-///
-/// # Safety
-/// The calling process must be single-threaded: the child runs `Command::exec`, which
-/// allocates between clone and exec.
-pub unsafe fn spawn_into(cgroup: BorrowedFd<'_>, command: &mut Command) -> io::Result<Pid> {
+/// child left behind. Refused in a process with more than one thread: the child runs
+/// `Command::exec`, which allocates between clone and exec, and no `pthread_atfork`
+/// handler has made the allocator safe for that.
+pub fn spawn_into(cgroup: BorrowedFd<'_>, command: &mut Command) -> io::Result<Pid> {
+    if !single_threaded() {
+        return Err(io::Error::other(
+            "a child is born inside a cgroup only from a single-threaded process",
+        ));
+    }
     // Close-on-exec: a command that starts closes the child's end, and the parent
     // reads end-of-file; one that does not writes its errno first.
     let (report, reporter) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    // SAFETY: the caller is single-threaded, so the child may do anything the parent
-    // could.
+    // SAFETY: this process has one thread (checked above; only that thread could have
+    // started another since), so the child may do anything the parent could.
     match unsafe { fork_into(cgroup) }? {
         None => {
             drop(report);
@@ -95,6 +98,11 @@ pub unsafe fn spawn_into(cgroup: BorrowedFd<'_>, command: &mut Command) -> io::R
             Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
         }
     }
+}
+
+/// True when this process runs one thread (`/proc/self/task` lists one).
+fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
 }
 
 /// Reads until `buf` is full or the writer is gone; how many bytes came.
@@ -118,5 +126,20 @@ pub fn reap(child: Pid) -> Option<nix::sys::wait::WaitStatus> {
             Err(Errno::EINTR) => continue,
             other => return other.ok(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_process_with_threads_is_refused_before_anything_is_cloned() {
+        // The test harness runs this on a thread of its own: two at least.
+        let root = std::fs::File::open("/").expect("open /");
+        let refused = spawn_into(root.as_fd(), &mut Command::new("true"))
+            .expect_err("cloned from a multi-threaded process");
+        assert!(refused.to_string().contains("single-threaded"), "{refused}");
     }
 }

@@ -17,9 +17,7 @@ impl AgentCgroup {
         false
     }
 
-    /// # Safety
-    /// The calling process must be single-threaded.
-    pub unsafe fn spawn_inside(&self, _command: &mut std::process::Command) -> io::Result<u32> {
+    pub fn spawn_inside(&self, _command: &mut std::process::Command) -> io::Result<u32> {
         Err(crate::unsupported("cgroups"))
     }
 
