@@ -22,8 +22,8 @@ pub fn launch(exe: &Path, spec: &ShimSpec, cwd: &Path, log: &Path) -> io::Result
         .stdout(log_file.try_clone()?)
         .stderr(log_file);
     #[cfg(feature = "test-hooks")]
-    if let Some(value) = std::env::var_os("GROVE_TEST_CGROUP_BY_JOINING") {
-        command.env("GROVE_TEST_CGROUP_BY_JOINING", value);
+    if let Some(value) = std::env::var_os(grove_sys::TEST_CGROUP_BY_JOINING) {
+        command.env(grove_sys::TEST_CGROUP_BY_JOINING, value);
     }
     let mut child = command.spawn()?;
     let pid = child.id();

@@ -85,7 +85,7 @@ impl AgentCgroup {
                 // SAFETY: ends the child without running the parent's destructors.
                 Ok(None) => unsafe { libc::_exit(0) },
                 Ok(Some(child)) => {
-                    clone_into::reap(child);
+                    let _ = clone_into::reap(child);
                     return Ok(true);
                 }
                 // Whatever refused clone3, joining gives the verdict.
@@ -110,7 +110,7 @@ impl AgentCgroup {
 
     /// Moves a throwaway child into the cgroup: the probe where children must join.
     fn probe_join(&self) -> io::Result<()> {
-        use nix::sys::wait::{waitpid, WaitStatus};
+        use nix::sys::wait::WaitStatus;
         use nix::unistd::{fork, ForkResult};
         // SAFETY: the child only calls async-signal-safe functions (write, _exit), as a
         // child of a multi-threaded process (the daemon's `daemon.probe`) must.
@@ -123,16 +123,10 @@ impl AgentCgroup {
                 // SAFETY: _exit ends the child without running the parent's destructors.
                 unsafe { libc::_exit(code) }
             }
-            ForkResult::Parent { child } => loop {
-                match waitpid(child, None) {
-                    Ok(WaitStatus::Exited(_, 0)) => return Ok(()),
-                    Ok(WaitStatus::Exited(_, errno)) => {
-                        return Err(io::Error::from_raw_os_error(errno))
-                    }
-                    Ok(_) => return Err(io::Error::other("the probe process died")),
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    Err(e) => return Err(e.into()),
-                }
+            ForkResult::Parent { child } => match clone_into::reap(child)? {
+                WaitStatus::Exited(_, 0) => Ok(()),
+                WaitStatus::Exited(_, errno) => Err(io::Error::from_raw_os_error(errno)),
+                _ => Err(io::Error::other("the probe process died")),
             },
         }
     }
@@ -335,10 +329,10 @@ fn stat_field(text: &str, key: &str) -> Option<u64> {
 }
 
 /// Whether to try starting children inside the cgroup; tests of the other way (that
-/// of kernels before 5.7) turn it off with `GROVE_TEST_CGROUP_BY_JOINING`.
+/// of kernels before 5.7) turn it off with [`crate::TEST_CGROUP_BY_JOINING`].
 fn born_inside_wanted() -> bool {
     #[cfg(feature = "test-hooks")]
-    if std::env::var_os("GROVE_TEST_CGROUP_BY_JOINING").is_some() {
+    if std::env::var_os(crate::TEST_CGROUP_BY_JOINING).is_some() {
         return false;
     }
     true

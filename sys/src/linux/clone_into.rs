@@ -94,7 +94,7 @@ pub fn spawn_into(cgroup: BorrowedFd<'_>, command: &mut Command) -> io::Result<P
             if read == 0 {
                 return Ok(child);
             }
-            reap(child);
+            let _ = reap(child);
             Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
         }
     }
@@ -119,12 +119,12 @@ fn read_all(fd: &std::os::fd::OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(filled)
 }
 
-/// Waits for a child that ended before it did anything (EINTR retried).
-pub fn reap(child: Pid) -> Option<nix::sys::wait::WaitStatus> {
+/// Waits for a child that ends without doing anything more (EINTR retried).
+pub fn reap(child: Pid) -> nix::Result<nix::sys::wait::WaitStatus> {
     loop {
         match nix::sys::wait::waitpid(child, None) {
             Err(Errno::EINTR) => continue,
-            other => return other.ok(),
+            other => return other,
         }
     }
 }
