@@ -16,13 +16,15 @@
 //! `GROVE_TEST_SALVAGE_IN_PROCESS_BYTES` sets the largest index salvage handles in
 //! process, so that its tests run both ways.
 
-//! Compiled in only with the `test-hooks` feature; otherwise every point is a no-op.
+//! Compiled in only with the `test-hooks` feature in a build with debug assertions (a
+//! release build never has them, whatever turned the feature on); otherwise every point
+//! is a no-op.
 
-#[cfg(not(feature = "test-hooks"))]
+#[cfg(not(all(feature = "test-hooks", debug_assertions)))]
 #[inline(always)]
 pub fn point(_name: &str) {}
 
-#[cfg(feature = "test-hooks")]
+#[cfg(all(feature = "test-hooks", debug_assertions))]
 pub fn point(name: &str) {
     use std::sync::OnceLock;
     static CRASH_AT: OnceLock<Option<String>> = OnceLock::new();
@@ -34,11 +36,11 @@ pub fn point(name: &str) {
 }
 
 /// Holds the task that reaches the point for good when `GROVE_TEST_HOLD_AT` names it.
-#[cfg(not(feature = "test-hooks"))]
+#[cfg(not(all(feature = "test-hooks", debug_assertions)))]
 #[inline(always)]
 pub async fn hold(_name: &str) {}
 
-#[cfg(feature = "test-hooks")]
+#[cfg(all(feature = "test-hooks", debug_assertions))]
 pub async fn hold(name: &str) {
     if std::env::var("GROVE_TEST_HOLD_AT").ok().as_deref() != Some(name) {
         return;
@@ -59,7 +61,7 @@ pub async fn hold(name: &str) {
 /// A `GROVE_TEST_*` variable, read only in the test build (`test-hooks`): release builds
 /// never let the environment stand in for the kernel, the protocol or the bus.
 pub fn test_var(name: &str) -> Option<String> {
-    if cfg!(feature = "test-hooks") {
+    if cfg!(all(feature = "test-hooks", debug_assertions)) {
         std::env::var(name).ok()
     } else {
         None
@@ -70,7 +72,7 @@ pub fn test_var(name: &str) -> Option<String> {
 /// disk that the core's cached listing misses must be counted another way (`counted`:
 /// a preparation, pool fill or restore that has not reported yet), or be a `grove
 /// merge`'s temporary one (never a slot). A miss would let the core start one agent too many.
-#[cfg(not(feature = "test-hooks"))]
+#[cfg(not(all(feature = "test-hooks", debug_assertions)))]
 #[inline(always)]
 pub fn check_worktree_listing(
     _root: &std::path::Path,
@@ -79,7 +81,7 @@ pub fn check_worktree_listing(
 ) {
 }
 
-#[cfg(feature = "test-hooks")]
+#[cfg(all(feature = "test-hooks", debug_assertions))]
 pub fn check_worktree_listing(
     root: &std::path::Path,
     listing: &std::collections::HashSet<std::path::PathBuf>,
@@ -98,13 +100,13 @@ pub fn check_worktree_listing(
 
 /// The largest index salvage reads in process (`daemon/src/git/scratch.rs`);
 /// `GROVE_TEST_SALVAGE_IN_PROCESS_BYTES` sets it, so that tests run both ways.
-#[cfg(not(feature = "test-hooks"))]
+#[cfg(not(all(feature = "test-hooks", debug_assertions)))]
 #[inline(always)]
 pub fn salvage_in_process_bytes(default: u64) -> u64 {
     default
 }
 
-#[cfg(feature = "test-hooks")]
+#[cfg(all(feature = "test-hooks", debug_assertions))]
 pub fn salvage_in_process_bytes(default: u64) -> u64 {
     std::env::var("GROVE_TEST_SALVAGE_IN_PROCESS_BYTES")
         .ok()

@@ -30,7 +30,7 @@ pub use os::{
 
 /// Set (test builds only), agents join their cgroup between fork and exec, as on
 /// kernels before 5.7, instead of being born inside it; the daemon hands it to shims.
-#[cfg(feature = "test-hooks")]
+#[cfg(all(feature = "test-hooks", debug_assertions))]
 pub const TEST_CGROUP_BY_JOINING: &str = "GROVE_TEST_CGROUP_BY_JOINING";
 
 /// The name of this OS, for messages.

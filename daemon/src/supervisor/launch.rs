@@ -21,7 +21,7 @@ pub fn launch(exe: &Path, spec: &ShimSpec, cwd: &Path, log: &Path) -> io::Result
         .stdin(Stdio::piped())
         .stdout(log_file.try_clone()?)
         .stderr(log_file);
-    #[cfg(feature = "test-hooks")]
+    #[cfg(all(feature = "test-hooks", debug_assertions))]
     if let Some(value) = std::env::var_os(grove_sys::TEST_CGROUP_BY_JOINING) {
         command.env(grove_sys::TEST_CGROUP_BY_JOINING, value);
     }
