@@ -13,6 +13,7 @@ pub mod jail;
 mod program;
 mod record;
 mod run;
+mod runner;
 mod spec;
 
 pub use grove_sys::cgroup::{self, leave_agent_cgroup};
@@ -20,7 +21,7 @@ pub use grove_sys::pids;
 pub use program::{c_main, main, shim_path, ShimProgram, SHIM_ARG};
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
 pub use run::main_from_stdin;
-pub use spec::{ConsoleSpec, JailSpec, ShimSpec};
+pub use spec::{ConsoleSpec, JailSpec, ShimSpec, ViewEntry};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

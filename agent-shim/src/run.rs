@@ -4,6 +4,7 @@ use crate::descendants::{descendants_of, signal_descendants};
 use crate::jail::Jail;
 use crate::now_ms;
 use crate::record::ExitRecord;
+use crate::runner::{Runner, Running};
 use crate::spec::ShimSpec;
 use grove_proto::types::{Limits, Outcome};
 use nix::sys::resource::{setrlimit, Resource};
@@ -131,12 +132,12 @@ fn run(spec: &ShimSpec) -> i32 {
     }
     let (exit_code, exit_signal, stop, error) =
         match start_command(spec, cgroup.as_ref(), pids.as_ref(), stdio) {
-            Ok(child) => {
+            Ok(running) => {
                 let mut waiter = match console.as_mut() {
                     Some(console) => Waiter::Console(console),
                     None => Waiter::Signals(&signals),
                 };
-                let (code, signal, stop) = supervise(child, spec, &mut waiter, cgroup.as_ref());
+                let (code, signal, stop) = supervise(&running, spec, &mut waiter, cgroup.as_ref());
                 (code, signal, stop, None)
             }
             Err(failure) => {
@@ -300,7 +301,7 @@ fn start_command(
     cgroup: Option<&AgentCgroup>,
     pids: Option<&crate::pids::PidsCgroup>,
     stdio: Option<AgentStdio>,
-) -> Result<Pid, StartFailure> {
+) -> Result<Running, StartFailure> {
     let program = spec.argv.first().ok_or_else(|| StartFailure {
         exit_code: 127,
         message: "empty command".into(),
@@ -390,21 +391,22 @@ fn start_command(
             Ok(())
         });
     }
-    let spawned = match cgroup.filter(|c| c.born_inside()) {
-        // The shim starts no thread (and `grove __shim` runs it before anything else),
-        // as this needs.
-        Some(cgroup) => cgroup.spawn_inside(&mut command),
-        None => command.spawn().map(|child| child.id()),
+    let runner = match spec.jail.as_ref().and_then(|j| j.view.as_deref()) {
+        Some(view) => Runner::Jailed {
+            view,
+            grace: Duration::from_millis(spec.grace_ms),
+        },
+        None => Runner::Plain,
     };
-    match spawned {
-        Ok(pid) => Ok(Pid::from_raw(pid as i32)),
+    match runner.start(&mut command, cgroup) {
+        Ok(running) => Ok(running),
         Err(e) => Err(StartFailure {
             exit_code: if e.kind() == io::ErrorKind::NotFound {
                 127
             } else {
                 126
             },
-            message: if e.kind() == io::ErrorKind::NotFound {
+            message: if e.kind() == io::ErrorKind::NotFound && e.raw_os_error().is_some() {
                 format!("cannot run `{program}`: command not found")
             } else {
                 format!("cannot run `{program}`: {e}")
@@ -442,11 +444,12 @@ fn apply_limits(limits: &Limits) -> nix::Result<()> {
 /// Waits for the command, enforcing the timeout and stop requests, and returns once the
 /// command and every descendant are gone.
 fn supervise(
-    main: Pid,
+    running: &Running,
     spec: &ShimSpec,
     waiter: &mut Waiter<'_>,
     cgroup: Option<&AgentCgroup>,
 ) -> (Option<i32>, Option<i32>, Option<Stop>) {
+    let main = running.pid;
     let shim = getpid().as_raw();
     // SIGKILL goes through cgroup.kill first (atomic: no fork can outrun it), then
     // through the /proc walk for anything that left the cgroup.
@@ -499,7 +502,7 @@ fn supervise(
             _ => {}
         }
     }
-    let (code, signal) = main_status.unwrap_or((None, None));
+    let (code, signal) = running.outcome(main_status.unwrap_or((None, None)));
     (code, signal, stop)
 }
 

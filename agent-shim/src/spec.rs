@@ -67,11 +67,48 @@ fn yes() -> bool {
     true
 }
 
-/// What a jailed agent may write. Reads and execution stay open everywhere.
+/// What a jailed agent may write, and what it sees of the machine.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct JailSpec {
     /// Files and directories the agent may write (directories: everything beneath).
     /// Paths that do not exist when the agent starts are skipped.
     pub writable: Vec<PathBuf>,
+    /// The agent's own view of the machine (namespaces: `grove_sys::view`): only these
+    /// paths exist for it, and it sees only its own processes. `None`: the Landlock
+    /// write jail alone, over the whole machine (setup commands).
+    #[serde(default)]
+    pub view: Option<Vec<ViewEntry>>,
+}
+
+/// One path of a jailed agent's view (see `grove_sys::view::Entry`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ViewEntry {
+    /// The path at its own place, read-only unless writable.
+    Show { path: PathBuf, writable: bool },
+    /// An empty directory over the path (that the agent cannot write): what is there
+    /// stays hidden.
+    Scratch { path: PathBuf },
+    /// A symbolic link.
+    Link { path: PathBuf, target: PathBuf },
+}
+
+impl ViewEntry {
+    pub fn path(&self) -> &std::path::Path {
+        match self {
+            ViewEntry::Show { path, .. }
+            | ViewEntry::Scratch { path }
+            | ViewEntry::Link { path, .. } => path,
+        }
+    }
+
+    pub fn to_sys(&self) -> grove_sys::view::Entry {
+        use grove_sys::view::Entry;
+        match self.clone() {
+            ViewEntry::Show { path, writable } => Entry::Show { path, writable },
+            ViewEntry::Scratch { path } => Entry::Scratch { path },
+            ViewEntry::Link { path, target } => Entry::Link { path, target },
+        }
+    }
 }

@@ -49,6 +49,10 @@ pub struct Config {
     pub jail: bool,
     /// More paths every jailed agent may write beneath.
     pub jail_write: Vec<PathBuf>,
+    /// More paths a jailed agent sees (read-only) beside what its view shows anyway.
+    pub jail_show: Vec<PathBuf>,
+    /// More paths hidden from a jailed agent, even inside a shown directory.
+    pub jail_hide: Vec<PathBuf>,
     /// Limits for spawns that give none of their own.
     pub default_limits: Limits,
     /// Timeout for spawns that give none of their own.
@@ -194,6 +198,8 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("agent_max_queued", "GROVE_AGENT_MAX_QUEUED", "8"),
     ("jail", "GROVE_JAIL", "false"),
     ("jail_write", "GROVE_JAIL_WRITE", ""),
+    ("jail_show", "GROVE_JAIL_SHOW", ""),
+    ("jail_hide", "GROVE_JAIL_HIDE", ""),
     ("memory", "GROVE_MEMORY", ""),
     ("cpu_time", "GROVE_CPU_TIME", ""),
     ("max_files", "GROVE_MAX_FILES", ""),
@@ -258,6 +264,8 @@ impl Config {
             agent_max_queued: get("agent_max_queued")?.number()? as usize,
             jail: get("jail")?.boolean()?,
             jail_write: get("jail_write")?.paths()?,
+            jail_show: get("jail_show")?.paths()?,
+            jail_hide: get("jail_hide")?.paths()?,
             default_limits: Limits {
                 memory_bytes: get("memory")?.optional()?.map(|r| r.bytes()).transpose()?,
                 cpu_seconds: get("cpu_time")?

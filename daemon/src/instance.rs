@@ -49,6 +49,7 @@ pub async fn run(
     // The socket opens before any recovery: connections wait in its backlog for the few
     // milliseconds until the server runs, never for a rollback or a collect.
     let listener = bind(&dirs.socket)?;
+    link_for_views(&dirs.socket, &dirs.state_dir)?;
     let _socket = SocketFile(dirs.socket.clone());
     let db = Db::open(&dirs.database())?;
     let pid = std::process::id();
@@ -266,6 +267,24 @@ fn take_instance_lock(path: &Path) -> Result<Flock<File>, Error> {
     let _ = write!(lock, "{}", std::process::id());
     let _ = lock.sync_all();
     Ok(lock)
+}
+
+/// Links the socket into the directory that jailed agents' views show in place of the
+/// state directory (`supervisor::jail_view`): replaced atomically at every start, so
+/// that an agent that outlived a daemon reaches the new one.
+fn link_for_views(socket: &Path, state_dir: &Path) -> Result<(), Error> {
+    let dir = crate::supervisor::jail_view::socket_dir(state_dir);
+    make_private_dir(&dir)?;
+    let link = dir.join(crate::supervisor::jail_view::SOCKET_LINK);
+    let fresh = dir.join(format!(".{}.new", std::process::id()));
+    let _ = fs::remove_file(&fresh);
+    fs::hard_link(socket, &fresh)
+        .and_then(|()| fs::rename(&fresh, &link))
+        .map_err(|source| Error::Io {
+            what: "link the socket for jailed agents into",
+            path: dir,
+            source,
+        })
 }
 
 /// Binds the socket in a 0700 directory and makes it 0600. We hold the instance lock, so

@@ -53,6 +53,7 @@ pub fn resolve(params: &mut SpawnParams, config: &Config) -> Result<(), Error> {
     }
     jail_paths::check_kernel()?;
     jail_paths::check_cgroup()?;
+    jail_paths::check_namespaces()?;
     let mut extra = config.jail_write.clone();
     extra.append(&mut params.jail_write);
     params.jail_write = extra;

@@ -364,8 +364,8 @@ fn one_agent_cannot_hold_every_connection() {
         return;
     }
     let g = Grove::new().with_env(&[("GROVE_AGENT_MAX_CONNECTIONS", "8")]);
-    let release = g.dir.path().join("release");
-    let script = python_command(&g, "hoarder.py", HOARDER, &[&release]);
+    let script = python_command(&g, "hoarder.py", HOARDER, &[&g.files().join("release")]);
+    let release = g.files().join("release");
     let id = g.spawn(&["--jail"], &script);
     let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
     eventually(

@@ -354,6 +354,9 @@ fn each_agent_runs_in_a_cgroup_of_its_own_that_goes_away_with_it() {
 
 #[test]
 fn kill_stops_escaped_descendants_with_and_without_a_cgroup() {
+    // A jailed agent sees pids of its own namespace: its victims are found from
+    // outside by a command line no other process has.
+    let marker = format!("300.{}", std::process::id());
     for cgroup in ["true", "false"] {
         let g = Grove::new().with_env(&[("GROVE_CGROUP", cgroup)]);
         let pids = g.make_dir("pids");
@@ -361,27 +364,39 @@ fn kill_stops_escaped_descendants_with_and_without_a_cgroup() {
             &g,
             &pids,
             "PIDS",
-            &[],
-            r#"setsid sh -c 'sleep 300 & echo $! > "$PIDS/escaped"; wait' &
-               (sh -c 'trap "" TERM; sleep 300 & echo $! > "$PIDS/orphan"' &)
+            &["--env", &format!("MARKER={marker}")],
+            r#"setsid sh -c 'sleep "$MARKER" & echo $! > "$PIDS/escaped"; wait' &
+               (sh -c 'trap "" TERM; sleep "$MARKER" & echo $! > "$PIDS/orphan"' &)
                wait"#,
         );
-        let victims: Vec<i32> = ["escaped", "orphan"]
-            .iter()
-            .map(|name| {
-                let path = pids.join(name);
-                eventually(name, Duration::from_secs(10), || {
-                    fs::read_to_string(&path).is_ok_and(|s| s.ends_with('\n'))
-                });
-                read_pid(&path)
-            })
-            .collect();
+        for name in ["escaped", "orphan"] {
+            let path = pids.join(name);
+            eventually(name, Duration::from_secs(10), || {
+                fs::read_to_string(&path).is_ok_and(|s| s.ends_with('\n'))
+            });
+        }
+        let victims = processes_running(&["sleep", &marker]);
+        assert_eq!(victims.len(), 2, "{victims:?}");
         let killed = g.json(&["kill", &id]);
         assert_eq!(killed["outcome"], "killed");
         for pid in victims {
             assert!(!process_exists(pid), "pid {pid} survived (cgroup {cgroup})");
         }
     }
+}
+
+/// The pids of the processes whose command line is `argv`.
+fn processes_running(argv: &[&str]) -> Vec<i32> {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+        .collect()
 }
 
 /// A process outside every agent, for agents to try to kill.

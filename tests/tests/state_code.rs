@@ -89,7 +89,7 @@ fn working_agent(gate: &Path) -> String {
 
 fn records_the_code(jail: bool) {
     let g = grove_with_schema();
-    let gate = g.dir.path().join("gate");
+    let gate = g.files().join("gate");
     let jail_flag: &[&str] = if jail { &["--jail"] } else { &[] };
     let id = spawn_in_session_with(&g, "work", jail_flag, &working_agent(&gate));
     eventually(
@@ -360,7 +360,7 @@ fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
     assert_eq!(checkpoint_refs(&g), all);
 
     // An agent on the code of checkpoint 4, running while its ref goes.
-    let gate = g.dir.path().join("gate");
+    let gate = g.files().join("gate");
     let on_code = g.spawn(
         &["--base", &all[2]],
         &format!(

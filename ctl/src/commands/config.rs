@@ -138,6 +138,8 @@ fn value_of(config: &Config, key: &str) -> String {
         "commit_author" => config.commit_author.as_str().into(),
         "jail" => config.jail.to_string(),
         "jail_write" => list(config.jail_write.iter().map(|p| p.display().to_string())),
+        "jail_show" => list(config.jail_show.iter().map(|p| p.display().to_string())),
+        "jail_hide" => list(config.jail_hide.iter().map(|p| p.display().to_string())),
         "memory" => or_none(config.default_limits.memory_bytes),
         "cpu_time" => or_none(config.default_limits.cpu_seconds.map(|s| format!("{s}s"))),
         "max_files" => or_none(config.default_limits.max_files),

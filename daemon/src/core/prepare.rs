@@ -197,7 +197,23 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
         super::lifecycle::start_markers(&dirs.agent_dir(&record.id), record.attempt);
     // The shim makes the private TMPDIR and removes it.
     let tmp_dir = dirs.agent_dir(&record.id).join("tmp");
-    let AsTheAgent { env, jail } = as_the_agent(job, &tmp_dir)?;
+    let AsTheAgent { env, mut jail } = as_the_agent(job, &tmp_dir)?;
+    if let Some(jail) = jail.as_mut() {
+        let config = &job.config;
+        jail.view = Some(crate::supervisor::jail_view::view(
+            &crate::supervisor::jail_view::ViewInputs {
+                repo: &record.worktree,
+                tmp_dir: &tmp_dir,
+                writable: &record.jail_write,
+                env: &env,
+                state_dir: &dirs.state_dir,
+                socket: &dirs.socket,
+                socket_dir: &crate::supervisor::jail_view::socket_dir(&dirs.state_dir),
+                shown: &config.jail_show,
+                hidden: &config.jail_hide,
+            },
+        ));
+    }
     let spec = ShimSpec {
         agent_id: record.id.clone(),
         argv: record.argv.clone(),

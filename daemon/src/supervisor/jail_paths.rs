@@ -54,6 +54,7 @@ pub fn landlock_abi() -> i32 {
 pub fn probe() -> JailProbe {
     let refusal = check_kernel()
         .and_then(|()| check_cgroup())
+        .and_then(|()| check_namespaces())
         .err()
         .map(|e| e.to_string());
     JailProbe {
@@ -94,6 +95,22 @@ pub fn check_cgroup() -> Result<(), Error> {
     ))
 }
 
+/// Refuses a jailed spawn where the agent cannot get its own view of the machine (user,
+/// mount and pid namespaces: `grove_sys::view`), probed once.
+pub fn check_namespaces() -> Result<(), Error> {
+    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+    let probed = PROBED.get_or_init(|| grove_sys::view::probe().map_err(|e| e.to_string()));
+    probed.clone().map_err(|why| {
+        Error::Refused(format!(
+            "cannot jail the agent: the jail gives it namespaces of its own (user, mount, \
+             pid), and this machine refuses them ({why}); allow unprivileged user \
+             namespaces (sysctl kernel.unprivileged_userns_clone=1, or the AppArmor \
+             restriction kernel.apparmor_restrict_unprivileged_userns=0), or spawn without \
+             --jail"
+        ))
+    })
+}
+
 /// The jail of the agent whose repository is `repo`: see the table at the top.
 pub fn jail_spec(repo: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> Result<JailSpec, Error> {
     if !crate::git::own_repo::is_own_repo(repo) {
@@ -104,7 +121,10 @@ pub fn jail_spec(repo: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> Result<JailS
     let mut writable = vec![repo.to_path_buf(), tmp_dir.to_path_buf()];
     writable.extend(DEVICES.iter().map(PathBuf::from));
     writable.extend(extra.iter().cloned());
-    Ok(JailSpec { writable })
+    Ok(JailSpec {
+        writable,
+        view: None,
+    })
 }
 
 #[cfg(test)]

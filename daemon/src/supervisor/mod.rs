@@ -2,6 +2,7 @@
 
 pub mod environment;
 pub mod jail_paths;
+pub mod jail_view;
 pub mod launch;
 pub mod procfs;
 pub mod watch;

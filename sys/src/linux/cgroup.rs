@@ -13,7 +13,7 @@
 use super::clone_into;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -106,6 +106,12 @@ impl AgentCgroup {
     pub fn spawn_inside(&self, command: &mut Command) -> io::Result<u32> {
         let pid = clone_into::spawn_into(self.dir_fd.as_fd(), command)?;
         Ok(pid.as_raw() as u32)
+    }
+
+    /// The cgroup's directory for clone3 to start a child inside, where children can
+    /// be born inside ([`AgentCgroup::born_inside`]).
+    pub fn birth_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.born_inside.then(|| self.dir_fd.as_fd())
     }
 
     /// Moves a throwaway child into the cgroup: the probe where children must join.

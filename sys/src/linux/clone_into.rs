@@ -40,10 +40,23 @@ struct CloneArgs {
 /// As `fork`: in the child of a multi-threaded process, only async-signal-safe calls.
 /// Unlike libc's fork, no `pthread_atfork` handler runs.
 pub unsafe fn fork_into(cgroup: BorrowedFd<'_>) -> Result<Option<Pid>, Errno> {
+    // SAFETY: as this function's.
+    unsafe { clone3(CLONE_INTO_CGROUP, Some(cgroup)) }
+}
+
+/// clone3 with `flags` (and the cgroup's directory when `CLONE_INTO_CGROUP` is among
+/// them): `Ok(None)` in the child, `Ok(Some(pid))` in the parent.
+///
+/// # Safety
+/// As [`fork_into`].
+pub(super) unsafe fn clone3(
+    flags: u64,
+    cgroup: Option<BorrowedFd<'_>>,
+) -> Result<Option<Pid>, Errno> {
     let args = CloneArgs {
-        flags: CLONE_INTO_CGROUP,
+        flags,
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: cgroup.as_raw_fd() as u64,
+        cgroup: cgroup.map_or(0, |fd| fd.as_raw_fd() as u64),
         ..CloneArgs::default()
     };
     // SAFETY: `args` is a valid clone_args of the size passed, alive for the call; with
@@ -101,7 +114,7 @@ pub fn spawn_into(cgroup: BorrowedFd<'_>, command: &mut Command) -> io::Result<P
 }
 
 /// True when this process runs one thread (`/proc/self/task` lists one).
-fn single_threaded() -> bool {
+pub(super) fn single_threaded() -> bool {
     std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
 }
 

@@ -17,6 +17,10 @@ impl AgentCgroup {
         false
     }
 
+    pub fn birth_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
     pub fn spawn_inside(&self, _command: &mut std::process::Command) -> io::Result<u32> {
         Err(crate::unsupported("cgroups"))
     }

@@ -17,4 +17,5 @@ pub mod proc;
 pub mod random;
 pub mod signal;
 pub mod supervise;
+pub mod view;
 pub mod watch;

@@ -79,6 +79,7 @@ impl Grove {
         let dir = short_temp_dir("g");
         let home = dir.path().join("h");
         let repo = dir.path().join("repo");
+        fs::create_dir_all(dir.path().join("files")).expect("mkdir files");
         Grove {
             dir,
             home,
@@ -159,6 +160,9 @@ impl Grove {
             .env("GROVE_SLO_CHECKPOINT_SAVE_P95", "60s")
             .env("GROVE_SLO_RESTORE_P95", "60s")
             .env("GROVE_LOG", "debug")
+            // Files the tests hand their agents (scripts, gates): a jailed agent's
+            // view shows these, read-only, and nothing else of the test's $HOME.
+            .env("GROVE_JAIL_SHOW", self.files())
             .env("NO_COLOR", "1")
             .envs(git_identity())
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -294,12 +298,20 @@ impl Grove {
     /// on a daemon set to crash at `point` (daemon/src/faults.rs); opens the gate and
     /// returns the agent's id once that daemon died collecting it.
     pub fn crash_collecting(&self, point: &str, extra: &[&str], work: &str) -> String {
-        let gate = self.dir.path().join("gate");
+        // In a directory of its own, which a jailed agent is shown.
+        let gates = self.make_dir("gate");
+        let gate = gates.join("open");
         let script = format!(
             "{work}; while [ ! -e '{}' ]; do sleep 0.02; done",
             gate.display()
         );
-        let args = [&["spawn"], extra, &["--", "sh", "-c", &script]].concat();
+        let gates = gates.display().to_string();
+        let shown: &[&str] = if extra.contains(&"--jail") {
+            &["--jail-write", &gates]
+        } else {
+            &[]
+        };
+        let args = [&["spawn"], extra, shown, &["--", "sh", "-c", &script]].concat();
         let out = self.run_env(&args, &[("GROVE_TEST_CRASH_AT", point)]);
         assert_eq!(out.code, 0, "{}", out.stderr);
         let id = out.stdout.trim().to_string();
@@ -463,10 +475,16 @@ impl Grove {
     }
 
     /// Writes `text` to the file `name` in the test's temp dir; its path.
+    /// Writes a file for the test's agents into [`Grove::files`].
     pub fn write_file(&self, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
-        let path = self.dir.path().join(name);
+        let path = self.files().join(name);
         fs::write(&path, text).expect("write file");
         path
+    }
+
+    /// Where the test keeps files its agents read: shown to jailed agents too.
+    pub fn files(&self) -> PathBuf {
+        self.dir.path().join("files")
     }
 
     /// Writes `text` as grove's config.toml (in GROVE_HOME).
