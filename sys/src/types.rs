@@ -1,8 +1,8 @@
 //! The data the seam hands out, the same on every OS: defined once here, so that
 //! `linux/` and `other/` cannot drift apart. Each OS module re-exports them where they
-//! belong (`proc::Stat`, `proc::Mount`, `cgroup::Usage`).
+//! belong (`proc::Stat`, `proc::Mount`, `cgroup::Usage`, `view::Entry`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What grove reads of /proc/<pid>/stat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,4 +36,38 @@ pub struct Mount {
 pub struct Usage {
     pub cpu_usec: Option<u64>,
     pub peak_memory_bytes: Option<u64>,
+}
+
+/// One thing the agent sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// The path (file or directory) at its own place; read-only unless `writable`.
+    /// A path that does not exist is left out.
+    Show { path: PathBuf, writable: bool },
+    /// An empty tmpfs directory (`/dev/null` where `path` is a file of a shown
+    /// directory): hides what is there. The jail lets the agent write none of it.
+    Scratch { path: PathBuf },
+    /// A symbolic link at `path` to `target`.
+    Link { path: PathBuf, target: PathBuf },
+}
+
+impl Entry {
+    pub fn path(&self) -> &Path {
+        match self {
+            Entry::Show { path, .. } | Entry::Scratch { path } | Entry::Link { path, .. } => path,
+        }
+    }
+}
+
+/// A jailed agent's whole view: its entries (`/proc` is always the namespace's own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    pub entries: Vec<Entry>,
+}
+
+/// How the agent ended, as init saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Exited(i32),
+    Signaled(i32),
 }

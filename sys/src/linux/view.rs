@@ -31,32 +31,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// One thing the agent sees.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    /// The path (file or directory) at its own place; read-only unless `writable`.
-    /// A path that does not exist is left out.
-    Show { path: PathBuf, writable: bool },
-    /// An empty tmpfs directory (`/dev/null` where `path` is a file of a shown
-    /// directory): hides what is there. The jail lets the agent write none of it.
-    Scratch { path: PathBuf },
-    /// A symbolic link at `path` to `target`.
-    Link { path: PathBuf, target: PathBuf },
-}
-
-impl Entry {
-    pub fn path(&self) -> &Path {
-        match self {
-            Entry::Show { path, .. } | Entry::Scratch { path } | Entry::Link { path, .. } => path,
-        }
-    }
-}
-
-/// The whole view: its entries (`/proc` is always the namespace's own).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct View {
-    pub entries: Vec<Entry>,
-}
+pub use crate::types::{Ended, Entry, View};
 
 /// The agent's first process, started in its view.
 #[derive(Debug)]
@@ -65,13 +40,6 @@ pub struct Started {
     pub init: Pid,
     /// Where init writes how the agent ended.
     status: OwnedFd,
-}
-
-/// How the agent ended, as init saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    Exited(i32),
-    Signaled(i32),
 }
 
 impl Started {

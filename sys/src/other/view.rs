@@ -3,39 +3,14 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry {
-    Show { path: PathBuf, writable: bool },
-    Scratch { path: PathBuf },
-    Link { path: PathBuf, target: PathBuf },
-}
-
-impl Entry {
-    pub fn path(&self) -> &Path {
-        match self {
-            Entry::Show { path, .. } | Entry::Scratch { path } | Entry::Link { path, .. } => path,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct View {
-    pub entries: Vec<Entry>,
-}
+pub use crate::types::{Ended, Entry, View};
 
 #[derive(Debug)]
 pub struct Started {
     pub init: nix::unistd::Pid,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    Exited(i32),
-    Signaled(i32),
 }
 
 impl Started {
