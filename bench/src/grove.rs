@@ -146,7 +146,14 @@ impl Env {
 
     /// `grove --json spawn -- ARGV` in `repo`; returns the agent's record.
     pub fn spawn(&self, repo: &Path, argv: &[&str]) -> Result<Value> {
-        let mut args = vec!["spawn", "--"];
+        self.spawn_with(repo, &[], argv)
+    }
+
+    /// As [`Env::spawn`], with `flags` before the command (`--jail`, say).
+    pub fn spawn_with(&self, repo: &Path, flags: &[&str], argv: &[&str]) -> Result<Value> {
+        let mut args = vec!["spawn"];
+        args.extend_from_slice(flags);
+        args.push("--");
         args.extend_from_slice(argv);
         let record = self.grove_json(repo, &args)?;
         self.records.set(self.records.get() + 1);

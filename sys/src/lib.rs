@@ -8,8 +8,8 @@
 //! - `other/`: every other Unix. It compiles, does what POSIX allows (random bytes,
 //!   peer uid, terminal size) and answers "not supported on this OS" for the rest, so a
 //!   port to another OS is one more directory here, not edits all over the tree.
-//! - `types.rs`: the data both hand out (`proc::Stat`, `proc::Mount`, `cgroup::Usage`),
-//!   defined once.
+//! - `types.rs`: the data both hand out (`proc::Stat`, `proc::Mount`, `cgroup::Usage`,
+//!   `view::Entry`), defined once.
 //!
 //! What is the same on every Unix but was raw `libc` (the terminal's width) is in
 //! [`term`].

@@ -2,6 +2,7 @@
 //! so, and the other cases still run.
 
 mod collect;
+mod jail;
 mod list;
 mod memory;
 mod overlaps;
@@ -21,7 +22,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
 
 pub struct Ctx<'a> {
     pub env: &'a Env,
@@ -56,6 +57,7 @@ pub fn title(case: u32) -> &'static str {
         8 => "an agent's terminal against tmux",
         9 => "grove overlaps with 20 running agents",
         10 => "20 queued agents released one by one",
+        11 => "the jail's cost",
         _ => "unknown case",
     }
 }
@@ -68,6 +70,7 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         3 => collect::run(ctx),
         4 => list::run(ctx),
         5 => state::run(ctx),
+        11 => jail::run(ctx),
         6 => memory::run(ctx),
         7 => startup::run(ctx),
         8 => terminal::run(ctx),

@@ -55,9 +55,14 @@ fn measure(ctx: &Ctx<'_>, repo: &Repo, big: bool) -> Result<Row> {
 }
 
 pub fn grove_once(ctx: &Ctx<'_>, repo: &Repo) -> Result<Duration> {
+    grove_once_with(ctx, repo, &[])
+}
+
+/// One spawn with `flags` (`--jail`), timed to the agent's first log line.
+pub fn grove_once_with(ctx: &Ctx<'_>, repo: &Repo, flags: &[&str]) -> Result<Duration> {
     let env = ctx.env;
     let start = Instant::now();
-    let record = env.spawn(&repo.path, &["sh", "-c", "echo started; sleep 30"])?;
+    let record = env.spawn_with(&repo.path, flags, &["sh", "-c", "echo started; sleep 30"])?;
     let log = PathBuf::from(field(&record, "log_path")?);
     let seen = poll_until(
         "the agent's first log line",
