@@ -398,21 +398,21 @@ fn start_command(
         },
         None => Runner::Plain,
     };
-    match runner.start(&mut command, cgroup) {
-        Ok(running) => Ok(running),
-        Err(e) => Err(StartFailure {
-            exit_code: if e.kind() == io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            },
-            message: if e.kind() == io::ErrorKind::NotFound && e.raw_os_error().is_some() {
-                format!("cannot run `{program}`: command not found")
-            } else {
-                format!("cannot run `{program}`: {e}")
-            },
-        }),
-    }
+    runner.start(&mut command, cgroup).map_err(|e| {
+        // exec's own ENOENT; a jail's view that could not be built says more than its
+        // errno (a path it could not show) and is not a missing command.
+        if e.kind() == io::ErrorKind::NotFound && e.raw_os_error().is_some() {
+            StartFailure {
+                exit_code: 127,
+                message: format!("cannot run `{program}`: command not found"),
+            }
+        } else {
+            StartFailure {
+                exit_code: 126,
+                message: format!("cannot run `{program}`: {e}"),
+            }
+        }
+    })
 }
 
 /// Opens the agent's input and unlinks it: from here on only the open file holds it.

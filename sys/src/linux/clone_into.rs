@@ -8,7 +8,7 @@
 use nix::errno::Errno;
 use nix::unistd::Pid;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -94,21 +94,17 @@ pub fn spawn_into(cgroup: BorrowedFd<'_>, command: &mut Command) -> io::Result<P
     match unsafe { fork_into(cgroup) }? {
         None => {
             drop(report);
-            let error = command.exec();
-            let errno = error.raw_os_error().unwrap_or(libc::EIO);
-            let _ = nix::unistd::write(&reporter, &errno.to_ne_bytes());
-            // SAFETY: ends the child without running the parent's destructors.
-            unsafe { libc::_exit(127) }
+            exec_or_report(command, &reporter)
         }
         Some(child) => {
             drop(reporter);
-            let mut errno = [0u8; 4];
-            let read = read_all(&report, &mut errno)?;
-            if read == 0 {
-                return Ok(child);
+            match start_failure(report)? {
+                None => Ok(child),
+                Some(failure) => {
+                    let _ = reap(child);
+                    Err(failure)
+                }
             }
-            let _ = reap(child);
-            Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
         }
     }
 }
@@ -118,18 +114,45 @@ pub(super) fn single_threaded() -> bool {
     std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
 }
 
-/// Reads until `buf` is full or the writer is gone; how many bytes came.
-fn read_all(fd: &std::os::fd::OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match nix::unistd::read(fd, &mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
+/// In a child: execs `command`, or, if it cannot start, reports why on `reporter` (a
+/// close-on-exec pipe, so that a start reads as end-of-file) and ends.
+pub(super) fn exec_or_report(command: &mut Command, reporter: &OwnedFd) -> ! {
+    report_and_exit(reporter, &command.exec())
+}
+
+/// In a child: says on `reporter` why the start failed (its errno, then its text when
+/// it has more to say than the errno), and ends.
+pub(super) fn report_and_exit(reporter: &OwnedFd, failure: &io::Error) -> ! {
+    let mut message = failure
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+        .to_ne_bytes()
+        .to_vec();
+    if failure.raw_os_error().is_none() {
+        message.extend_from_slice(failure.to_string().as_bytes());
     }
-    Ok(filled)
+    let _ = nix::unistd::write(reporter, &message);
+    // SAFETY: ends the child without running the parent's destructors.
+    unsafe { libc::_exit(127) }
+}
+
+/// In the parent, once its ends of `report` are closed: what the child reported
+/// through [`report_and_exit`] (read until every writer is gone), `None` for a start.
+pub(super) fn start_failure(report: OwnedFd) -> io::Result<Option<io::Error>> {
+    let mut answer = Vec::new();
+    io::Read::read_to_end(&mut std::fs::File::from(report), &mut answer)?;
+    let Some((errno, text)) = answer.split_first_chunk::<4>() else {
+        return Ok(None);
+    };
+    let errno = i32::from_ne_bytes(*errno);
+    Ok(Some(if text.is_empty() {
+        io::Error::from_raw_os_error(errno)
+    } else {
+        io::Error::new(
+            io::Error::from_raw_os_error(errno).kind(),
+            String::from_utf8_lossy(text).into_owned(),
+        )
+    }))
 }
 
 /// Waits for a child that ends without doing anything more (EINTR retried).

@@ -26,7 +26,6 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -92,34 +91,21 @@ pub fn spawn(
         None => {
             drop(report);
             drop(status);
-            let failure = match enter(view, &cwd, uid.as_raw(), gid.as_raw()) {
-                Ok(()) => init(command, &reporter, &status_writer, grace),
-                Err(e) => e,
-            };
-            let errno = failure.raw_os_error().unwrap_or(libc::EIO);
-            let mut message = errno.to_ne_bytes().to_vec();
-            message.extend_from_slice(failure.to_string().as_bytes());
-            let _ = nix::unistd::write(&reporter, &message);
-            // SAFETY: ends the child without running the parent's destructors.
-            unsafe { libc::_exit(127) }
+            match enter(view, &cwd, uid.as_raw(), gid.as_raw()) {
+                Ok(()) => init(command, reporter, &status_writer, grace),
+                Err(failure) => super::clone_into::report_and_exit(&reporter, &failure),
+            }
         }
         Some(init) => {
             drop(reporter);
             drop(status_writer);
-            let mut answer = Vec::new();
-            io::Read::read_to_end(&mut File::from(report), &mut answer)?;
-            if answer.len() < 4 {
-                return Ok(Started { init, status });
+            match super::clone_into::start_failure(report)? {
+                None => Ok(Started { init, status }),
+                Some(failure) => {
+                    let _ = super::clone_into::reap(init);
+                    Err(failure)
+                }
             }
-            let _ = super::clone_into::reap(init);
-            let errno = i32::from_ne_bytes([answer[0], answer[1], answer[2], answer[3]]);
-            let text = String::from_utf8_lossy(&answer[4..]).into_owned();
-            let kind = io::Error::from_raw_os_error(errno).kind();
-            Err(if text.is_empty() {
-                io::Error::from_raw_os_error(errno)
-            } else {
-                io::Error::new(kind, text)
-            })
         }
     }
 }
@@ -140,25 +126,17 @@ pub fn probe() -> io::Result<()> {
     }
 }
 
-/// Init's part once the view is built: start the agent, reap, end after it. Returns
-/// only if the agent could not be started.
-fn init(command: &mut Command, reporter: &OwnedFd, status: &OwnedFd, grace: Duration) -> io::Error {
+/// Init's part once the view is built: start the agent, reap, end after it.
+fn init(command: &mut Command, reporter: OwnedFd, status: &OwnedFd, grace: Duration) -> ! {
     // SAFETY: init has one thread.
     let agent = match unsafe { nix::unistd::fork() } {
-        Err(e) => return e.into(),
-        Ok(nix::unistd::ForkResult::Child) => {
-            let error = command.exec();
-            let errno = error.raw_os_error().unwrap_or(libc::EIO);
-            let _ = nix::unistd::write(reporter, &errno.to_ne_bytes());
-            // SAFETY: ends the child without running the parent's destructors.
-            unsafe { libc::_exit(127) }
-        }
+        Err(e) => super::clone_into::report_and_exit(&reporter, &e.into()),
+        Ok(nix::unistd::ForkResult::Child) => super::clone_into::exec_or_report(command, &reporter),
         Ok(nix::unistd::ForkResult::Parent { child }) => child,
     };
-    // The agent reports its own exec failure; from here init says nothing on the pipe.
-    // SAFETY: the descriptor is ours; closing it lets the shim read end-of-file once
-    // the agent has exec'd.
-    unsafe { libc::close(reporter.as_raw_fd()) };
+    // The agent reports its own exec failure; closing init's end lets the shim read
+    // end-of-file once the agent has exec'd.
+    drop(reporter);
     let ended = wait_for(agent);
     leave_nothing_behind(grace);
     let (kind, value) = match ended {
