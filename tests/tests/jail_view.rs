@@ -75,28 +75,31 @@ impl Drop for Tmux {
     }
 }
 
-fn ssh_agent(socket: &Path) -> Server {
-    let child = Command::new("ssh-agent")
-        .args(["-D", "-a"])
-        .arg(socket)
+/// A server of the user's that listens on `socket` once it runs.
+fn serve(command: &mut Command, socket: &Path) -> Server {
+    let child = command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("ssh-agent");
+        .expect("start the user's server");
     wait_for_socket(socket);
     Server(child)
 }
 
+fn ssh_agent(socket: &Path) -> Server {
+    serve(
+        Command::new("ssh-agent").args(["-D", "-a"]).arg(socket),
+        socket,
+    )
+}
+
 fn dbus_session(socket: &Path) -> Server {
-    let child = Command::new("dbus-daemon")
-        .args(["--session", "--nofork", "--nopidfile"])
-        .arg(format!("--address=unix:path={}", socket.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("dbus-daemon");
-    wait_for_socket(socket);
-    Server(child)
+    serve(
+        Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--nopidfile"])
+            .arg(format!("--address=unix:path={}", socket.display())),
+        socket,
+    )
 }
 
 const TRY_SOCKETS: &str = r#"
@@ -340,29 +343,16 @@ fn a_jailed_agent_reaches_grove_again_after_a_daemon_restart() {
         return;
     }
     let g = Grove::new();
-    let gates = g.make_dir("gates");
-    let gate = gates.join("restarted");
+    let gate = g.files().join("restarted");
     let script = r#"
         "$GROVE_BIN" report "before" && echo "reached before"
         while [ ! -e "$GATE" ]; do sleep 0.05; done
         "$GROVE_BIN" report "after" && echo "reached after"
         exit 0
     "#;
-    let gates_arg = gates.display().to_string();
     let gate_env = format!("GATE={}", gate.display());
     let bin_env = format!("GROVE_BIN={BIN}");
-    let id = g.spawn(
-        &[
-            "--jail",
-            "--jail-write",
-            &gates_arg,
-            "--env",
-            &gate_env,
-            "--env",
-            &bin_env,
-        ],
-        script,
-    );
+    let id = g.spawn(&["--jail", "--env", &gate_env, "--env", &bin_env], script);
     eventually("the first report", Duration::from_secs(20), || {
         g.json(&["show", &id])["report"] == "before"
     });

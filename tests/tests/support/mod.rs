@@ -298,20 +298,13 @@ impl Grove {
     /// on a daemon set to crash at `point` (daemon/src/faults.rs); opens the gate and
     /// returns the agent's id once that daemon died collecting it.
     pub fn crash_collecting(&self, point: &str, extra: &[&str], work: &str) -> String {
-        // In a directory of its own, which a jailed agent is shown.
-        let gates = self.make_dir("gate");
-        let gate = gates.join("open");
+        // Where a jailed agent sees it too.
+        let gate = self.files().join("gate");
         let script = format!(
             "{work}; while [ ! -e '{}' ]; do sleep 0.02; done",
             gate.display()
         );
-        let gates = gates.display().to_string();
-        let shown: &[&str] = if extra.contains(&"--jail") {
-            &["--jail-write", &gates]
-        } else {
-            &[]
-        };
-        let args = [&["spawn"], extra, shown, &["--", "sh", "-c", &script]].concat();
+        let args = [&["spawn"], extra, &["--", "sh", "-c", &script]].concat();
         let out = self.run_env(&args, &[("GROVE_TEST_CRASH_AT", point)]);
         assert_eq!(out.code, 0, "{}", out.stderr);
         let id = out.stdout.trim().to_string();
