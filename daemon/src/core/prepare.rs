@@ -208,7 +208,6 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
                 env: &env,
                 state_dir: &dirs.state_dir,
                 socket: &dirs.socket,
-                socket_dir: &crate::supervisor::jail_view::socket_dir(&dirs.state_dir),
                 shown: &config.jail_show,
                 hidden: &config.jail_hide,
             },

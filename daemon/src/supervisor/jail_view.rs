@@ -90,8 +90,6 @@ pub struct ViewInputs<'a> {
     pub env: &'a [(String, String)],
     pub state_dir: &'a Path,
     pub socket: &'a Path,
-    /// Where the daemon keeps a link to its socket for views (see [`socket_dir`]).
-    pub socket_dir: &'a Path,
     pub shown: &'a [PathBuf],
     pub hidden: &'a [PathBuf],
 }
@@ -126,12 +124,13 @@ pub fn view(inputs: &ViewInputs<'_>) -> Vec<ViewEntry> {
         hidden.extend(HOME_HIDDEN.iter().map(|p| home.join(p)));
     }
     read_only.extend(alternates(inputs.repo));
+    // A home on PATH would show it whole: its toolchains are shown above instead.
     read_only.extend(
         var("PATH")
             .unwrap_or_default()
             .split(':')
             .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute() && Some(dir) != home.as_ref() && dir != Path::new("/")),
+            .filter(|dir| dir.is_absolute() && !homes.contains(dir) && dir != Path::new("/")),
     );
     read_only.extend(std::env::current_exe().ok());
     read_only.extend(inputs.shown.iter().cloned());
@@ -180,13 +179,17 @@ pub fn view(inputs: &ViewInputs<'_>) -> Vec<ViewEntry> {
     entries
 }
 
-/// The home directory of the daemon's user in the password database.
+/// The home directory of the daemon's user in the password database, looked up once.
 fn account_home() -> Option<PathBuf> {
-    nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|user| user.dir)
-        .filter(|dir| dir.is_absolute() && dir != Path::new("/"))
+    static HOME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|user| user.dir)
+            .filter(|dir| dir.is_absolute() && dir != Path::new("/"))
+    })
+    .clone()
 }
 
 fn show(path: PathBuf, writable: bool) -> ViewEntry {
@@ -224,13 +227,14 @@ fn socket_entries(inputs: &ViewInputs<'_>) -> Vec<ViewEntry> {
             });
         }
     }
-    entries.push(ViewEntry::Show {
-        path: inputs.socket_dir.to_path_buf(),
-        writable: false,
-    });
+    let links = socket_dir(inputs.state_dir);
     entries.push(ViewEntry::Link {
         path: inputs.socket.to_path_buf(),
-        target: inputs.socket_dir.join(SOCKET_LINK),
+        target: links.join(SOCKET_LINK),
+    });
+    entries.push(ViewEntry::Show {
+        path: links,
+        writable: false,
     });
     entries
 }
@@ -255,7 +259,7 @@ fn resolver_entries() -> Vec<ViewEntry> {
 mod tests {
     use super::*;
 
-    fn inputs<'a>(env: &'a [(String, String)], root: &'a Path) -> ViewInputs<'a> {
+    fn inputs(env: &[(String, String)]) -> ViewInputs<'_> {
         ViewInputs {
             repo: Path::new("/w/repo"),
             tmp_dir: Path::new("/s/agents/a/tmp"),
@@ -263,7 +267,6 @@ mod tests {
             env,
             state_dir: Path::new("/s"),
             socket: Path::new("/s/grove.sock"),
-            socket_dir: root,
             shown: &[],
             hidden: &[],
         }
@@ -278,8 +281,7 @@ mod tests {
                 "/home/u:/home/u/.ssh/bin:/usr/bin".to_string(),
             ),
         ];
-        let socket_dir = PathBuf::from("/s/jail-socket");
-        let entries = view(&inputs(&env, &socket_dir));
+        let entries = view(&inputs(&env));
         assert!(entries.contains(&ViewEntry::Scratch {
             path: "/home/u".into(),
         }));
@@ -307,8 +309,7 @@ mod tests {
         let home = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir_all(home.path().join(".config/gh")).expect("mkdir");
         let env = vec![("HOME".to_string(), home.path().display().to_string())];
-        let socket_dir = PathBuf::from("/s/jail-socket");
-        let mut inputs = inputs(&env, &socket_dir);
+        let mut inputs = inputs(&env);
         let shown = [home.path().join(".config")];
         inputs.shown = &shown;
         let entries = view(&inputs);
