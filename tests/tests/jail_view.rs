@@ -3,7 +3,8 @@
 //! session bus, a socket under `$HOME`, an abstract socket), sees only its own
 //! processes, and reads none of the user's secrets, while grove's own socket still
 //! answers, also after a daemon restart. Every attack is run unjailed too, to show it
-//! works there.
+//! works there. Namespaces are Linux's: elsewhere a jail is refused (see `jail_spawn`).
+#![cfg(target_os = "linux")]
 
 mod support;
 
@@ -195,7 +196,6 @@ fn a_jailed_agent_reaches_none_of_the_users_sockets_but_groves() {
     );
 }
 
-#[cfg(target_os = "linux")]
 fn bind_abstract(name: &str) -> UnixListener {
     use std::os::linux::net::SocketAddrExt;
     let addr =
