@@ -170,16 +170,24 @@ impl Client {
         };
         let (method, params) = self.subscription.clone().unwrap_or_default();
         let mut outgoing = Outgoing::new(&method, params);
-        loop {
-            let attempts = outgoing.lost(self.retry_for, lost)?;
+        let resubscribed = loop {
+            let attempts = outgoing.failed(self.retry_for, ClientError::Io(lost))?;
             self.reconnect(attempts)?;
-            // The new subscription's answer is a response: the next read skips it.
-            match self.send_request(&method, outgoing.attempt()) {
-                Ok(()) => break,
+            // The daemon answers a subscription before it streams anything, so the
+            // next response is the new subscription's answer (a `state.watch` head
+            // says how many updates went by meanwhile).
+            let answer = self
+                .send_request(&method, outgoing.attempt())
+                .and_then(|()| self.next_response());
+            match answer {
+                Ok(response) => match response.error {
+                    Some(error) => return Err(ClientError::Rpc(error)),
+                    None => break response.result.unwrap_or(Value::Null),
+                },
                 Err(ClientError::Io(e)) => lost = e,
                 Err(e) => return Err(e),
             }
-        }
+        };
         let prefix = method.split('.').next().unwrap_or("events");
         Ok(crate::Notification {
             jsonrpc: "2.0".into(),
@@ -187,6 +195,7 @@ impl Client {
             params: serde_json::json!({
                 "missed": null,
                 "reconnected": true,
+                "resubscribed": resubscribed,
                 "resync": "the daemon restarted: read the current picture again, then keep reading",
             }),
         })
@@ -221,7 +230,14 @@ impl Client {
     /// Connects and waits for the daemon's answer to `hello`.
     pub fn connect(path: &Path) -> Result<Client, ClientError> {
         let mut client = Client::connect_pipelined(path)?;
-        client.hello()?;
+        match client.hello().map(|_| ()) {
+            Err(e) if e.is_retried() => {
+                let attempts =
+                    Outgoing::new(Hello::NAME, Value::Null).failed(client.retry_for, e)?;
+                client.reconnect(attempts)?;
+            }
+            other => other?,
+        }
         Ok(client)
     }
 
@@ -230,8 +246,17 @@ impl Client {
     /// instead of two. A refused hello (another protocol version) is that call's error.
     /// The daemon reads `hello` before anything after it, so the order is safe.
     pub fn connect_pipelined(path: &Path) -> Result<Client, ClientError> {
-        let mut client = Client::open(path)?;
-        client.retry_for = retry_for_from_env();
+        let retry_for = retry_for_from_env();
+        // A daemon going away between our connect and our `hello` (a restart) cuts the
+        // connection: that is waited out like any other lost connection.
+        let mut client = match Client::open(path) {
+            Err(e) if e.is_retried() => {
+                let attempts = Outgoing::new(Hello::NAME, Value::Null).failed(retry_for, e)?;
+                Client::reopen(path, attempts, &mut None)?
+            }
+            other => other?,
+        };
+        client.retry_for = retry_for;
         Ok(client)
     }
 
@@ -308,8 +333,8 @@ impl Client {
         }
         loop {
             match once(self, outgoing.method(), outgoing.attempt()) {
-                Err(ClientError::Io(e)) => {
-                    let reconnect = outgoing.lost(self.retry_for, e)?;
+                Err(e) if e.is_retried() => {
+                    let reconnect = outgoing.failed(self.retry_for, e)?;
                     self.reconnect(reconnect)?;
                 }
                 other => return other,
@@ -327,22 +352,31 @@ impl Client {
     }
 
     /// Replaces a lost connection, as `attempts` says.
-    fn reconnect(&mut self, mut attempts: crate::retry::Reconnect) -> Result<(), ClientError> {
+    fn reconnect(&mut self, attempts: crate::retry::Reconnect) -> Result<(), ClientError> {
+        let fresh = Client::reopen(&self.path, attempts, &mut self.revive)?;
+        self.conn = fresh.conn;
+        Ok(())
+    }
+
+    /// A new connection whose `hello` was answered, tried as `attempts` says; `revive`
+    /// runs when nothing answers at the socket.
+    fn reopen(
+        path: &Path,
+        mut attempts: crate::retry::Reconnect,
+        revive: &mut Option<Revive>,
+    ) -> Result<Client, ClientError> {
         loop {
             std::thread::sleep(attempts.pause()?);
-            let fresh = Client::open(&self.path).and_then(|mut fresh| {
+            let fresh = Client::open(path).and_then(|mut fresh| {
                 fresh.hello()?;
                 Ok(fresh)
             });
             match fresh {
-                Ok(fresh) => {
-                    self.conn = fresh.conn;
-                    return Ok(());
-                }
+                Ok(fresh) => return Ok(fresh),
                 Err(e) => {
                     if attempts.failed(e)? == Next::Revive {
-                        if let Some(revive) = self.revive.as_mut() {
-                            let _ = revive(&self.path);
+                        if let Some(revive) = revive.as_mut() {
+                            let _ = revive(path);
                         }
                     }
                 }
@@ -486,8 +520,15 @@ impl AsyncClient {
     /// Connects and waits for the answer to `hello`; later calls retry for
     /// `GROVE_RETRY_FOR` seconds.
     pub async fn connect(path: &Path) -> Result<AsyncClient, ClientError> {
-        let mut client = AsyncClient::open(path).await?;
-        client.retry_for = retry_for_from_env();
+        let retry_for = retry_for_from_env();
+        let mut client = match AsyncClient::open(path).await {
+            Err(e) if e.is_retried() => {
+                let attempts = Outgoing::new(Hello::NAME, Value::Null).failed(retry_for, e)?;
+                AsyncClient::reopen(path, attempts, &mut None).await?
+            }
+            other => other?,
+        };
+        client.retry_for = retry_for;
         Ok(client)
     }
 
@@ -535,8 +576,8 @@ impl AsyncClient {
         let mut outgoing = Outgoing::new(method, params);
         loop {
             match self.call_once(method, outgoing.attempt()).await {
-                Err(ClientError::Io(e)) => {
-                    let attempts = outgoing.lost(self.retry_for, e)?;
+                Err(e) if e.is_retried() => {
+                    let attempts = outgoing.failed(self.retry_for, e)?;
                     self.reconnect(attempts).await?;
                 }
                 other => return other,
@@ -561,45 +602,61 @@ impl AsyncClient {
     }
 
     /// Replaces a lost connection, as `attempts` says.
-    async fn reconnect(
-        &mut self,
+    async fn reconnect(&mut self, attempts: crate::retry::Reconnect) -> Result<(), ClientError> {
+        let fresh = AsyncClient::reopen(&self.path, attempts, &mut self.revive).await?;
+        self.conn = fresh.conn;
+        Ok(())
+    }
+
+    /// A new connection, tried as `attempts` says; `revive` runs (on a blocking thread,
+    /// as starting a daemon waits for it) when nothing answers at the socket.
+    async fn reopen(
+        path: &Path,
         mut attempts: crate::retry::Reconnect,
-    ) -> Result<(), ClientError> {
+        revive: &mut Option<Revive>,
+    ) -> Result<AsyncClient, ClientError> {
         loop {
             tokio::time::sleep(attempts.pause()?).await;
-            match AsyncClient::open(&self.path).await {
-                Ok(fresh) => {
-                    self.conn = fresh.conn;
-                    return Ok(());
-                }
+            match AsyncClient::open(path).await {
+                Ok(fresh) => return Ok(fresh),
                 Err(e) => {
                     if attempts.failed(e)? == Next::Revive {
-                        self.revive().await;
+                        run_revive(revive, path).await;
                     }
                 }
             }
         }
     }
+}
 
-    /// Runs the revive hook on a blocking thread; its errors are not final.
-    async fn revive(&mut self) {
-        let Some(mut revive) = self.revive.take() else {
-            return;
-        };
-        let path = self.path.clone();
-        let ran = tokio::task::spawn_blocking(move || {
-            let _ = revive(&path);
-            revive
-        })
-        .await;
-        // A hook that panicked is dropped: retries go on without it.
-        self.revive = ran.ok();
-    }
+/// Runs the revive hook on a blocking thread; its errors are not final.
+async fn run_revive(revive: &mut Option<Revive>, path: &Path) {
+    let Some(mut hook) = revive.take() else {
+        return;
+    };
+    let path = path.to_path_buf();
+    let ran = tokio::task::spawn_blocking(move || {
+        let _ = hook(&path);
+        hook
+    })
+    .await;
+    // A hook that panicked is dropped: retries go on without it.
+    *revive = ran.ok();
 }
 
 impl ClientError {
     /// True when the daemon refused our protocol version.
     pub fn is_protocol_mismatch(&self) -> bool {
         self.rpc_code() == Some(crate::codes::PROTOCOL_MISMATCH)
+    }
+
+    /// True when the daemon turned the connection away at a cap, having read nothing.
+    pub fn is_busy(&self) -> bool {
+        self.rpc_code() == Some(crate::codes::BUSY)
+    }
+
+    /// True for the failures a call is sent again after (see [`crate::retry`]).
+    fn is_retried(&self) -> bool {
+        matches!(self, ClientError::Io(_)) || self.is_busy()
     }
 }

@@ -29,3 +29,6 @@ pub const SHUTTING_DOWN: i64 = -32009;
 pub const INVALID_STATE: i64 = -32010;
 /// A state write based on a checkpoint older than another writer's change.
 pub const CONFLICT: i64 = -32011;
+/// A connection cap was reached before the daemon read the request, so nothing of it
+/// ran: connect again after a pause (the clients back off and retry on their own).
+pub const BUSY: i64 = -32012;

@@ -25,10 +25,6 @@ const RESTART_GRACE: Duration = Duration::from_secs(5);
 const FIRST_PAUSE: Duration = Duration::from_millis(20);
 const LONGEST_PAUSE: Duration = Duration::from_secs(1);
 
-/// New connections cut before `hello` was answered this many times in a row are a
-/// daemon turning us away (too many connections), not one restarting.
-const CUTS_AT_HELLO: u32 = 3;
-
 /// `GROVE_RETRY_FOR` (seconds), else [`DEFAULT_RETRY_FOR`].
 pub fn retry_for_from_env() -> Duration {
     std::env::var("GROVE_RETRY_FOR")
@@ -124,15 +120,22 @@ impl<'a> Outgoing<'a> {
         params
     }
 
-    /// After an attempt lost its connection: until when to try reconnecting, counted
-    /// from the first loss; the error back when this request is never sent again.
-    pub(crate) fn lost(
+    /// After an attempt failed: until when to try reconnecting, counted from the first
+    /// failure; the error back when this request is not sent again. A lost connection
+    /// is retried unless the method never is (the request may have run; the
+    /// idempotency key makes running it twice safe); a connection turned away at a cap
+    /// always is, as the daemon read nothing of it.
+    pub(crate) fn failed(
         &mut self,
         retry_for: Duration,
-        e: io::Error,
+        e: ClientError,
     ) -> Result<Reconnect, ClientError> {
-        if NEVER_RETRIED.contains(&self.method) {
-            return Err(ClientError::Io(e));
+        let again = match &e {
+            ClientError::Io(_) => !NEVER_RETRIED.contains(&self.method),
+            e => e.is_busy(),
+        };
+        if !again || retry_for.is_zero() {
+            return Err(e);
         }
         let deadline = *self.deadline.get_or_insert(Instant::now() + retry_for);
         Ok(Reconnect::new(deadline, e))
@@ -155,17 +158,15 @@ pub(crate) struct Reconnect {
     pause: Duration,
     last: ClientError,
     absent_since: Option<Instant>,
-    cuts_at_hello: u32,
 }
 
 impl Reconnect {
-    pub(crate) fn new(deadline: Instant, lost: io::Error) -> Reconnect {
+    pub(crate) fn new(deadline: Instant, last: ClientError) -> Reconnect {
         Reconnect {
             deadline,
             pause: FIRST_PAUSE,
-            last: ClientError::Io(lost),
+            last,
             absent_since: None,
-            cuts_at_hello: 0,
         }
     }
 
@@ -198,13 +199,12 @@ impl Reconnect {
             }
             // A socket nobody answers: its daemon died.
             ClientError::Unreachable { .. } => Next::Revive,
-            ClientError::Io(_) => {
-                self.cuts_at_hello += 1;
-                if self.cuts_at_hello >= CUTS_AT_HELLO {
-                    return Err(e);
-                }
-                Next::Again
-            }
+            // Cut before `hello` was answered: a daemon going away or coming up. One
+            // at a cap says so (`BUSY`) instead, so cuts are always waited out.
+            ClientError::Io(_) => Next::Again,
+            // Turned away at a cap: it clears as connections close (a silent one is
+            // closed within seconds), so this is waited out like a restart.
+            e if e.is_busy() => Next::Again,
             _ => return Err(e),
         };
         self.last = e;
@@ -246,31 +246,36 @@ mod tests {
         assert_eq!(out.attempt(), json!({}));
         let mut stop = Outgoing::new("daemon.stop", json!({}));
         let lost = io::Error::new(io::ErrorKind::UnexpectedEof, "closed");
-        assert!(stop.lost(Duration::from_secs(60), lost).is_err());
+        assert!(stop
+            .failed(Duration::from_secs(60), ClientError::Io(lost))
+            .is_err());
     }
 
     #[test]
-    fn connections_cut_at_hello_again_and_again_end_the_retries() {
-        let mut r = Reconnect::new(
-            Instant::now() + Duration::from_secs(60),
-            io::Error::other("lost"),
-        );
-        let cut = || ClientError::Io(io::Error::other("cut"));
-        assert_eq!(r.failed(cut()).ok(), Some(Next::Again));
-        assert_eq!(r.failed(cut()).ok(), Some(Next::Again));
-        assert!(r.failed(cut()).is_err());
+    fn a_request_turned_away_at_a_cap_is_sent_again_whatever_its_method() {
+        let busy = || ClientError::Rpc(crate::RpcError::new(crate::codes::BUSY, "cap"));
+        let mut stop = Outgoing::new("daemon.stop", json!({}));
+        let mut again = stop
+            .failed(Duration::from_secs(60), busy())
+            .expect("retried");
+        for _ in 0..10 {
+            assert_eq!(again.failed(busy()).ok(), Some(Next::Again));
+        }
+        let refused = ClientError::Rpc(crate::RpcError::new(crate::codes::REFUSED, "no"));
+        assert!(stop.failed(Duration::from_secs(60), refused).is_err());
+        assert!(stop.failed(Duration::ZERO, busy()).is_err());
     }
 
     #[test]
     fn pauses_grow_to_a_second_and_stop_at_the_deadline() {
         let mut r = Reconnect::new(
             Instant::now() + Duration::from_secs(60),
-            io::Error::other("lost"),
+            ClientError::Io(io::Error::other("lost")),
         );
         let pauses: Vec<_> = (0..8).filter_map(|_| r.pause().ok()).collect();
         assert_eq!(pauses[0], FIRST_PAUSE);
         assert_eq!(pauses[7], LONGEST_PAUSE);
-        let mut done = Reconnect::new(Instant::now(), io::Error::other("lost"));
+        let mut done = Reconnect::new(Instant::now(), ClientError::Io(io::Error::other("lost")));
         assert!(matches!(done.pause(), Err(ClientError::Io(_))));
     }
 }

@@ -382,3 +382,109 @@ fn one_agent_cannot_hold_every_connection() {
     assert_eq!(counts["served"], 8, "{counts}");
     assert_eq!(counts["refused"], 12, "{counts}");
 }
+
+/// The value of counter `name` in `grove metrics`.
+fn counter(g: &Grove, name: &str) -> f64 {
+    let metrics = g.json(&["metrics"]);
+    let metric = each(&metrics, "metrics")
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+        .clone();
+    each(&metric, "series")
+        .filter_map(|s| s["value"].as_f64())
+        .sum()
+}
+
+/// Fills every connection slot with connections that never say `hello` (issue 29,
+/// item 5): they are closed within seconds, and the command made behind them waits
+/// for its turn instead of failing.
+#[test]
+fn silent_connections_are_closed_and_a_command_behind_them_waits() {
+    use std::io::Read;
+    let g = Grove::new().with_env(&[("GROVE_MAX_CONNECTIONS", "16")]);
+    g.ok(&["list"]);
+    let socket = g.home.join("grove.sock");
+    let mut silent: Vec<std::os::unix::net::UnixStream> = (0..16)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).expect("connect"))
+        .collect();
+    // Queued behind all sixteen: turned away, then served once they are closed.
+    g.ok(&["list"]);
+    for stream in &mut silent {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let mut said = String::new();
+        stream
+            .read_to_string(&mut said)
+            .expect("closed by the daemon");
+        assert!(
+            said.contains("-32005") && said.contains("hello"),
+            "a silent connection was told: {said}"
+        );
+    }
+    assert_eq!(counter(&g, "grove_connections_silent_total"), 16.0);
+    assert!(counter(&g, "grove_connections_turned_away_total") >= 1.0);
+}
+
+/// An agent holds every connection it can get (issue 29, item 5): the last eighth of
+/// the cap stays the user's, and the agent's own `grove` waits for a slot instead of
+/// failing its command.
+const CROWDER: &str = r#"
+import json, os, socket, subprocess, sys, time
+held, counts = [], {"served": 0, "busy": 0}
+while counts["busy"] == 0 and len(held) < 100:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["GROVE_SOCKET"])
+    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}\n'
+              b'{"jsonrpc":"2.0","id":2,"method":"agent.list","params":{}}\n')
+    for line in s.makefile("rb"):
+        message = json.loads(line)
+        if "result" in message and message.get("id") == 2:
+            counts["served"] += 1
+            held.append(s)
+            break
+        if "error" in message:
+            counts["busy" if message["error"]["code"] == -32012 else "other"] = 1
+            break
+print("crowd", json.dumps(counts), flush=True)
+own = subprocess.Popen([os.environ["GROVE_BIN"], "list"], stdout=subprocess.DEVNULL)
+open("holding", "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+for s in held:
+    s.close()
+print("own-list", own.wait(), flush=True)
+"#;
+
+#[test]
+fn agents_never_take_the_users_reserve_and_their_commands_wait_for_a_slot() {
+    if !have_python3() {
+        return;
+    }
+    let g = Grove::new().with_env(&[("GROVE_MAX_CONNECTIONS", "16")]);
+    let release = g.files().join("release");
+    let script = python_command(&g, "crowder.py", CROWDER, &[&release]);
+    let bin = format!("GROVE_BIN={BIN}");
+    let id = g.spawn(&["--env", &bin], &script);
+    let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
+    eventually(
+        "the agent holds every connection it can",
+        Duration::from_secs(30),
+        || worktree.join("holding").exists(),
+    );
+    // The user is served at once from the reserve, while the agent's own `grove list`
+    // is turned away (counted) and keeps trying.
+    eventually(
+        "the agent's own grove list turned away",
+        Duration::from_secs(30),
+        || counter(&g, "grove_connections_turned_away_total") >= 2.0,
+    );
+    g.ok(&["list"]);
+    fs::write(&release, "").expect("release");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    let log = g.ok(&["logs", &id]);
+    let counts: serde_json::Value = serde_json::from_str(printed(&log, "crowd")).expect("counts");
+    assert_eq!(counts["served"], 14, "{counts}");
+    assert_eq!(counts["busy"], 1, "{counts}");
+    assert_eq!(printed(&log, "own-list"), "0", "{log}");
+}

@@ -404,15 +404,23 @@ fn watch(client: &mut Client, session: SessionArg, json: bool) -> Result<ExitCod
             started.session, started.checkpoint
         );
     }
+    let mut seen = started.checkpoint;
     loop {
-        let note = client.next_notification()?;
+        let mut note = client.next_notification()?;
+        if note.method == "state.lagged" {
+            // After a reconnect the daemon cannot know what this watch missed; the new
+            // head against the last checkpoint seen here can.
+            if let Some(head) = note.params["resubscribed"]["checkpoint"].as_u64() {
+                note.params["missed"] = head.saturating_sub(seen).into();
+                seen = seen.max(head);
+            }
+        } else if let Some(checkpoint) = note.params["checkpoint"].as_u64() {
+            seen = seen.max(checkpoint);
+        }
         if json {
             println!("{}", serde_json::to_string(&note)?);
         } else if note.method == "state.lagged" {
-            println!(
-                "(fell behind by {} updates; `grove state get` shows the current state)",
-                note.params["missed"]
-            );
+            println!("{}", lagged_line(&note.params));
         } else {
             let channels: Vec<&str> = note.params["channels"]
                 .as_array()
@@ -426,6 +434,21 @@ fn watch(client: &mut Client, session: SessionArg, json: bool) -> Result<ExitCod
             );
         }
     }
+}
+
+/// What `state watch` says when it missed updates: how many, as a number.
+fn lagged_line(params: &Value) -> String {
+    let why = if params["reconnected"] == true {
+        "the daemon restarted; "
+    } else {
+        ""
+    };
+    let missed = match params["missed"].as_u64() {
+        Some(1) => "1 update".to_string(),
+        Some(n) => format!("{n} updates"),
+        None => "some updates".to_string(),
+    };
+    format!("({why}missed {missed}; `grove state get` shows the current state)")
 }
 
 /// Refuses JSON with a key twice in one object: parsed as a map, all but the last would

@@ -9,8 +9,9 @@ pub mod record;
 pub mod slo;
 
 pub use record::{
-    agent_adopted, agent_lost, agent_running, checkpoint_saved, collected, daemon_ready,
-    daemon_started, left_queue, prune_due, prune_ran, restored, schema_refusal,
+    agent_adopted, agent_lost, agent_running, checkpoint_saved, collected, connection_silent,
+    connection_turned_away, daemon_ready, daemon_started, left_queue, prune_due, prune_ran,
+    restored, schema_refusal,
 };
 
 use crate::server::Ctx;
@@ -202,6 +203,17 @@ pub async fn gather(ctx: &Ctx) -> Vec<Metric> {
             "grove_prune_passes_total",
             "Prune passes run by the janitor.",
             &m.prune_passes,
+        ),
+        counter(
+            "grove_connections_turned_away_total",
+            "Connections turned away at a cap (max_connections, the user's reserve, \
+             agent_max_connections) with nothing of them read.",
+            &m.connections_turned_away,
+        ),
+        counter(
+            "grove_connections_silent_total",
+            "Connections closed for sending no hello in time.",
+            &m.connections_silent,
         ),
         metric(
             "grove_daemon_restarts_total",

@@ -187,6 +187,8 @@ pub struct Metrics {
     pub state_updates: Counter,
     pub schema_refusals: Counter,
     pub prune_passes: Counter,
+    pub connections_turned_away: Counter,
+    pub connections_silent: Counter,
     /// Daemon starts on this database after a clean stop, and after one that never
     /// recorded its stop.
     pub restarts_after_stop: Counter,
@@ -217,6 +219,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     state_updates: Counter::default(),
     schema_refusals: Counter::default(),
     prune_passes: Counter::default(),
+    connections_turned_away: Counter::default(),
+    connections_silent: Counter::default(),
     restarts_after_stop: Counter::default(),
     restarts_after_crash: Counter::default(),
     prune_lateness: Recent::default(),
@@ -278,6 +282,16 @@ pub fn collected<T, E>(result: &Result<T, E>, salvaged: impl FnOnce(&T) -> bool)
 
 pub fn agent_lost() {
     get().agents_lost.inc_timed();
+}
+
+/// A connection was turned away at a cap (`-32012`), nothing of it read.
+pub fn connection_turned_away() {
+    get().connections_turned_away.inc();
+}
+
+/// A connection was closed for saying nothing before `hello`.
+pub fn connection_silent() {
+    get().connections_silent.inc();
 }
 
 pub fn agent_adopted() {

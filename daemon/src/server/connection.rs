@@ -190,14 +190,27 @@ struct Call {
     params: Option<Value>,
 }
 
-pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
+/// Which agent a connection's peer belongs to, being found out.
+type Lookup = JoinHandle<Result<Option<Identity>, super::peer::Refusal>>;
+
+/// How long a new connection may stay silent before `hello`: one that never says it
+/// would hold its slot for good, and enough of them lock everyone out.
+const HELLO_WITHIN: Duration = Duration::from_secs(5);
+
+/// Serves one connection; `reserved` when it holds one of the user's reserved slots.
+pub async fn serve(mut stream: UnixStream, ctx: Arc<Ctx>, reserved: bool) {
     // Which agent the peer belongs to is looked up while the client says hello: only
     // the requests after it act with that authority.
     let pin = super::peer::Pin::take(&stream);
-    let mut lookup = Some(tokio::spawn({
+    let lookup = tokio::spawn({
         let core = ctx.core.clone();
         async move { super::peer::place(pin, &core).await }
-    }));
+    });
+    let Some(lookup) = keep_reserve_for_the_user(&mut stream, lookup, reserved).await else {
+        return;
+    };
+    let mut lookup = Some(lookup);
+    let hello_by = tokio::time::Instant::now() + HELLO_WITHIN;
     let (read, mut write) = stream.into_split();
     let (out, mut outbox) = mpsc::channel::<Out>(256);
     let writer = tokio::spawn(async move {
@@ -234,8 +247,22 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
     let mut agent_slot = None;
     let stopping = loop {
         let frame = tokio::select! {
-            frame = read_frame_async(&mut reader, MAX_LINE_BYTES) => frame,
+            frame = read_frame_async(&mut reader, MAX_LINE_BYTES) => Some(frame),
             _ = stopped.wait_for(|stop| *stop) => break true,
+            () = tokio::time::sleep_until(hello_by), if !greeted => None,
+        };
+        let Some(frame) = frame else {
+            let error = RpcError::new(
+                codes::HELLO_REQUIRED,
+                format!(
+                    "no `hello` within {}s of connecting; connect again and say `hello` \
+                     with the protocol version first",
+                    HELLO_WITHIN.as_secs()
+                ),
+            );
+            conn.send(&Response::err(Value::Null, error)).await;
+            crate::metrics::connection_silent();
+            break false;
         };
         let line = match frame {
             Ok(Frame::Line(line)) => line,
@@ -271,29 +298,18 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
             conn.respond(call.id, Err(error)).await;
         } else {
             if let Some(lookup) = lookup.take() {
-                let placed = lookup.await.map(|placed| {
-                    placed.and_then(|agent| {
-                        let slot = agent
-                            .as_ref()
-                            .map(|a| ctx.agent_connections.take(&a.id))
-                            .transpose()
-                            .map_err(super::peer::Refusal)?;
-                        Ok((agent, slot))
-                    })
-                });
-                match placed {
-                    Ok(Ok((agent, slot))) => {
+                let Ok(placed) = lookup.await else {
+                    break false;
+                };
+                match placed_with_slot(placed, &ctx) {
+                    Ok((agent, slot)) => {
                         conn.agent = agent;
                         agent_slot = slot;
                     }
-                    // Not knowing whose the connection is must never make it the user's.
-                    Ok(Err(refusal)) => {
-                        tracing::warn!(reason = %refusal.0, "refused a connection");
-                        let error = RpcError::new(codes::REFUSED, refusal.0);
+                    Err(error) => {
                         conn.respond(call.id, Err(error)).await;
                         break false;
                     }
-                    Err(_) => break false,
                 }
                 if let Some(agent) = &conn.agent {
                     tracing::debug!(agent = %agent.id, "connection from inside an agent");
@@ -366,6 +382,55 @@ pub async fn serve(stream: UnixStream, ctx: Arc<Ctx>) {
     drop(conn);
     drop(agent_slot);
     let _ = writer.await;
+}
+
+/// A connection on the user's reserve is served only once it is known not to be an
+/// agent's: an agent there is turned away as at the cap, before anything is read.
+async fn keep_reserve_for_the_user(
+    stream: &mut UnixStream,
+    lookup: Lookup,
+    reserved: bool,
+) -> Option<Lookup> {
+    if !reserved {
+        return Some(lookup);
+    }
+    let placed = lookup.await.ok()?;
+    if matches!(placed, Ok(Some(_))) {
+        let error = RpcError::new(
+            codes::BUSY,
+            "the grove daemon's connections are all in use but those kept for the user's \
+             own commands (max_connections); nothing of this one was read: close idle ones \
+             and try again",
+        );
+        let _ = stream
+            .write_all(&encode_line(&Response::err(Value::Null, error)))
+            .await;
+        crate::metrics::connection_turned_away();
+        return None;
+    }
+    Some(tokio::spawn(async move { placed }))
+}
+
+/// The agent a placed connection acts for, with the slot it takes of that agent's
+/// share; else the error it is closed with. Not knowing whose the connection is must
+/// never make it the user's.
+fn placed_with_slot(
+    placed: Result<Option<Identity>, super::peer::Refusal>,
+    ctx: &Ctx,
+) -> Result<(Option<Identity>, Option<super::agent_slots::AgentSlot>), RpcError> {
+    let agent = placed.map_err(|refusal| {
+        tracing::warn!(reason = %refusal.0, "refused a connection");
+        RpcError::new(codes::REFUSED, refusal.0)
+    })?;
+    let Some(agent) = agent else {
+        return Ok((None, None));
+    };
+    // At its share, the agent's request was not run: its client waits and sends again.
+    let slot = ctx.agent_connections.take(&agent.id).map_err(|why| {
+        crate::metrics::connection_turned_away();
+        RpcError::new(codes::BUSY, why)
+    })?;
+    Ok((Some(agent), Some(slot)))
 }
 
 /// Sends the start of `line` with `fd` attached (the descriptor travels with the

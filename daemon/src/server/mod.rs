@@ -3,6 +3,7 @@
 
 mod agent_slots;
 mod connection;
+mod connection_slots;
 mod handlers;
 mod idempotency;
 mod peer;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 
 /// What every request handler may use.
 pub struct Ctx {
@@ -59,10 +60,11 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
                     room_for_a_whole_line(&stream);
                     let ctx = ctx.clone();
                     connections.spawn(async move {
-                        let _slot = slot;
                         if admit(&mut stream).await {
-                            connection::serve(stream, ctx).await;
+                            connection::serve(stream, ctx, slot.reserved).await;
                         }
+                        // Held until the connection is done.
+                        drop(slot);
                     });
                 }
                 Err(e) => pause = Some(failures.failed(&e)),
@@ -89,46 +91,23 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
     }
 }
 
-/// The connections served at once, capped by `max_connections`. Only the daemon's own
-/// uid is served, so this is the cap per uid.
 pub use agent_slots::AgentSlots;
-
-pub struct ConnectionSlots {
-    free: Arc<Semaphore>,
-    max: usize,
-}
-
-impl ConnectionSlots {
-    pub fn new(max: usize) -> ConnectionSlots {
-        ConnectionSlots {
-            free: Arc::new(Semaphore::new(max)),
-            max,
-        }
-    }
-
-    /// Connections open now (of the daemon's uid, the only one it serves).
-    pub fn open(&self) -> usize {
-        self.max - self.free.available_permits()
-    }
-
-    fn take(&self) -> Option<OwnedSemaphorePermit> {
-        self.free.clone().try_acquire_owned().ok()
-    }
-}
+pub use connection_slots::ConnectionSlots;
 
 /// One line saying why, then the connection is closed. Written without waiting: a
 /// fresh socket has room for it, and a client that does not read loses only the line.
 fn turn_away(stream: &UnixStream, slots: &ConnectionSlots) {
-    let max = slots.max;
+    let max = slots.max();
     static LAST: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
     let error = RpcError::new(
-        codes::REFUSED,
+        codes::BUSY,
         format!(
-            "the grove daemon serves at most {max} connections at once (max_connections); \
-             close idle ones and try again"
+            "the grove daemon serves at most {max} connections at once (max_connections) \
+             and read nothing of this one; close idle ones and try again"
         ),
     );
     let _ = stream.try_write(&encode_line(&Response::err(serde_json::Value::Null, error)));
+    crate::metrics::connection_turned_away();
     let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
     if last.is_none_or(|at| at.elapsed() >= LOG_EVERY) {
         *last = Some(Instant::now());
