@@ -49,6 +49,10 @@ pub fn run() -> Result<()> {
     if let Err(e) = &result {
         tracing::error!(error = %e, "daemon failed");
     }
+    // A blocking task still running (a git job, a deletion) would keep the process,
+    // and so its instance lock, for as long as it takes: what is cut short here is
+    // picked up by the next start.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     Ok(result?)
 }
 

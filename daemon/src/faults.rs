@@ -12,7 +12,8 @@
 //! `GROVE_TEST_HOLD_UNTIL=<file>`, only until that file exists). Hold points:
 //! `prepared_worktree` (the worktree is added, the shim not yet started),
 //! `rolling_back` (a restart's rollback of an interrupted preparation, not yet begun),
-//! `startup_scan` (the janitor's start-up scan, not yet begun).
+//! `startup_scan` (the janitor's start-up scan, not yet begun), `deleting` (the
+//! deleter thread, before it deletes a removed worktree's files).
 //! `GROVE_TEST_SALVAGE_IN_PROCESS_BYTES` sets the largest index salvage handles in
 //! process, so that its tests run both ways.
 
@@ -55,6 +56,29 @@ pub async fn hold(name: &str) {
     );
     while !std::path::Path::new(&until).exists() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// [`hold`] for a thread of its own (the deleter's): blocks it instead.
+#[cfg(not(all(feature = "test-hooks", debug_assertions)))]
+#[inline(always)]
+pub fn hold_thread(_name: &str) {}
+
+#[cfg(all(feature = "test-hooks", debug_assertions))]
+pub fn hold_thread(name: &str) {
+    if std::env::var("GROVE_TEST_HOLD_AT").ok().as_deref() != Some(name) {
+        return;
+    }
+    let until = std::env::var_os("GROVE_TEST_HOLD_UNTIL");
+    tracing::warn!(
+        point = name,
+        "GROVE_TEST_HOLD_AT: holding this thread until {until:?} exists"
+    );
+    while until
+        .as_ref()
+        .is_none_or(|until| !std::path::Path::new(until).exists())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

@@ -37,7 +37,10 @@ pub async fn run(
     make_private_dir(&dirs.state_dir)?;
     make_private_dir(&dirs.agents_dir())?;
     make_state_private(&dirs);
-    let _lock = take_instance_lock(&dirs.daemon_lock())?;
+    // Held until the process exits, not until this function returns: the kernel drops
+    // it once every thread is gone, and that is what `grove daemon stop` waits for
+    // before it says "stopped".
+    std::mem::forget(take_instance_lock(&dirs.daemon_lock())?);
     crate::git::take_over_git_of(&dirs.state_dir);
     match grove_agent_shim::leave_agent_cgroup() {
         Ok(true) => tracing::info!("started inside an agent's cgroup; moved out of it"),
@@ -59,7 +62,11 @@ pub async fn run(
     crate::metrics::daemon_started(start);
     let db_at_exit = db.clone();
     let config = Arc::new(config);
-    let lanes = Lanes::new(config.repo_idle_release);
+    let deleter = crate::git::deleter::Deleter::start().map_err(|source| Error::Os {
+        what: "start the thread that deletes removed worktrees",
+        source,
+    })?;
+    let lanes = Lanes::new(config.repo_idle_release, deleter);
     let (stop, stopped) = watch::channel(false);
     let exe = std::env::current_exe().map_err(|source| Error::Os {
         what: "find the grove executable",
@@ -142,15 +149,15 @@ pub async fn run(
         }
     }
     let _ = stop.send(true);
-    // A stopped daemon leaves no worktree that only it knew about.
-    // Bounded: a lane stuck on a slow git job must not keep the daemon from stopping;
-    // the next daemon removes what is left.
-    let drained = tokio::time::timeout(
-        std::time::Duration::from_secs(30),
-        core_at_exit.drain_pool(true),
-    );
+    // The warm pool is removed if that is quick. Bounded: a stop returns within
+    // seconds whatever the repository's size, and what is left (a pool worktree, files
+    // set aside to be deleted) is recognisable by its name and the next start's work.
+    let drained = tokio::time::timeout(POOL_DRAIN_AT_STOP, core_at_exit.drain_pool(true));
     if drained.await.is_err() {
-        tracing::warn!("the warm pool was not removed within 30s; the next daemon will");
+        tracing::info!(
+            "the warm pool was not removed within {}ms; the next daemon will",
+            POOL_DRAIN_AT_STOP.as_millis()
+        );
     }
     let _ = core_stop.send(true);
     let seq = start.seq;
@@ -163,6 +170,9 @@ pub async fn run(
     tracing::info!("grove daemon stopped");
     Ok(())
 }
+
+/// How long a stop gives the warm pool's removal.
+const POOL_DRAIN_AT_STOP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The socket file, removed when the daemon stops or fails to start (while it still
 /// holds the instance lock, so it never removes a successor's socket).

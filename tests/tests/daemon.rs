@@ -101,7 +101,10 @@ fn stop_leaves_agents_running_and_the_next_daemon_adopts_them() {
     let g = Grove::new();
     let (id, gate) = g.spawn_gated(&[], "", "echo done > done.txt");
     let shim = g.record(&id)["pid"].as_i64().expect("pid") as i32;
+    let daemon = g.daemon_pid();
     assert!(g.ok(&["daemon", "stop"]).contains("stopped"));
+    // "stopped" is said once the daemon's process is gone, not before (issue 29).
+    assert!(!process_exists(daemon), "the daemon still runs after stop");
     assert!(process_exists(shim));
     assert_eq!(g.run(&["daemon", "status"]).code, 3);
     fs::write(&gate, "").expect("gate");

@@ -332,3 +332,111 @@ fn discarded_branches_stay_reachable_until_retention_passes() {
     assert_eq!(done["refs_expired"], serde_json::json!([salvage_ref]));
     assert_eq!(g.git(&["for-each-ref", "refs/grove/salvage/"]), "");
 }
+
+/// Removed worktrees' files set aside for the deleter, in the worktree root.
+fn trash_dirs(g: &Grove) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for repo in fs::read_dir(g.worktree_root())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for entry in fs::read_dir(repo.path()).into_iter().flatten().flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".grove-trash-")
+            {
+                found.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// Issue 29, item 1: a collected worktree's files are deleted off every critical path.
+/// With the deleter held, agents are still collected and spawned, the daemon stops at
+/// once, and the next start deletes what was left.
+#[test]
+fn collects_and_spawns_never_wait_for_a_deletion() {
+    let g = Grove::new();
+    let release = g.files().join("release-deleter");
+    let held = [
+        ("GROVE_TEST_HOLD_AT", "deleting"),
+        ("GROVE_TEST_HOLD_UNTIL", release.to_str().expect("utf-8")),
+    ];
+    let first = g.run_env(&["spawn", "--", "sh", "-c", "echo a > a.txt"], &held);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let first = first.stdout.trim().to_string();
+    assert_eq!(g.wait(&first)["status"], "collected");
+    eventually("the first checkout set aside", LONG, || {
+        trash_dirs(&g).len() == 1
+    });
+    // The deleter is stuck on the first: the next agents are prepared and collected.
+    let later: Vec<String> = (0..3)
+        .map(|i| g.spawn(&[], &format!("echo {i} > n.txt")))
+        .collect();
+    for (i, id) in later.iter().enumerate() {
+        assert_eq!(g.wait(id)["status"], "collected", "{id}");
+        assert_eq!(g.agent_file(id, "n.txt"), format!("{i}\n"));
+    }
+    assert_eq!(g.agent_file(&first, "a.txt"), "a\n");
+    // A stop does not wait for the deletions either; the next start does them.
+    let daemon = g.daemon_pid();
+    g.ok(&["daemon", "stop"]);
+    assert!(!process_exists(daemon));
+    assert!(
+        !trash_dirs(&g).is_empty(),
+        "the held deleter deleted something"
+    );
+    g.ok(&["list"]);
+    eventually("the next start deletes what was set aside", LONG, || {
+        trash_dirs(&g).is_empty()
+    });
+    g.assert_no_worktree_left();
+}
+
+/// Issue 29, item 4: on an empty database the start-up scan finds a worktree no record
+/// owns while its agent still writes in it: it is kept, and said so, until that agent
+/// has ended; then it is salvaged and removed.
+#[test]
+fn the_start_up_scan_keeps_an_unknown_worktree_whose_agent_still_runs() {
+    let g = Grove::new();
+    let gates = g.make_dir("gates");
+    let script = format!(
+        "echo started > started.txt; {}; echo late > late.txt",
+        gate_script(&gates, "go")
+    );
+    let id = g.spawn(&[], &script);
+    let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("worktree"));
+    eventually("the agent started", LONG, || {
+        worktree.join("started.txt").exists()
+    });
+    g.ok(&["daemon", "stop"]);
+    for file in ["grove.db", "grove.db-wal", "grove.db-shm"] {
+        let _ = fs::remove_file(g.home.join(file));
+    }
+    g.ok(&["list"]);
+    eventually("the start-up scan is done", LONG, || {
+        g.json(&["daemon", "status"])["recovering"] == false
+    });
+    assert!(
+        worktree.join("started.txt").exists(),
+        "the live agent's worktree was removed"
+    );
+    assert!(
+        !g.daemon_log_lines("processes still run in it").is_empty(),
+        "{}",
+        g.daemon_log()
+    );
+    fs::write(gates.join("go"), "").expect("gate");
+    eventually("the agent wrote its last file", LONG, || {
+        worktree.join("late.txt").exists()
+    });
+    eventually("removed once its agent has ended", LONG, || {
+        !worktree.exists()
+    });
+    let salvaged = g.git(&["for-each-ref", "--format=%(refname)", "refs/grove/salvage"]);
+    let reference = salvaged.lines().next().expect("a salvage ref");
+    assert_eq!(g.file_at(reference, "late.txt"), "late\n");
+}

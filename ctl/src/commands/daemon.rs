@@ -96,10 +96,14 @@ fn status(json: bool) -> Result<ExitCode> {
 
 /// Stops the daemon if one runs; returns its pid.
 fn stop_daemon(dirs: &grove_proto::paths::Dirs) -> Result<Option<u32>> {
+    let mut exited = None;
     let pid = match connect_existing(dirs) {
         Ok(mut client) => {
+            let pid = client.hello()?.pid;
+            // Opened before the stop, so it names this daemon whatever becomes of its pid.
+            exited = grove_sys::pidfd::open(pid).ok();
             client.call::<DaemonStop>(&Empty {})?;
-            client.hello()?.pid
+            pid
         }
         // A daemon whose socket file was deleted still holds the lock: the lock's pid
         // is how it is stopped.
@@ -112,7 +116,28 @@ fn stop_daemon(dirs: &grove_proto::paths::Dirs) -> Result<Option<u32>> {
         Err(e) => return Err(e.into()),
     };
     wait_until_gone(&dirs.daemon_lock())?;
+    // The lock goes as the process exits, a moment before it has: "stopped" is said
+    // once the kernel says it is gone.
+    if let Some(pidfd) = exited {
+        wait_for_exit(&pidfd, pid)?;
+    }
     Ok(Some(pid))
+}
+
+/// Returns once the process behind `pidfd` has exited (a pidfd becomes readable then).
+fn wait_for_exit(pidfd: &std::os::fd::OwnedFd, pid: u32) -> Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(5_000u16)) {
+        Ok(0) => Err(anyhow!(
+            "the daemon (pid {pid}) released its lock but did not exit within 5s"
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(anyhow!(
+            "cannot wait for the daemon (pid {pid}) to exit: {e}"
+        )),
+    }
 }
 
 fn stop(json: bool) -> Result<ExitCode> {

@@ -597,7 +597,7 @@ impl Core {
                 let mut done = lanes
                     .run(&target, move |lane| finish(lane, &job, staged))
                     .await?;
-                let trash = done.trash.take().map(|trash| (target, trash));
+                let trash = done.trash.take();
                 Ok((done, trash))
             }
             .await;
@@ -606,25 +606,17 @@ impl Core {
                 Ok((done, trash)) => (Ok(done), trash),
                 Err(e) => (Err(e), None),
             };
-            // In the repository's lane, as before the collect was reported: no thread
-            // of its own, and a spawn there waits as it would have.
-            let delete = async {
-                if let Some((target, trash)) = trash {
-                    let _ = lanes
-                        .run(&target, move |_| {
-                            trash.delete();
-                            Ok(())
-                        })
-                        .await;
+            match trash {
+                // Asked for to free space: answered once it is free.
+                Some(trash) if delete_before_reporting => {
+                    let _ = tokio::task::spawn_blocking(move || trash.delete()).await;
                 }
-            };
-            if delete_before_reporting {
-                delete.await;
-                let _ = tx.send(Msg::Collected(record.id, result)).await;
-            } else {
-                let _ = tx.send(Msg::Collected(record.id, result)).await;
-                delete.await;
+                // Off every critical path: the lane goes on with the next collect or
+                // preparation at once.
+                Some(trash) => lanes.deleter().delete(trash),
+                None => {}
             }
+            let _ = tx.send(Msg::Collected(record.id, result)).await;
         };
         tokio::spawn(tracing::Instrument::instrument(collect, span));
     }

@@ -304,9 +304,15 @@ impl Core {
                     }
                 };
                 let at = path.clone();
-                lanes
+                let (salvaged, trash) = lanes
                     .run(&target, move |lane| pool::discard(lane, &at))
-                    .await
+                    .await?;
+                // Outside the lane, but before the eviction is reported: a drain for
+                // disk pressure measures again once it is done.
+                if let Some(trash) = trash {
+                    let _ = tokio::task::spawn_blocking(move || trash.delete()).await;
+                }
+                Ok(salvaged)
             }
             .await;
             let _ = tx.send(Msg::PoolEvicted(path, result)).await;

@@ -64,14 +64,22 @@ pub struct Lanes {
     lanes: Arc<Mutex<HashMap<PathBuf, Owner<LaneSlot>>>>,
     /// How long a lane keeps its repository open after its last job.
     idle_release: Duration,
+    /// Where the files of the worktrees the lanes take out go to be deleted, so that
+    /// no lane spends its turns deleting.
+    deleter: super::deleter::Deleter,
 }
 
 impl Lanes {
-    pub fn new(idle_release: Duration) -> Lanes {
+    pub fn new(idle_release: Duration, deleter: super::deleter::Deleter) -> Lanes {
         Lanes {
             lanes: Arc::default(),
             idle_release,
+            deleter,
         }
+    }
+
+    pub fn deleter(&self) -> &super::deleter::Deleter {
+        &self.deleter
     }
 
     /// The lane of `target`, started on first use. The repository is opened outside

@@ -5,6 +5,7 @@
 
 pub mod authorship;
 pub mod collect;
+pub mod deleter;
 pub mod lane;
 pub mod own_repo;
 pub mod pool;

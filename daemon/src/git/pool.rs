@@ -150,8 +150,12 @@ fn write_file(path: &Path, text: &str) -> Result<(), Error> {
 /// Removes a pool worktree. In the lane. It never held an agent's work, but someone may
 /// have written into it: anything it holds is committed to `refs/grove/salvage/<dir>`
 /// first, as for any worktree grove removes (unless its checkout never finished).
-/// Returns that ref when there was something.
-pub fn discard(lane: &RepoLane, path: &Path) -> Result<Option<String>, Error> {
+/// Returns that ref when there was something, and the files, to be deleted outside
+/// the lane.
+pub fn discard(
+    lane: &RepoLane,
+    path: &Path,
+) -> Result<(Option<String>, Option<worktree::Trash>), Error> {
     // Without an index the checkout never finished: the files are git's, half written.
     let checked_out =
         crate::janitor::disk::admin_dir(path).is_some_and(|admin| admin.join("index").exists());
@@ -164,6 +168,6 @@ pub fn discard(lane: &RepoLane, path: &Path) -> Result<Option<String>, Error> {
     } else {
         None
     };
-    worktree::remove(&lane.repo, path)?;
-    Ok(salvaged)
+    let trash = worktree::take_out(&lane.repo, path)?;
+    Ok((salvaged, trash))
 }

@@ -213,12 +213,17 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
 
 /// A removed worktree's files: out of its path and no longer a worktree of the
 /// repository, still to be deleted (a crash before that leaves them to the start-up
-/// scan, see `janitor::disk::remove_trash`).
+/// scan, see `janitor::disk::find_trash`).
 #[derive(Debug)]
 #[must_use = "the files stay on disk until `delete`"]
 pub struct Trash(std::path::PathBuf);
 
 impl Trash {
+    /// A removed worktree's files found set aside by an earlier daemon.
+    pub fn found(path: std::path::PathBuf) -> Trash {
+        Trash(path)
+    }
+
     pub fn delete(self) {
         delete_trash(&self.0);
     }

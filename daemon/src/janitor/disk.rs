@@ -110,22 +110,22 @@ pub fn admin_dir(worktree: &Path) -> Option<PathBuf> {
     Some(worktree.join(dir))
 }
 
-/// Worktrees whose deletion a crash interrupted (renamed to `.grove-trash-*` after
-/// salvage): nothing in them is needed any more.
-pub fn remove_trash(root: &Path) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
+/// Worktrees whose deletion a crash or a stop interrupted (renamed to `.grove-trash-*`
+/// after salvage): nothing in them is needed any more.
+pub fn find_trash(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
     for repo in fs::read_dir(root).into_iter().flatten().flatten() {
         for entry in fs::read_dir(repo.path()).into_iter().flatten().flatten() {
             let trash = entry
                 .file_name()
                 .to_string_lossy()
                 .starts_with(crate::git::worktree::TRASH_PREFIX);
-            if trash && fs::remove_dir_all(entry.path()).is_ok() {
-                removed.push(entry.path());
+            if trash {
+                found.push(entry.path());
             }
         }
     }
-    removed
+    found
 }
 
 #[cfg(test)]

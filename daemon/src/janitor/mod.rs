@@ -75,6 +75,19 @@ impl JanitorHandle {
     }
 }
 
+/// Asks the janitor to salvage and remove `dir` once every process in `pids` (found
+/// working in it, with no agent record) has ended: waited for on pidfds, no polling.
+fn reap_when_ended(dir: std::path::PathBuf, pids: Vec<u32>, janitor: mpsc::Sender<Msg>) {
+    tokio::spawn(async move {
+        for pid in pids {
+            let _ = crate::supervisor::watch::exited(pid).await;
+        }
+        let (reply, _) = oneshot::channel();
+        let reason = "orphan at start-up: no agent record owns it, its processes ended".into();
+        let _ = janitor.send(Msg::Reap(vec![dir], reason, reply)).await;
+    });
+}
+
 pub struct Janitor {
     core: CoreHandle,
     lanes: Lanes,
@@ -105,10 +118,13 @@ impl Janitor {
         let (tx, mut rx) = mpsc::channel(64);
         let scanning = Arc::new(AtomicBool::new(true));
         let scanned = scanning.clone();
+        let reaper = tx.clone();
         tokio::spawn(async move {
             // After the socket opened: requests never wait for it, and the janitor's
             // own passes come after it.
-            self.startup_scan().await;
+            for (dir, pids) in self.startup_scan().await {
+                reap_when_ended(dir, pids, reaper.clone());
+            }
             scanned.store(false, Ordering::Relaxed);
             let mut disk_timer = interval_at(
                 Instant::now() + self.config.disk_check_interval,
@@ -138,7 +154,7 @@ impl Janitor {
                             for dir in dirs {
                                 match self.remove_orphan(dir.clone(), reason.clone()).await {
                                     Ok(_) => freed = true,
-                                    Err(e) => tracing::warn!(path = %dir.display(), error = %e, "left a dead merge's worktree"),
+                                    Err(e) => tracing::warn!(path = %dir.display(), error = %e, "left an unknown worktree"),
                                 }
                             }
                             if freed {

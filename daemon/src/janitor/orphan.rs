@@ -14,6 +14,24 @@ pub fn is_linked_worktree(dir: &Path) -> bool {
     dir.join(".git").is_file()
 }
 
+/// Processes that work in `dir` (their working directory is in it) or belong to the
+/// agent it was made for (the cgroup named after it, which an agent cannot leave).
+pub(super) fn processes_in(dir: &Path) -> Vec<u32> {
+    use grove_sys::proc;
+    let cgroup = dir
+        .file_name()
+        .map(|name| format!("/grove/{}", name.to_string_lossy()));
+    proc::all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            proc::cwd(pid).is_some_and(|cwd| cwd.starts_with(dir))
+                || cgroup
+                    .as_deref()
+                    .is_some_and(|own| proc::cgroup(pid).is_some_and(|c| c.ends_with(own)))
+        })
+        .collect()
+}
+
 impl Janitor {
     /// Salvages an unknown worktree to `refs/grove/salvage/<dir>` and removes it.
     pub(super) async fn remove_orphan(
@@ -32,6 +50,26 @@ impl Janitor {
                 dir.display()
             )));
         }
+        let alive = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || processes_in(&dir)
+        })
+        .await
+        .unwrap_or_default();
+        if !alive.is_empty() {
+            // An agent this daemon has no record of (an empty or replaced database) may
+            // still be writing here: removing it would lose what it writes next.
+            return Err(Error::InvalidState(format!(
+                "{} has no agent record, but processes still run in it (pid {}); left in \
+                 place",
+                dir.display(),
+                alive
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         if !is_linked_worktree(&dir) {
             return Err(Error::InvalidState(format!(
                 "{} is not a git worktree; left in place (grove cannot salvage it)",
@@ -45,12 +83,12 @@ impl Janitor {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "worktree".into());
-        let removal = self
+        let (removal, trash) = self
             .lanes
             .run(&target, move |lane| {
                 let salvaged = salvage_orphan(&dir, &name)?;
-                worktree::remove(&lane.repo, &dir)?;
-                Ok(Removal {
+                let trash = worktree::take_out(&lane.repo, &dir)?;
+                let removal = Removal {
                     at_ms: now_ms(),
                     path: dir,
                     reason,
@@ -58,9 +96,14 @@ impl Janitor {
                     repo: Some(repo),
                     salvage_ref: salvaged.as_ref().map(|(r, _)| r.clone()),
                     salvage_commit: salvaged.map(|(_, c)| c.to_string()),
-                })
+                };
+                Ok((removal, trash))
             })
             .await?;
+        // Outside the lane, and before the removal is reported: its space is free then.
+        if let Some(trash) = trash {
+            let _ = tokio::task::spawn_blocking(move || trash.delete()).await;
+        }
         self.log_removal(removal.clone()).await;
         Ok(removal)
     }

@@ -12,16 +12,19 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 
 impl Janitor {
-    pub async fn startup_scan(&self) {
+    /// Returns the unknown worktrees kept because processes still run in them, with
+    /// those processes: each is removed once they have ended.
+    pub async fn startup_scan(&self) -> Vec<(PathBuf, Vec<u32>)> {
         crate::faults::hold("startup_scan").await;
         // Directories first, records second: a directory is only ever created after its
         // record exists, so nothing being prepared right now can look like an orphan.
-        for trash in super::disk::remove_trash(&self.config.dirs.worktree_root) {
-            tracing::info!(path = %trash.display(), "start-up scan: finished deleting a removed worktree");
+        for trash in super::disk::find_trash(&self.config.dirs.worktree_root) {
+            tracing::info!(path = %trash.display(), "start-up scan: deleting a removed worktree's files");
+            self.lanes.deleter().delete(worktree::Trash::found(trash));
         }
         let dirs = worktree_dirs(&self.config.dirs.worktree_root);
         let Ok(uses) = self.core.worktrees().await else {
-            return;
+            return Vec::new();
         };
         let owned: HashSet<&PathBuf> = uses.iter().map(|u| &u.worktree).collect();
         // Warm-pool worktrees belong to the core, which removes an earlier daemon's.
@@ -29,7 +32,24 @@ impl Janitor {
             .into_iter()
             .filter(|d| !owned.contains(d) && !is_pool_dir(d));
         let mut freed = false;
+        let mut alive = Vec::new();
         for dir in unknown {
+            let probe = dir.clone();
+            let pids = tokio::task::spawn_blocking(move || super::orphan::processes_in(&probe))
+                .await
+                .unwrap_or_default();
+            if !pids.is_empty() {
+                // An agent this daemon has no record of (an empty or replaced database)
+                // still works here: removing it would lose what it writes next.
+                tracing::warn!(
+                    path = %dir.display(),
+                    ?pids,
+                    "start-up scan: kept an unknown worktree, processes still run in it; \
+                     it is salvaged and removed once they have ended"
+                );
+                alive.push((dir, pids));
+                continue;
+            }
             let reason = "orphan at start-up: no agent record owns it".to_string();
             match self.remove_orphan(dir.clone(), reason).await {
                 Ok(removal) => {
@@ -59,6 +79,7 @@ impl Janitor {
         for repo in repos {
             self.tidy_repo(repo, &live, &finished).await;
         }
+        alive
     }
 
     /// Prunes metadata of grove worktrees whose directory is gone and unlocks worktrees

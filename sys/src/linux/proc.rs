@@ -272,6 +272,12 @@ pub fn exe(pid: u32) -> Option<PathBuf> {
     fs::read_link(format!("/proc/{pid}/exe")).ok()
 }
 
+/// The working directory of `pid` (as seen from its own root: a jailed agent's
+/// worktree is shown at its own path, so this is that path too).
+pub fn cwd(pid: u32) -> Option<PathBuf> {
+    fs::read_link(format!("/proc/{pid}/cwd")).ok()
+}
+
 /// Voluntary and involuntary context switches of every thread of `pid`.
 pub fn context_switches(pid: u32) -> Option<u64> {
     let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;

@@ -13,6 +13,7 @@ pub mod no_sockets;
 pub mod peer;
 pub mod pidfd;
 pub mod pids;
+pub mod priority;
 pub mod proc;
 pub mod random;
 pub mod signal;

@@ -89,6 +89,10 @@ pub fn exe(_pid: u32) -> Option<PathBuf> {
     None
 }
 
+pub fn cwd(_pid: u32) -> Option<PathBuf> {
+    None
+}
+
 pub fn context_switches(_pid: u32) -> Option<u64> {
     None
 }
