@@ -186,3 +186,62 @@ impl From<Error> for RpcError {
         RpcError::new(e.code(), e.to_string())
     }
 }
+
+/// What the kernel says when space, a quota or a resource is short for now: a collect
+/// that failed for one of these is tried again, as it passes.
+const PASSING_CAUSES: [i32; 7] = [
+    nix::errno::Errno::ENOSPC as i32,
+    nix::errno::Errno::EDQUOT as i32,
+    nix::errno::Errno::EBUSY as i32,
+    nix::errno::Errno::EAGAIN as i32,
+    nix::errno::Errno::EMFILE as i32,
+    nix::errno::Errno::ENFILE as i32,
+    nix::errno::Errno::ENOMEM as i32,
+];
+
+impl Error {
+    /// True when the cause passes by itself (a full disk, a busy file): the operation
+    /// is worth trying again later, as it is, rather than reporting it failed for good.
+    pub fn passes(&self) -> bool {
+        match self {
+            Error::Io { source, .. } | Error::Os { source, .. } | Error::Setup { source, .. } => {
+                source
+                    .raw_os_error()
+                    .is_some_and(|code| PASSING_CAUSES.contains(&code))
+            }
+            // git and libgit2 report the OS's cause in their own words; these are the
+            // C library's texts of the same codes (and SQLite's for a full disk).
+            Error::Git(text) => PASSING_CAUSES
+                .iter()
+                .map(|&code| std::io::Error::from_raw_os_error(code).to_string())
+                .map(|said| {
+                    said.split(" (os error")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .chain(["database or disk is full".to_string()])
+                .any(|said| text.contains(&said)),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod passing_tests {
+    use super::Error;
+
+    #[test]
+    fn a_full_disk_passes_and_a_bad_ref_does_not() {
+        let full = std::io::Error::from_raw_os_error(nix::errno::Errno::ENOSPC as i32);
+        assert!(Error::Git(format!("cannot write the index: {full}")).passes());
+        assert!(Error::Io {
+            what: "write",
+            path: "x".into(),
+            source: full
+        }
+        .passes());
+        assert!(!Error::Git("unknown revision main~9".into()).passes());
+        assert!(!Error::BadInput("no space here".into()).passes());
+    }
+}

@@ -10,6 +10,7 @@ use std::time::Duration;
 use support::*;
 
 const MIB: usize = 1 << 20;
+const LONG: Duration = Duration::from_secs(60);
 
 struct Tmpfs {
     path: PathBuf,
@@ -213,4 +214,81 @@ fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
     eventually("the pool is back", Duration::from_secs(60), || {
         ready_pool_worktrees(&g) == 2
     });
+}
+
+/// Writes into `dir` until its filesystem has no byte left; the filler files' paths.
+fn fill_to_the_last_byte(dir: &Path) -> Vec<PathBuf> {
+    use std::io::Write;
+    let mut fillers = Vec::new();
+    for (n, chunk) in [MIB, 64 * 1024, 4096, 512, 1].into_iter().enumerate() {
+        let path = dir.join(format!("filler-{n}"));
+        let mut file = fs::File::create(&path).expect("create filler");
+        let block = vec![7u8; chunk];
+        while file
+            .write_all(&block)
+            .and_then(|()| file.sync_all())
+            .is_ok()
+        {}
+        fillers.push(path);
+    }
+    fillers
+}
+
+/// Issue 29, item 2: a collect that fails on a full disk is tried again until it
+/// succeeds; the agent meanwhile stays `exited` (never a final failure with its work
+/// only in its worktree), and its branch gets the work once space comes back.
+#[test]
+fn a_collect_that_finds_the_disk_full_is_retried_until_space_comes_back() {
+    let g = Grove::new();
+    // The repository's objects, where a salvage writes, on a small filesystem of their own.
+    let objects = g.repo.join(".git/objects");
+    let kept = g.dir.path().join("objects-before");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(&objects)
+        .arg(&kept)
+        .status();
+    assert!(copied.is_ok_and(|s| s.success()), "cp objects");
+    let Some(_mount) = Tmpfs::mount(&objects, 4)
+        .map_err(|why| can_run("tmpfs", Some(why)))
+        .ok()
+    else {
+        return;
+    };
+    let restored = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", kept.display()))
+        .arg(&objects)
+        .status();
+    assert!(restored.is_ok_and(|s| s.success()), "cp objects back");
+    let fillers = fill_to_the_last_byte(&objects);
+    let id = g.spawn(
+        &[],
+        "head -c 65536 /dev/urandom > work.bin; echo done > work.txt",
+    );
+    eventually(
+        "the collect fails for now and says it tries again",
+        LONG,
+        || {
+            let record = g.record(&id);
+            record["salvage_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("tries again"))
+        },
+    );
+    let record = g.record(&id);
+    assert_eq!(record["status"], "exited", "{record}");
+    let worktree = PathBuf::from(record["worktree"].as_str().expect("worktree"));
+    assert!(
+        worktree.join("work.txt").exists(),
+        "the work left its worktree"
+    );
+    for filler in fillers {
+        fs::remove_file(filler).expect("free the space");
+    }
+    let done = g.wait(&id);
+    assert_eq!(done["status"], "collected", "{done}");
+    assert!(done["salvage_error"].is_null(), "{done}");
+    assert_eq!(g.agent_file(&id, "work.txt"), "done\n");
+    g.assert_no_worktree_left();
 }

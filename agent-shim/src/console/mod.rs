@@ -8,6 +8,7 @@
 //! Everything runs on the shim's one thread: [`Console::wait`] polls the signals the
 //! shim supervises together with the terminal and the daemon's connections.
 
+mod log;
 mod peers;
 mod terminal;
 mod waiting;
@@ -19,7 +20,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, Signal};
 use peers::Peer;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
@@ -56,7 +57,7 @@ pub struct Console {
     socket: PathBuf,
     listener: UnixListener,
     peers: Vec<Peer>,
-    log: File,
+    log: log::Log,
     /// Input not yet taken by the terminal or pipe.
     pending_input: Vec<u8>,
     /// One buffer for every read of the terminal: no allocation on an echo's way.
@@ -112,7 +113,7 @@ impl Console {
         let _ = std::fs::remove_file(&spec.socket);
         let listener = UnixListener::bind(&spec.socket)?;
         listener.set_nonblocking(true)?;
-        let log = File::from(io::stdout().as_fd().try_clone_to_owned()?);
+        let log = log::Log::new(File::from(io::stdout().as_fd().try_clone_to_owned()?));
         let console = Console {
             io,
             socket: spec.socket.clone(),
@@ -290,7 +291,7 @@ impl Console {
                 }
             }
         }
-        let _ = self.log.write_all(bytes);
+        self.log.write(bytes);
         screen.process(bytes);
         if self.waiting.output(Instant::now()) {
             self.broadcast_activity(false);

@@ -16,7 +16,13 @@ use grove_proto::methods::SpawnParams;
 use grove_proto::types::{AgentRecord, AgentStatus, Removal};
 use std::collections::HashSet;
 use std::path::Path;
+use std::time::Duration;
 use tokio::sync::oneshot;
+
+/// The first pause before a collect that failed for a passing cause runs again, and
+/// the longest it doubles to.
+const COLLECT_RETRY_FIRST: Duration = Duration::from_secs(1);
+const COLLECT_RETRY_LONGEST: Duration = Duration::from_secs(60);
 
 /// What the spawn handler has worked out before the agent gets an id.
 pub struct NewAgent {
@@ -532,6 +538,46 @@ impl Core {
         self.publish("agent.exited", &exited);
     }
 
+    /// A collect failed for a cause that passes (no space, a busy file): the work is
+    /// still only in the worktree, so the agent stays `exited` (not final: `wait` keeps
+    /// waiting) and the collect runs again after a pause that doubles up to a minute.
+    async fn collect_later(&mut self, id: &str, e: &Error) {
+        let why = self.removal_reasons.remove(id);
+        let tries = self.collect_retries.entry(id.to_string()).or_default();
+        *tries += 1;
+        let pause = COLLECT_RETRY_FIRST * 2u32.pow((*tries - 1).min(6));
+        let pause = pause.min(COLLECT_RETRY_LONGEST);
+        tracing::warn!(agent = id, error = %e, tries = *tries, retry_in_s = pause.as_secs(), "collect failed for now; trying again");
+        let note = format!(
+            "collect failed for now: {e}; grove tries again in {}s, the work stays in the \
+             worktree until then",
+            pause.as_secs()
+        );
+        if let Some(row) = self.agents.get_mut(id) {
+            row.record.salvage_error = Some(note.clone());
+        }
+        self.persist(id).await;
+        if let Some(reply) = self.pending_removals.remove(id) {
+            let _ = reply.send(Err(Error::InvalidState(format!("not removed yet: {note}"))));
+        }
+        let removal = why.filter(|why| why != "collect" && why != "lost");
+        let (tx, id) = (self.tx.clone(), id.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            let _ = tx.send(Msg::RetryCollect(id, removal)).await;
+        });
+    }
+
+    pub(super) fn retry_collect(&mut self, id: &str, removal: Option<String>) {
+        let due = self
+            .agents
+            .get(id)
+            .is_some_and(|row| row.record.status == AgentStatus::Exited);
+        if due {
+            self.start_collect(id, removal);
+        }
+    }
+
     /// Collects the agent in its repository's lane. `removal` overrides `keep` and names
     /// why the worktree goes (rm, prune, disk pressure).
     fn start_collect(&mut self, id: &str, removal: Option<String>) {
@@ -623,6 +669,11 @@ impl Core {
 
     pub(super) async fn collected(&mut self, id: &str, result: Result<Collected, Error>) {
         self.recovering.remove(id);
+        let result = match result {
+            Err(e) if e.passes() => return self.collect_later(id, &e).await,
+            result => result,
+        };
+        self.collect_retries.remove(id);
         crate::metrics::collected(&result, |done| done.salvaged);
         let live_index = self.config.dirs.agent_dir(id);
         let _ = std::fs::remove_file(live_index.join(crate::git::LIVE_DIFF_INDEX));

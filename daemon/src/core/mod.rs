@@ -42,6 +42,9 @@ pub enum Msg {
     Prepared(String, Result<prepare::Prepared, Error>),
     ShimExited(String),
     Collected(String, Result<Collected, Error>),
+    /// Collect this agent again (its last collect failed for a cause that passes),
+    /// removing its worktree for this reason when one was asked for.
+    RetryCollect(String, Option<String>),
     /// An interrupted preparation found at start-up is undone.
     RolledBack(String),
     /// The abandon marker of an interrupted start, which could not be written at first,
@@ -171,6 +174,8 @@ pub struct Core {
     pending_removals: HashMap<String, Reply<AgentRecord>>,
     /// Why the next collect of an agent removes its worktree (for the removal log).
     removal_reasons: HashMap<String, String>,
+    /// Collects that failed for a cause that passes, and how many times in a row.
+    collect_retries: HashMap<String, u32>,
     disk_hold: Option<String>,
     pool: pool::Pool,
     /// Agents being prepared in a warm-pool worktree, and that worktree (its directory
@@ -227,6 +232,7 @@ impl Core {
             pending_starts: HashMap::new(),
             pending_removals: HashMap::new(),
             removal_reasons: HashMap::new(),
+            collect_retries: HashMap::new(),
             disk_hold: None,
             pool: pool::Pool::default(),
             adopting: HashMap::new(),
@@ -297,6 +303,7 @@ impl Core {
             Msg::Prepared(id, result) => self.prepared(&id, result).await,
             Msg::ShimExited(id) => self.shim_exited(&id).await,
             Msg::Collected(id, result) => self.collected(&id, result).await,
+            Msg::RetryCollect(id, removal) => self.retry_collect(&id, removal),
             Msg::RolledBack(id) => self.rolled_back(&id).await,
             Msg::StartAbandoned(id) => self.start_abandoned(&id).await,
             Msg::Get(prefix, viewer, reply) => {
