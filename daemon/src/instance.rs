@@ -41,7 +41,7 @@ pub async fn run(
     // it once every thread is gone, and that is what `grove daemon stop` waits for
     // before it says "stopped".
     std::mem::forget(take_instance_lock(&dirs.daemon_lock())?);
-    crate::git::take_over_git_of(&dirs.state_dir);
+    crate::git::take_over_git_of(&dirs.state_dir, config.cgroup);
     match grove_agent_shim::leave_agent_cgroup() {
         Ok(true) => tracing::info!("started inside an agent's cgroup; moved out of it"),
         Ok(false) => {}

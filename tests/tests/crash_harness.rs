@@ -288,6 +288,17 @@ done
         eventually("killed daemon gone", Duration::from_secs(10), || {
             !process_exists(pid)
         });
+        // Nothing it started outlives it: git's own helpers die with it (issue 29,
+        // item 8), before the next daemon could have killed them.
+        let gone_by = Instant::now() + Duration::from_millis(300);
+        while !daemons_gits(&g).is_empty() {
+            assert!(
+                Instant::now() < gone_by,
+                "seed {seed}: alive 0.3 s after the kill: {:?}",
+                daemons_gits(&g)
+            );
+            std::thread::yield_now();
+        }
         g.run(&["list"]);
     }
     eprintln!(
@@ -498,6 +509,30 @@ fn fill_slow_repo(g: &Grove) {
 }
 
 /// Pids of `git worktree add` running now.
+/// git processes of this grove's daemon (marked with its state directory), with their
+/// command lines.
+fn daemons_gits(g: &Grove) -> Vec<(u32, String)> {
+    let mark = format!("GROVE_DAEMON_GIT={}", g.home.display()).into_bytes();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let environ = fs::read(entry.path().join("environ")).unwrap_or_default();
+        if environ.split(|b| *b == 0).any(|var| var == mark.as_slice())
+            && process_exists(pid as i32)
+        {
+            let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
 fn running_adds(marks: &std::path::Path) -> Vec<i32> {
     fs::read_dir(marks)
         .into_iter()

@@ -286,13 +286,45 @@ fn a_git_of_a_killed_daemon_dies_with_it() {
 }
 
 /// What git itself starts (`git worktree add` runs `git reset --hard`, which runs
-/// `checkout--worker`s) escapes the parent-death signal of the git the daemon started;
-/// the next daemon kills it before it touches anything (issue 20). Here the first
-/// `git worktree add` leaves a helper behind that would write into grove's paths after
-/// a long sleep; once the restarted daemon answers, the helper is gone.
+/// `checkout--worker`s) escapes the parent-death signal of the git the daemon started.
+/// Here the first `git worktree add` leaves a helper behind that would write into
+/// grove's paths after a long sleep; it shares git's cgroup, which the daemon's reaper
+/// kills the moment the daemon is killed (issue 29, item 8).
+#[test]
+fn a_git_helper_dies_with_a_killed_daemon() {
+    let g = Grove::new();
+    let marks = g.make_dir("marks");
+    let helper = format!(
+        "echo $$ > {m}/helper.tmp; mv {m}/helper.tmp {m}/helper.pid; sleep 60; echo late > {m}/late",
+        m = marks.display()
+    );
+    let g = g.with_git_wrapper(&format!(
+        "case \"$*\" in *'worktree add'*)\n  if [ ! -e {m}/helper.pid ]; then sh -c '{helper}' & fi;;\nesac",
+        m = marks.display(),
+    ));
+    if !grove_sys::cgroup::usable() {
+        can_run("cgroup", Some("no cgroup v2 to put git in".into()));
+        return;
+    }
+    let mut spawn = spawn_that_dies_with_the_daemon(&g);
+    let helper = read_pid(&marks.join("helper.pid"));
+    g.crash_daemon();
+    let _ = spawn.wait();
+    eventually(
+        "the helper died with the daemon",
+        Duration::from_secs(1),
+        || !process_exists(helper),
+    );
+    g.ok(&["list"]);
+    assert!(!marks.join("late").exists());
+}
+
+/// Where git cannot get a cgroup of its own (here: `cgroup = false`), the next daemon
+/// kills such a helper before it touches anything (issue 20), found by the daemon's
+/// mark; once the restarted daemon answers, the helper is gone.
 #[test]
 fn a_git_helper_of_a_killed_daemon_is_killed_before_the_next_daemon_starts() {
-    let g = Grove::new();
+    let g = Grove::new().with_env(&[("GROVE_CGROUP", "false")]);
     let marks = g.make_dir("marks");
     let helper = format!(
         "echo $$ > {m}/helper.tmp; mv {m}/helper.tmp {m}/helper.pid; sleep 60; echo late > {m}/late",

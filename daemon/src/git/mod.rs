@@ -31,8 +31,9 @@ static DAEMON_MARK: OnceLock<OsString> = OnceLock::new();
 /// the same directory left running. Must run under the instance lock and before
 /// anything touches a repository: git's helpers (`git worktree add` starts `git reset
 /// --hard`, which starts `checkout--worker`s) escape the parent-death signal and would
-/// go on writing the worktrees that recovery rolls back and re-creates.
-pub fn take_over_git_of(state_dir: &std::path::Path) {
+/// go on writing the worktrees that recovery rolls back and re-creates. With `cgroup`
+/// (the setting), they are also put where they die with the daemon.
+pub fn take_over_git_of(state_dir: &std::path::Path, cgroup: bool) {
     let mark = state_dir.as_os_str().to_owned();
     let mut entry = format!("{}=", grove_proto::env::DAEMON_GIT_VAR).into_bytes();
     entry.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(mark.as_os_str()));
@@ -45,7 +46,29 @@ pub fn take_over_git_of(state_dir: &std::path::Path) {
         }
     }
     let _ = DAEMON_MARK.set(mark);
+    if !cgroup {
+        return;
+    }
+    let instance = format!(
+        "{:016x}",
+        crate::ids::stable_hash(state_dir.as_os_str().as_encoded_bytes())
+    );
+    match grove_sys::git_cgroup::GitCgroup::start(&instance) {
+        Ok(cgroup) => {
+            tracing::debug!(cgroup = %cgroup.dir().display(), "git processes die with the daemon");
+            let _ = GIT_CGROUP.set(cgroup);
+        }
+        Err(e) => tracing::info!(
+            error = %e,
+            "no cgroup for git processes: the helpers of a killed daemon's git are \
+             killed by the next start instead"
+        ),
+    }
 }
+
+/// The cgroup every git of this daemon joins: emptied by its reaper when the daemon
+/// dies, git's own helpers included.
+static GIT_CGROUP: OnceLock<grove_sys::git_cgroup::GitCgroup> = OnceLock::new();
 
 /// A `git` command that ignores the daemon's own GIT_* environment, so that a daemon
 /// started from inside a git hook or a worktree never acts on the wrong repository.
@@ -53,7 +76,9 @@ pub fn take_over_git_of(state_dir: &std::path::Path) {
 /// go on writing a worktree that the next daemon rolls back or reuses. The parent-death
 /// signal follows the thread that started git, so git is only ever run by a thread
 /// that waits for it (a repository lane, a blocking task). git's own children escape
-/// that signal; the daemon's mark finds them ([`take_over_git_of`]).
+/// that signal: they share git's cgroup, which the daemon's reaper kills when the
+/// daemon dies, and the daemon's mark finds them where there is none
+/// ([`take_over_git_of`]).
 pub fn git_command() -> Command {
     use std::os::unix::process::CommandExt;
     let mut command = grove_proto::git::command();
@@ -61,10 +86,17 @@ pub fn git_command() -> Command {
         command.env(grove_proto::env::DAEMON_GIT_VAR, mark);
     }
     let daemon = std::process::id();
+    let cgroup = GIT_CGROUP.get();
     // SAFETY: the closure runs between fork and exec and makes only async-signal-safe
-    // calls (prctl, getppid); a daemon gone before the prctl means no start.
+    // calls (prctl, getppid, one write); a daemon gone before the prctl means no start.
     unsafe {
-        command.pre_exec(move || grove_sys::supervise::die_with_parent(daemon));
+        command.pre_exec(move || {
+            if let Some(cgroup) = cgroup {
+                // Best effort: outside it, the next start's scan for the mark remains.
+                let _ = cgroup.join();
+            }
+            grove_sys::supervise::die_with_parent(daemon)
+        });
     }
     command
 }

@@ -277,7 +277,7 @@ pub fn is_frozen(agent_id: &str) -> Option<bool> {
 }
 
 /// Where agents' cgroups go: below the caller's own cgroup, else the mount's root.
-fn base_dir() -> Option<PathBuf> {
+pub(crate) fn base_dir() -> Option<PathBuf> {
     let mount = cgroup2_mount()?;
     Some(
         own_cgroup()

@@ -6,6 +6,7 @@ pub const MAX_SOCKET_PATH_BYTES: usize = 107;
 pub mod cgroup;
 mod clone_into;
 pub mod fs;
+pub mod git_cgroup;
 pub mod landlock;
 pub mod memory;
 pub mod no_sockets;

@@ -7,6 +7,7 @@ pub const MAX_SOCKET_PATH_BYTES: usize = 103;
 
 pub mod cgroup;
 pub mod fs;
+pub mod git_cgroup;
 pub mod landlock;
 pub mod memory;
 pub mod no_sockets;
