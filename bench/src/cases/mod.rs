@@ -1,6 +1,7 @@
 //! The cases, one file each. A case returns its rows; an error becomes a row that says
 //! so, and the other cases still run.
 
+mod cleanup;
 mod collect;
 mod jail;
 mod list;
@@ -22,7 +23,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
 
 pub struct Ctx<'a> {
     pub env: &'a Env,
@@ -58,6 +59,7 @@ pub fn title(case: u32) -> &'static str {
         9 => "grove overlaps with 20 running agents",
         10 => "20 queued agents released one by one",
         11 => "the jail's cost",
+        12 => "cleanup off the critical path",
         _ => "unknown case",
     }
 }
@@ -71,6 +73,7 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         4 => list::run(ctx),
         5 => state::run(ctx),
         11 => jail::run(ctx),
+        12 => cleanup::run(ctx),
         6 => memory::run(ctx),
         7 => startup::run(ctx),
         8 => terminal::run(ctx),
@@ -79,7 +82,7 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         _ => Ok(vec![Row::not_available(
             &case.to_string(),
             "unknown case",
-            format!("no case {case}; cases are 1-10"),
+            format!("no case {case}; cases are 1-12"),
         )]),
     };
     result.unwrap_or_else(|e| {
