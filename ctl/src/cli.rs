@@ -71,6 +71,9 @@ pub enum Command {
         /// `waiting`: also return once the agent waits for input (exits 0 then).
         #[arg(long, value_name = "STATE", value_parser = ["finished", "waiting"], default_value = "finished")]
         until: String,
+        /// Give up after this long (e.g. 90s, 10m): prints where each agent is, exits 1.
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
     },
     /// Attach to an agent's terminal (spawned with --tty): type to it, see its screen.
     /// Detach with the detach key (Ctrl-] unless --detach-key); the agent keeps running.
@@ -125,9 +128,11 @@ pub enum Command {
         #[arg(long)]
         id: Option<String>,
     },
-    /// Stop an agent: SIGTERM to its whole process tree, SIGKILL after a grace period.
+    /// Stop agents: SIGTERM to each one's whole process tree, SIGKILL after a grace period.
     Kill {
-        id: String,
+        /// One or more agents (ids or unique prefixes); all are looked up before any is killed.
+        #[arg(required = true)]
+        ids: Vec<String>,
         /// Return at once instead of waiting until the agent is collected.
         #[arg(long)]
         no_wait: bool,

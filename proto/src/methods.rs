@@ -379,6 +379,10 @@ pub struct WaitParams {
     /// `finished` (default), or `waiting`: also return once the agent waits for input.
     #[serde(default)]
     pub until: WaitUntil,
+    /// Return after this long even if not all (`any`: none) have arrived, with every
+    /// agent's record as it is then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]

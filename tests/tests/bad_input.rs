@@ -151,6 +151,25 @@ fn empty_command() {
     refused(&g, &g.repo, &["spawn", "--", ""], "empty string");
 }
 
+/// Issue 30, item 8: words before `--` without `--agent` were dropped without a word.
+#[test]
+fn words_before_the_command_without_a_preset() {
+    let g = Grove::new();
+    refused_spawn(&g, &["--timeout", "5", "parsecs"], "`parsecs` before `--`");
+}
+
+/// `grove kill` of several ids looks them all up first: one unknown kills none.
+#[test]
+fn kill_with_an_unknown_id_among_known_ones_kills_none() {
+    let g = Grove::new();
+    let id = g.spawn(&[], "sleep 30");
+    let out = g.run(&["kill", &id, "ffff0000"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("ffff0000"), "{}", out.stderr);
+    assert_eq!(g.record(&id)["status"], "running");
+    g.ok(&["kill", &id]);
+}
+
 #[test]
 fn malformed_flags() {
     let g = Grove::new();

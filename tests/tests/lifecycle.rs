@@ -405,3 +405,38 @@ fn long_lists_come_in_pages_and_the_cli_reads_them_all() {
         .message
         .contains("start again"));
 }
+
+/// Issue 30, item 8: `grove kill` takes several ids and waits for them all.
+#[test]
+fn kill_stops_every_agent_named() {
+    let g = Grove::new();
+    let ids: Vec<String> = (0..3).map(|_| g.spawn(&[], "sleep 30")).collect();
+    let args: Vec<&str> = std::iter::once("--json")
+        .chain(std::iter::once("kill"))
+        .chain(ids.iter().map(String::as_str))
+        .collect();
+    let killed: serde_json::Value = serde_json::from_str(&g.ok(&args)).expect("json");
+    let agents = killed["agents"].as_array().expect("agents");
+    assert_eq!(agents.len(), 3, "{killed}");
+    for agent in agents {
+        assert_eq!(agent["status"], "collected", "{agent}");
+        assert_eq!(agent["outcome"], "killed", "{agent}");
+    }
+}
+
+/// Issue 30, item 1: `grove wait --timeout` gives up, says so, and exits 1; a wait
+/// that arrives in time exits 0.
+#[test]
+fn wait_gives_up_after_its_timeout() {
+    let g = Grove::new();
+    let slow = g.spawn(&[], "sleep 30");
+    let out = g.run(&["--json", "wait", "--timeout", "1s", &slow]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("gave up after 1s"), "{}", out.stderr);
+    let list: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(list["agents"][0]["status"], "running", "{list}");
+    let quick = g.spawn(&[], "true");
+    let out = g.run(&["wait", "--timeout", "60s", &quick]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    g.ok(&["kill", &slow]);
+}

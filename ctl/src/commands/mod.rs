@@ -47,7 +47,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::List { all, filter } => list::run(all, &filter, json),
         Command::Show { id } => show::run(&id, json),
         Command::Logs { id, follow, raw } => logs::run(&id, follow, raw, json),
-        Command::Wait { ids, any, until } => wait::run(ids, any, &until, json),
+        Command::Wait {
+            ids,
+            any,
+            until,
+            timeout,
+        } => wait::run(ids, any, &until, timeout.as_deref(), json),
         Command::Attach {
             id,
             read_only,
@@ -62,7 +67,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Screen { id, ansi } => screen::run(&id, ansi, json),
         Command::Status { activity, id } => send::status(&activity, id, json),
         Command::Report { text, id } => report::run(&text, id, json),
-        Command::Kill { id, no_wait } => kill::run(&id, no_wait, json),
+        Command::Kill { ids, no_wait } => kill::run(&ids, no_wait, json),
         Command::Pause { id } => pause::run(&id, true, json),
         Command::Resume { id } => pause::run(&id, false, json),
         Command::Diff { id, stat, paths } => diff::run(&id, stat, &paths, json),

@@ -62,6 +62,7 @@ pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
                 ids: vec![record.id.clone()],
                 mode: Default::default(),
                 until: Default::default(),
+                timeout_ms: None,
             })?
             .agents
     };
@@ -81,6 +82,16 @@ pub fn run(args: SpawnArgs, json: bool) -> Result<ExitCode> {
 }
 
 fn params(args: &SpawnArgs) -> Result<SpawnParams> {
+    if args.agent.is_none() && !args.prompt.is_empty() {
+        // Words before `--` are a preset's prompt; without a preset they would be lost.
+        return Err(UsageError(format!(
+            "`{}` before `--` is neither an option nor a command: a prompt needs --agent NAME \
+             (`grove agents` lists them), and the command goes after `--`, e.g. \
+             `grove spawn -- make test`; nothing was spawned",
+            args.prompt.join(" ")
+        ))
+        .into());
+    }
     if args.command.is_empty() && args.agent.is_none() {
         return Err(UsageError(
             "no command given: put the agent's command after `--`, e.g. `grove spawn -- make test`, \
@@ -231,7 +242,7 @@ fn env_var(text: &str) -> Result<EnvVar> {
 }
 
 /// "90" (seconds), "90s", "10m", "1h30m", "500ms".
-fn duration_ms(text: &str) -> Result<u64> {
+pub(crate) fn duration_ms(text: &str) -> Result<u64> {
     let text = text.trim();
     if let Ok(secs) = text.parse::<u64>() {
         return Ok(secs * 1000);

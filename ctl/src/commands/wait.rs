@@ -6,19 +6,54 @@ use grove_proto::methods::{Wait, WaitMode, WaitParams, WaitUntil};
 use grove_proto::paths::Dirs;
 use std::process::ExitCode;
 
-pub fn run(ids: Vec<String>, any: bool, until: &str, json: bool) -> Result<ExitCode> {
+pub fn run(
+    ids: Vec<String>,
+    any: bool,
+    until: &str,
+    timeout: Option<&str>,
+    json: bool,
+) -> Result<ExitCode> {
     let mode = if any { WaitMode::Any } else { WaitMode::All };
     let until = match until {
         "waiting" => WaitUntil::Waiting,
         _ => WaitUntil::Finished,
     };
-    let list = connect(&dirs()?)?.call::<Wait>(&WaitParams { ids, mode, until })?;
+    let timeout_ms = timeout.map(super::spawn::duration_ms).transpose()?;
+    let params = WaitParams {
+        ids,
+        mode,
+        until,
+        timeout_ms,
+    };
+    let list = connect(&dirs()?)?.call::<Wait>(&params)?;
+    // With `--any` the arrived ones are what was waited for; the rest still runs.
+    let arrived = |a: &grove_proto::types::AgentRecord| {
+        a.status.is_final()
+            || (until == WaitUntil::Waiting
+                && a.activity == Some(grove_proto::types::Activity::Waiting))
+    };
+    let timed_out = timeout.is_some_and(|limit| {
+        let all = list.agents.iter().all(arrived);
+        let some = list.agents.iter().any(arrived);
+        let done = if any { some } else { all };
+        if !done {
+            eprintln!(
+                "grove: gave up after {limit}: {} of {} agents arrived",
+                list.agents.iter().filter(|a| arrived(a)).count(),
+                list.agents.len()
+            );
+        }
+        !done
+    });
     if json {
         print_json(&list)?;
     } else {
         for record in &list.agents {
             println!("{}", result_line(record));
         }
+    }
+    if timed_out {
+        return Ok(ExitCode::from(AGENT_FAILED));
     }
     // Waiting for input is what `--until waiting` waited for: not a failure.
     let fine = |a: &grove_proto::types::AgentRecord| {
@@ -41,6 +76,7 @@ pub fn outcome(dirs: &Dirs, id: &str) -> Result<ExitCode> {
             ids: vec![id.to_string()],
             mode: Default::default(),
             until: Default::default(),
+            timeout_ms: None,
         })?
         .agents;
     let Some(done) = finished.into_iter().next() else {

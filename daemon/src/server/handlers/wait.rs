@@ -4,6 +4,7 @@ use super::authority::visible;
 use crate::Error;
 use grove_proto::methods::{AgentList, WaitMode, WaitParams, WaitUntil};
 use grove_proto::types::AgentRecord;
+use std::time::Duration;
 
 /// Resolves every id first (so a typo fails at once), then waits: for all of them, or
 /// (`any`) for the first to finish, returning the ones finished by then.
@@ -18,15 +19,31 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: WaitParams) -> Result<AgentL
         let record = visible(ctx, conn, prefix).await?;
         ids.push(record.id);
     }
-    let agents = match (params.mode, params.until) {
-        (WaitMode::All, until) => {
-            let mut agents = Vec::with_capacity(ids.len());
-            for id in &ids {
-                agents.push(wait_one(ctx, id, until).await?);
+    let waiting = async {
+        match (params.mode, params.until) {
+            (WaitMode::All, until) => {
+                let mut agents = Vec::with_capacity(ids.len());
+                for id in &ids {
+                    agents.push(wait_one(ctx, id, until).await?);
+                }
+                Ok(agents)
             }
-            agents
+            (WaitMode::Any, until) => wait_any(ctx, &ids, until).await,
         }
-        (WaitMode::Any, until) => wait_any(ctx, &ids, until).await?,
+    };
+    let agents = match params.timeout_ms {
+        None => waiting.await?,
+        Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), waiting).await {
+            Ok(agents) => agents?,
+            // Time is up: every agent as it is now; the caller tells who arrived.
+            Err(_) => {
+                let mut agents = Vec::with_capacity(ids.len());
+                for id in &ids {
+                    agents.push(ctx.core.get(id).await?);
+                }
+                agents
+            }
+        },
     };
     Ok(AgentList { agents, next: None })
 }
