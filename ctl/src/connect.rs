@@ -143,9 +143,11 @@ fn spawn_daemon(dirs: &Dirs) -> Result<()> {
             let mut why = String::new();
             let _ = stderr.read_to_string(&mut why);
             let _ = child.wait();
+            // The daemon says why as any grove command does; said here once.
+            let why = why.trim();
+            let why = why.strip_prefix("grove: error: ").unwrap_or(why);
             Err(anyhow!(
-                "the grove daemon did not start: {}\n(its log: {})",
-                why.trim(),
+                "the grove daemon did not start: {why}\n(its log: {})",
                 dirs.daemon_log().display()
             ))
         }

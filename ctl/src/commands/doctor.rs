@@ -516,30 +516,73 @@ fn database(path: &Path) -> Check {
             json!({ "path": path, "exists": false }),
         );
     }
+    let repair = format!("To repair it, {}.", grove_daemon::RECOVER_ADVICE);
+    let log = settled_log_check(path);
+    let wal = match &log {
+        Ok(log) => json!({
+            "path": log.path,
+            "bytes": log.scan.bytes,
+            "committed_frames": log.scan.committed,
+            "commits": log.scan.commits,
+            "damage": log.report(),
+        }),
+        Err(e) => json!({ "error": e.to_string() }),
+    };
+    if let Ok(Some(report)) = log.as_ref().map(|log| log.report()) {
+        return check(
+            "database",
+            Level::Fail,
+            format!("{report} {repair}"),
+            json!({ "path": path, "exists": true, "wal": wal }),
+        );
+    }
     let result = grove_daemon::database_quick_check(path);
     match result {
         Ok(rows) if rows == ["ok"] => check(
             "database",
             Level::Ok,
-            format!("{}: quick_check ok", path.display()),
-            json!({ "path": path, "exists": true, "quick_check": rows }),
+            format!("{}: quick_check ok, its log is sound", path.display()),
+            json!({ "path": path, "exists": true, "quick_check": rows, "wal": wal }),
         ),
         Ok(rows) => check(
             "database",
             Level::Fail,
-            format!(
-                "{}: quick_check found problems: {}",
-                path.display(),
-                rows.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
-            ),
-            json!({ "path": path, "exists": true, "quick_check": rows }),
+            format!("{} {repair}", grove_daemon::pages_report(path, &rows)),
+            json!({ "path": path, "exists": true, "quick_check": rows, "wal": wal }),
+        ),
+        Err(e @ grove_daemon::DbError::Damaged(_)) => check(
+            "database",
+            Level::Fail,
+            format!("{e} {repair}"),
+            json!({ "path": path, "exists": true, "error": e.to_string(), "wal": wal }),
         ),
         Err(e) => check(
             "database",
             Level::Fail,
             format!("cannot read it: {e}"),
-            json!({ "path": path, "exists": true, "error": e.to_string() }),
+            json!({ "path": path, "exists": true, "error": e.to_string(), "wal": wal }),
         ),
+    }
+}
+
+/// The log as SQLite would read it. A running daemon may be writing it: a scan during
+/// which the file changed is taken again, so that a frame being written is not called
+/// a cut.
+fn settled_log_check(db: &Path) -> std::io::Result<grove_daemon::LogCheck> {
+    let stamp = |path: &Path| {
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()))
+    };
+    let mut attempts = 0;
+    loop {
+        let before = stamp(&grove_daemon::wal_path(db));
+        let log = grove_daemon::check_database_log(db)?;
+        attempts += 1;
+        if before == stamp(&log.path) || attempts == 10 {
+            return Ok(log);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

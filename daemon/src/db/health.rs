@@ -1,0 +1,73 @@
+//! Whether the database and its log can be trusted, said in words a user can act on:
+//! what is damaged, what may be lost, what to do. Checked before the daemon opens the
+//! database, by `grove doctor` and by `grove daemon recover`.
+
+use super::wal::{self, Scan};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// What to do about any damage: the one command that deals with it.
+pub const RECOVER_ADVICE: &str = "run `grove daemon recover`: it keeps a copy of the \
+     damaged files beside them, brings back what is readable and starts the daemon again";
+
+/// The log SQLite keeps beside `db`.
+pub fn wal_path(db: &Path) -> PathBuf {
+    sibling(db, "-wal")
+}
+
+/// `db` with `suffix` appended to its file name.
+pub fn sibling(db: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(db.as_os_str());
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The log of `db` as SQLite will read it.
+#[derive(Debug, Clone)]
+pub struct LogCheck {
+    pub path: PathBuf,
+    pub scan: Scan,
+}
+
+impl LogCheck {
+    /// What is damaged and what may be lost; `None` for a sound log.
+    pub fn report(&self) -> Option<String> {
+        let problem = self.scan.problem()?;
+        Some(format!("{} is damaged: {problem}.", self.path.display()))
+    }
+}
+
+/// Reads the log of `db`. Only while nothing writes the log (see [`wal::scan`]).
+pub fn check_log(db: &Path) -> std::io::Result<LogCheck> {
+    let path = wal_path(db);
+    let scan = wal::scan(&path)?;
+    Ok(LogCheck { path, scan })
+}
+
+/// True for the errors SQLite gives on a damaged database file: it cannot be read as
+/// a database, or its pages do not hold together.
+pub fn is_damage(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// What SQLite says of a damaged database file, in the words of [`LogCheck::report`].
+pub fn database_report(db: &Path, said: &str) -> String {
+    format!(
+        "{} is damaged: SQLite says \"{said}\". The records in its damaged pages (agents, \
+         sessions, shared state) may be lost.",
+        db.display()
+    )
+}
+
+/// What `quick_check` found in a database file, in the same words.
+pub fn pages_report(db: &Path, rows: &[String]) -> String {
+    format!(
+        "{} is damaged: quick_check found {}. The records in its damaged pages (agents, \
+         sessions, shared state) may be lost.",
+        db.display(),
+        rows.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+    )
+}
