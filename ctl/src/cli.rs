@@ -310,6 +310,9 @@ pub enum DaemonCommand {
     Stop,
     /// Stop the daemon, then start a new one (it adopts the running agents).
     Restart,
+    /// Replace a damaged database with what is readable of it, keeping a copy of the
+    /// damaged files, then start the daemon (it adopts the running agents).
+    Recover,
     /// Write a systemd user unit that runs the daemon (auto-start works without it).
     Install {
         /// Also run `systemctl --user daemon-reload` and `enable --now grove`.

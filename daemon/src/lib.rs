@@ -27,6 +27,7 @@ pub use config::Config;
 pub use db::health::{
     check_log as check_database_log, pages_report, wal_path, LogCheck, RECOVER_ADVICE,
 };
+pub use db::recover::{recover as recover_database, Recovered, TableCopy};
 pub use db::{quick_check as database_quick_check, DbError};
 pub use error::Error;
 pub use instance::{check_socket_dir, run, Ready};

@@ -21,6 +21,7 @@ pub fn run(command: DaemonCommand, json: bool) -> Result<ExitCode> {
         DaemonCommand::Status => status(json),
         DaemonCommand::Stop => stop(json),
         DaemonCommand::Restart => restart(json),
+        DaemonCommand::Recover => recover(json),
         DaemonCommand::Install { enable } => install(enable, json),
     }
 }
@@ -184,6 +185,119 @@ fn restart(json: bool) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Recovers the database with the daemon's lock held (no daemon may start meanwhile),
+/// then starts the daemon through the normal auto-start path: it adopts the agents that
+/// kept running, as after any restart.
+fn recover(json: bool) -> Result<ExitCode> {
+    let dirs = dirs()?;
+    let recovered = {
+        let _lock = lock_for_recovery(&dirs.daemon_lock())?;
+        grove_daemon::recover_database(&dirs.database(), std::time::SystemTime::now())
+            .with_context(|| format!("recovering {}", dirs.database().display()))?
+    };
+    let started = connect(&dirs).and_then(|mut client| Ok(client.hello()?.pid));
+    if json {
+        print_json(&serde_json::json!({
+            "kept": recovered.kept,
+            "wal": {
+                "path": recovered.log.path,
+                "damage": recovered.log.report(),
+                "readable_commits": recovered.log.scan.commits,
+            },
+            "database_problem": recovered.database_problem,
+            "tables": recovered.tables.iter().map(|t| serde_json::json!({
+                "table": t.table, "rows": t.rows, "incomplete": t.incomplete,
+            })).collect::<Vec<_>>(),
+            "pid": started.as_ref().ok(),
+            "start_error": started.as_ref().err().map(|e| format!("{e:#}")),
+        }))?;
+    } else {
+        print_recovery(&recovered, &dirs.database());
+        match &started {
+            Ok(pid) => println!(
+                "grove daemon: started (pid {pid}) on the recovered database; it adopts the \
+                 agents that kept running"
+            ),
+            Err(e) => eprintln!("grove: error: the daemon did not start: {e:#}"),
+        }
+    }
+    Ok(if started.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(AGENT_FAILED)
+    })
+}
+
+/// Takes the daemon's lock, as a daemon would; refuses while a daemon holds it (its
+/// connection would keep writing the files being replaced).
+fn lock_for_recovery(lock_path: &Path) -> Result<Flock<File>> {
+    use std::io::Write;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(lock_path)
+        .with_context(|| format!("opening {}", lock_path.display()))?;
+    let mut lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
+        let pid = lock_holder(lock_path).map_or("?".into(), |p| p.to_string());
+        anyhow!(
+            "a grove daemon (pid {pid}) has the database open; stop it with `grove daemon \
+             stop`, then run `grove daemon recover` again"
+        )
+    })?;
+    // Whoever finds the lock taken is told whose it is, as with a daemon's.
+    let _ = lock.set_len(0);
+    let _ = write!(lock, "{}", std::process::id());
+    Ok(lock)
+}
+
+fn print_recovery(recovered: &grove_daemon::Recovered, db: &Path) {
+    for copy in &recovered.kept {
+        println!("kept         {}", copy.display());
+    }
+    match recovered.log.report() {
+        Some(report) => println!("damage       {report}"),
+        None => println!("log          {} was sound", recovered.log.path.display()),
+    }
+    if let Some(problem) = &recovered.database_problem {
+        println!(
+            "damage       {} could not be read whole ({problem}); its rows were copied one \
+             by one",
+            db.display()
+        );
+    }
+    let rows = |name: &str| {
+        recovered
+            .tables
+            .iter()
+            .find(|t| t.table == name)
+            .map_or(0, |t| t.rows)
+    };
+    println!(
+        "recovered    {} agents, {} sessions, {} checkpoints of shared state",
+        rows("agents"),
+        rows("sessions"),
+        rows("checkpoints")
+    );
+    let incomplete: Vec<_> = recovered.tables.iter().filter(|t| t.incomplete).collect();
+    if !incomplete.is_empty() && incomplete.iter().all(|t| t.rows == 0) {
+        println!(
+            "lost         nothing of {} was readable: the daemon starts with no records",
+            db.display()
+        );
+    } else if !incomplete.is_empty() {
+        let tables: Vec<String> = incomplete
+            .iter()
+            .map(|t| format!("{} ({} copied)", t.table, t.rows))
+            .collect();
+        println!(
+            "lost         the rows after the first unreadable one of {}",
+            tables.join(", ")
+        );
+    }
 }
 
 /// True when `pid` runs as the systemd unit `grove.service`.

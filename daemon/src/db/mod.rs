@@ -4,6 +4,7 @@ pub mod agents;
 pub mod health;
 pub mod idempotency;
 mod migrations;
+pub mod recover;
 pub mod removals;
 pub mod starts;
 pub mod trust;
@@ -71,7 +72,7 @@ impl Db {
 
 /// Creates the database file 0600 so that nobody else can read it; SQLite gives its WAL
 /// and shared-memory files the database's mode.
-fn create_private(path: &Path) {
+pub(crate) fn create_private(path: &Path) {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::OpenOptions::new()
         .write(true)
