@@ -74,6 +74,7 @@ pub async fn run(
     })?;
     // Says now, not at the first spawn, which shim agents will get.
     crate::supervisor::launch::shim_program(&exe);
+    crate::db::mark::start(db.clone(), dirs.database(), stopped.clone());
     let events = EventBus::default();
     let state = crate::sessions::start(
         db.clone(),

@@ -2,6 +2,7 @@
 //! what is damaged, what may be lost, what to do. Checked before the daemon opens the
 //! database, by `grove doctor` and by `grove daemon recover`.
 
+use super::mark::{self, Mark};
 use super::wal::{self, Scan};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -22,26 +23,54 @@ pub fn sibling(db: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The log of `db` as SQLite will read it.
+/// The log of `db` as SQLite will read it, and the daemon's mark of it.
 #[derive(Debug, Clone)]
 pub struct LogCheck {
     pub path: PathBuf,
     pub scan: Scan,
+    pub mark: Option<Mark>,
 }
 
 impl LogCheck {
     /// What is damaged and what may be lost; `None` for a sound log.
     pub fn report(&self) -> Option<String> {
-        let problem = self.scan.problem()?;
-        Some(format!("{} is damaged: {problem}.", self.path.display()))
+        if let Some(problem) = self.scan.problem() {
+            return Some(format!("{} is damaged: {problem}.", self.path.display()));
+        }
+        let mark = self.behind()?;
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(mark.at_ms);
+        Some(format!(
+            "{} went backwards: it holds {} committed frames, but the daemon saw {} in it \
+             (same salts) at {}. SQLite would silently drop the {} frames after frame {}, \
+             and the acknowledged updates committed in them.",
+            self.path.display(),
+            self.scan.committed,
+            mark.committed,
+            humantime::format_rfc3339_seconds(at),
+            mark.committed - self.scan.committed,
+            self.scan.committed,
+        ))
+    }
+
+    /// The mark, when the log holds fewer committed frames than it says were there.
+    /// Only under the same salts: a checkpoint that starts the log again changes them.
+    pub fn behind(&self) -> Option<Mark> {
+        let mark = self.mark?;
+        let same_log = self.scan.salts == Some(mark.salts);
+        (same_log && self.scan.committed < mark.committed).then_some(mark)
     }
 }
 
-/// Reads the log of `db`. Only while nothing writes the log (see [`wal::scan`]).
+/// Reads the log of `db` and its mark. Only while nothing writes the log (see
+/// [`wal::scan`]).
 pub fn check_log(db: &Path) -> std::io::Result<LogCheck> {
     let path = wal_path(db);
     let scan = wal::scan(&path)?;
-    Ok(LogCheck { path, scan })
+    Ok(LogCheck {
+        path,
+        scan,
+        mark: mark::read(db),
+    })
 }
 
 /// True for the errors SQLite gives on a damaged database file: it cannot be read as

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod health;
 pub mod idempotency;
+pub mod mark;
 mod migrations;
 pub mod recover;
 pub mod removals;

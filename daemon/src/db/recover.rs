@@ -63,6 +63,7 @@ pub fn recover(db: &Path, now: SystemTime) -> Result<Recovered, DbError> {
         }
     };
     replace(db, &fresh)?;
+    super::mark::remove(db);
     Ok(Recovered {
         kept,
         log,
