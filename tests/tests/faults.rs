@@ -1,5 +1,6 @@
-//! Crashes at named points inside operations (GROVE_TEST_CRASH_AT) and a full disk:
-//! recovery leaves nothing half done and loses nothing acknowledged.
+//! Crashes at named points inside operations (GROVE_TEST_CRASH_AT), a full disk and a
+//! damaged database or WAL: recovery leaves nothing half done and loses nothing
+//! acknowledged, or says what was lost.
 
 mod support;
 
@@ -579,4 +580,252 @@ fn an_abandon_marker_that_cannot_be_written_holds_the_rollback_until_it_can() {
         "run\n",
         "the agent ran once"
     );
+}
+
+// A damaged database or log (issue 29, item 3). SQLite reads a log only up to its first
+// bad frame and says nothing of the rest; grove reads it first and refuses to serve
+// from it until `grove daemon recover` has kept a copy and brought back what is
+// readable.
+
+const WAL_HEADER: u64 = 32;
+
+/// The session `s` (a counter) with `updates` acknowledged updates more, each its own
+/// transaction of a few frames.
+fn acknowledge(g: &Grove, updates: u64) {
+    let mut c = client(g);
+    if call(&mut c, "session.show", json!({"name": "s"})).is_err() {
+        create_session(&mut c, "s", COUNTER_SCHEMA);
+    }
+    let update = json!({"session": "s", "writes": [{"channel": "count", "value": 1}]});
+    for n in 0..updates {
+        call(&mut c, "state.update", update.clone())
+            .unwrap_or_else(|e| panic!("update {n}: {e:?}"));
+    }
+}
+
+/// [`acknowledge`], then the daemon killed -9 with the updates in its log (far below
+/// SQLite's autocheckpoint at 1000 frames until a test asks for more).
+fn acknowledged_then_killed(g: &Grove, updates: u64) {
+    acknowledge(g, updates);
+    g.crash_daemon();
+}
+
+fn wal(g: &Grove) -> std::path::PathBuf {
+    g.home.join("grove.db-wal")
+}
+
+fn wal_word(g: &Grove, at: usize) -> u64 {
+    let bytes = fs::read(wal(g)).expect("read the log");
+    u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as u64
+}
+
+/// The size of one frame of the log: its page size (header, offset 8) and 24 bytes.
+fn frame_size(g: &Grove) -> u64 {
+    wal_word(g, 8) + 24
+}
+
+/// Where frame `n` (from 1) of the log starts.
+fn frame_at(g: &Grove, n: u64) -> u64 {
+    WAL_HEADER + (n - 1) * frame_size(g)
+}
+
+fn whole_frames(g: &Grove) -> u64 {
+    (fs::metadata(wal(g)).expect("log").len() - WAL_HEADER) / frame_size(g)
+}
+
+fn cut_wal(g: &Grove, len: u64) {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(wal(g))
+        .and_then(|f| f.set_len(len))
+        .expect("cut the log");
+}
+
+fn overwrite_wal(g: &Grove, at: u64, len: usize) {
+    use std::io::{Seek, SeekFrom, Write};
+    let garbage: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8 ^ 0xa5).collect();
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .open(wal(g))
+        .expect("open");
+    file.seek(SeekFrom::Start(at)).expect("seek");
+    file.write_all(&garbage).expect("overwrite");
+}
+
+/// The next command cannot start a daemon: it says once what is damaged (`said`) and
+/// what to do, and so does the daemon's log.
+fn refused_for(g: &Grove, said: &str, needles: &[&str]) {
+    let out = g.run(&["list"]);
+    assert_ne!(out.code, 0, "a daemon served: {}", out.stdout);
+    assert_eq!(out.stderr.matches(said).count(), 1, "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("grove daemon recover").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    for needle in needles {
+        assert!(out.stderr.contains(needle), "{needle:?} in {}", out.stderr);
+    }
+    assert!(!out.stderr.contains("Error code"), "{}", out.stderr);
+    assert!(!g.daemon_log_lines(said).is_empty(), "{}", g.daemon_log());
+}
+
+fn doctor_database(g: &Grove) -> (i32, serde_json::Value) {
+    let out = g.run(&["--json", "doctor"]);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("doctor JSON");
+    (out.code, doctor_check(&report, "database"))
+}
+
+fn assert_doctor_names(g: &Grove, needles: &[&str]) {
+    let (code, database) = doctor_database(g);
+    assert_eq!(code, 1, "{database}");
+    assert_eq!(database["status"], "fail", "{database}");
+    for needle in needles.iter().chain(&["grove daemon recover"]) {
+        let message = database["message"].as_str().unwrap_or_default();
+        assert!(message.contains(needle), "{needle:?} in {database}");
+    }
+}
+
+/// `grove daemon recover` keeps copies of the damaged files (of the size they had),
+/// says what was lost, and starts a daemon that serves the readable state.
+fn recover(g: &Grove, says: &str) -> u64 {
+    let damaged_wal = fs::metadata(wal(g)).map(|m| m.len()).ok();
+    let out = g.run(&["daemon", "recover"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains(says), "{says:?} in {}", out.stdout);
+    assert!(out.stdout.contains("started (pid"), "{}", out.stdout);
+    let kept: Vec<_> = fs::read_dir(&g.home)
+        .expect("state dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".damaged-"))
+        .collect();
+    let named = |prefix: &str| {
+        kept.iter()
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+            })
+            .unwrap_or_else(|| panic!("no copy {prefix}* in {kept:?}"))
+    };
+    named("grove.db.damaged-");
+    if let Some(len) = damaged_wal {
+        let copy = named("grove.db-wal.damaged-");
+        assert_eq!(fs::metadata(copy).expect("copy").len(), len);
+    }
+    let (code, database) = doctor_database(g);
+    assert_eq!((code, &database["status"]), (0, &json!("ok")), "{database}");
+    let state = g.json(&["state", "get", "--session", "s"]);
+    let head = state["checkpoint"].as_u64().expect("checkpoint");
+    // What is left is consistent: every checkpoint kept holds its update.
+    assert_eq!(state["state"], json!({ "count": head }), "{state}");
+    head
+}
+
+#[test]
+fn a_wal_cut_inside_a_frame_is_refused_until_recovered() {
+    let g = Grove::new();
+    acknowledged_then_killed(&g, 100);
+    let frames = whole_frames(&g);
+    cut_wal(&g, frame_at(&g, frames / 2) + 1000);
+    refused_for(&g, "grove.db-wal is damaged", &["cut short"]);
+    assert_doctor_names(&g, &["grove.db-wal", "cut short"]);
+    let head = recover(&g, "cut short");
+    assert!(head > 0 && head < 100, "{head} of 100 updates kept");
+    g.state_update("s", &["count", "1"]);
+    let state = g.json(&["state", "get", "--session", "s"]);
+    assert_eq!(state["state"], json!({ "count": head + 1 }), "{state}");
+}
+
+#[test]
+fn garbage_in_the_wal_is_refused_and_recovery_adopts_the_running_agent() {
+    let g = Grove::new();
+    // An agent that outlives the daemon: its records come before the damage.
+    let (id, gate) = g.spawn_gated(&[], "", "echo done > done.txt");
+    eventually("the agent runs", Duration::from_secs(30), || {
+        g.status(&id) == "running"
+    });
+    acknowledged_then_killed(&g, 100);
+    let frames = whole_frames(&g);
+    overwrite_wal(&g, frame_at(&g, frames / 2) + 100, 8192);
+    refused_for(&g, "grove.db-wal is damaged", &["intact commits follow it"]);
+    assert_doctor_names(&g, &["grove.db-wal", "intact commits follow it"]);
+    let head = recover(&g, "committed transactions");
+    assert!(head > 0 && head < 100, "{head} of 100 updates kept");
+    assert_eq!(g.status(&id), "running", "adopted: {}", g.record(&id));
+    fs::write(&gate, "").expect("gate");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert_eq!(g.agent_file(&id, "done.txt"), "done\n");
+}
+
+/// A log cut exactly between two frames reads as a crash to anyone but the daemon that
+/// saw the frames: its mark of the log says how many there were.
+#[test]
+fn a_wal_that_lost_whole_frames_is_refused_by_the_daemons_mark() {
+    let g = Grove::new();
+    acknowledge(&g, 100);
+    // The daemon marks its log within seconds of a change; a mark written after the
+    // log's last change counts all its frames.
+    let mark = g.home.join("grove.db-mark");
+    let modified = |path: &Path| fs::metadata(path).and_then(|m| m.modified()).ok();
+    eventually("the daemon marks its log", Duration::from_secs(30), || {
+        modified(&mark).is_some_and(|marked| Some(marked) >= modified(&wal(&g)))
+    });
+    g.crash_daemon();
+    // Whole frames gone: the log alone reads like one a crash left.
+    cut_wal(&g, frame_at(&g, whole_frames(&g) / 2));
+    refused_for(&g, "grove.db-wal went backwards", &["the daemon saw"]);
+    assert_doctor_names(&g, &["grove.db-wal went backwards"]);
+    let head = recover(&g, "went backwards");
+    assert!(head > 0 && head < 100, "{head} of 100 updates kept");
+}
+
+#[test]
+fn a_malformed_database_is_refused_once_with_advice() {
+    let g = Grove::new();
+    acknowledge(&g, 3);
+    // Everything in the database file and no log: the damage is the file's alone.
+    let conn = g.stopped_db();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("checkpoint");
+    drop(conn);
+    assert!(!wal(&g).exists());
+    let db = g.home.join("grove.db");
+    let mut bytes = fs::read(&db).expect("db");
+    bytes[..100].copy_from_slice(&[0x5a; 100]);
+    fs::write(&db, &bytes).expect("damage the database");
+    refused_for(&g, "grove.db is damaged", &["file is not a database"]);
+    assert_doctor_names(&g, &["grove.db is damaged"]);
+    let out = g.run(&["daemon", "recover"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("could not be read whole"),
+        "{}",
+        out.stdout
+    );
+    g.ok(&["list", "--all"]);
+}
+
+/// A kill -9 leaves a log SQLite reads whole, also after a checkpoint started the log
+/// again over older frames: none of that is damage.
+#[test]
+fn a_killed_daemons_wal_is_not_called_damaged() {
+    let g = Grove::new();
+    acknowledged_then_killed(&g, 30);
+    assert!(whole_frames(&g) > 30);
+    let (code, database) = doctor_database(&g);
+    assert_eq!((code, &database["status"]), (0, &json!("ok")), "{database}");
+    assert_eq!(
+        g.json(&["state", "get", "--session", "s"])["state"],
+        json!({"count": 30})
+    );
+    // Enough frames for SQLite's checkpoint (1000), which starts the log again with new
+    // salts (its checkpoint count goes up) over the frames of the old ones.
+    acknowledged_then_killed(&g, 400);
+    assert!(wal_word(&g, 12) >= 1, "a checkpoint started the log again");
+    let (code, database) = doctor_database(&g);
+    assert_eq!((code, &database["status"]), (0, &json!("ok")), "{database}");
+    let state = g.json(&["state", "get", "--session", "s"]);
+    assert_eq!(state["state"], json!({"count": 430}), "{state}");
 }

@@ -100,3 +100,35 @@ pub fn pages_report(db: &Path, rows: &[String]) -> String {
         rows.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(salts: (u32, u32), committed: u64, mark: Mark) -> LogCheck {
+        LogCheck {
+            path: PathBuf::from("grove.db-wal"),
+            scan: Scan {
+                salts: Some(salts),
+                committed,
+                ..Scan::default()
+            },
+            mark: Some(mark),
+        }
+    }
+
+    #[test]
+    fn a_log_behind_its_mark_went_backwards_but_only_under_the_same_salts() {
+        let mark = Mark {
+            salts: (7, 8),
+            committed: 90,
+            at_ms: 0,
+        };
+        let report = checked((7, 8), 40, mark).report().expect("went back");
+        assert!(report.contains("went backwards"), "{report}");
+        assert!(report.contains("the 50 frames after frame 40"), "{report}");
+        // Caught up, or a log a checkpoint started again: nothing to say.
+        assert_eq!(checked((7, 8), 90, mark).report(), None);
+        assert_eq!(checked((8, 1), 3, mark).report(), None);
+    }
+}
