@@ -21,6 +21,13 @@
 //!   current ones are normal and never damage.
 //! - A header that does not check out makes SQLite ignore every frame: with frames
 //!   behind it, that is damage (SQLite writes the 32-byte header in one write).
+//!
+//! A power cut in the middle of a commit can persist that commit's frames out of order
+//! or cut one short, and then reads as damage too. The daemon then refuses to start
+//! when it need not, but loses nothing by it: with `synchronous=FULL` every
+//! acknowledged commit was synced, so it is in the intact prefix that `grove daemon
+//! recover` keeps. Refusing a store that may have lost acknowledged writes is the side
+//! to err on.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
