@@ -829,3 +829,47 @@ fn a_killed_daemons_wal_is_not_called_damaged() {
     let state = g.json(&["state", "get", "--session", "s"]);
     assert_eq!(state["state"], json!({"count": 430}), "{state}");
 }
+
+/// SQLite leaves what it could write of a frame when the disk fills up in the middle of
+/// it: a log ending inside a frame, like a cut one. The daemon notes its own failed
+/// write, so that a kill before the next commit covers it is not called damage.
+#[test]
+fn a_frame_cut_short_by_a_full_disk_is_not_called_damage_after_a_kill() {
+    let scratch = short_temp_dir("gw");
+    let home_fs = scratch.path().join("hf");
+    let _home = match Tmpfs::mount(&home_fs, "16m") {
+        Ok(home) => home,
+        Err(why) => {
+            can_run("tmpfs", Some(why));
+            return;
+        }
+    };
+    let mut g = Grove::new();
+    g.home = home_fs.join("h");
+    acknowledge(&g, 5);
+    let mut c = client(&g);
+    let list = "[state]\nversion = 1\n[state.channels]\nl = { reducer = \"append\" }\n";
+    create_session(&mut c, "l", list);
+    let filler = fill_up(&home_fs);
+    let big =
+        json!({"session": "l", "writes": [{"channel": "l", "value": ["x".repeat(64 * 1024)]}]});
+    let refused = (0..64).find_map(|_| call(&mut c, "state.update", big.clone()).err());
+    let refused = refused.expect("a full disk never refused a write");
+    assert!(refused.message.contains("could not store"), "{refused:?}");
+    drop(c);
+    let rest = (fs::metadata(wal(&g)).expect("log").len() - WAL_HEADER) % frame_size(&g);
+    assert_ne!(
+        rest, 0,
+        "the refused write left no frame cut short: nothing to test"
+    );
+    g.crash_daemon();
+    fs::remove_file(filler).expect("free");
+    let (code, database) = doctor_database(&g);
+    assert_eq!(
+        (code, &database["status"]),
+        (0, &json!("ok")),
+        "{rest}: {database}"
+    );
+    let state = g.json(&["state", "get", "--session", "s"]);
+    assert_eq!(state["state"], json!({"count": 5}), "{state}");
+}

@@ -34,7 +34,7 @@ pub struct LogCheck {
 impl LogCheck {
     /// What is damaged and what may be lost; `None` for a sound log.
     pub fn report(&self) -> Option<String> {
-        if let Some(problem) = self.scan.problem() {
+        if let Some(problem) = self.scan.problem().filter(|_| !self.own_cut()) {
             return Some(format!("{} is damaged: {problem}.", self.path.display()));
         }
         let mark = self.behind()?;
@@ -50,6 +50,15 @@ impl LogCheck {
             mark.committed - self.scan.committed,
             self.scan.committed,
         ))
+    }
+
+    /// True when the log ends inside a frame exactly where the daemon's own failed
+    /// write left it (see [`mark::note_failed_write`]): no byte was cut since.
+    pub fn own_cut(&self) -> bool {
+        let cut = matches!(self.scan.damage, Some(wal::Damage::Cut { .. }));
+        cut && self.mark.is_some_and(|mark| {
+            Some(mark.salts) == self.scan.salts && mark.torn_at == Some(self.scan.bytes)
+        })
     }
 
     /// The mark, when the log holds fewer committed frames than it says were there.
@@ -123,6 +132,7 @@ mod tests {
             salts: (7, 8),
             committed: 90,
             at_ms: 0,
+            torn_at: None,
         };
         let report = checked((7, 8), 40, mark).report().expect("went back");
         assert!(report.contains("went backwards"), "{report}");

@@ -9,9 +9,15 @@
 //! behind only makes the check weaker, never wrong. Within one set of salts SQLite only
 //! appends committed frames; a checkpoint that starts the log again changes the salts,
 //! and then the mark says nothing.
+//!
+//! The mark also holds the size of a log the daemon's own failed write left ending
+//! inside a frame: SQLite keeps what it could write of a frame when the disk fills up
+//! (on a tmpfs, 2072 of a frame's 4120 bytes), and until the next commit writes over it
+//! that reads as a cut log. Noted right after the failure, on the database thread, a
+//! kill meanwhile is not called damage at the next start.
 
 use super::health::{self, sibling};
-use super::wal::Scan;
+use super::wal::{Damage, Scan};
 use super::Db;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -26,42 +32,76 @@ pub struct Mark {
     pub salts: (u32, u32),
     pub committed: u64,
     pub at_ms: u64,
+    /// The log's size when it ended inside a frame the daemon itself failed to write
+    /// (the disk refused the rest): that cut is its own, not damage.
+    pub torn_at: Option<u64>,
 }
 
 pub fn path(db: &Path) -> PathBuf {
     sibling(db, "-mark")
 }
 
-/// The mark last taken, if there is a readable one.
+/// Bytes of the mark file. It is written in place, never replaced: a disk that filled
+/// up would refuse a new file just when a failed write needs noting, but lets the
+/// blocks a file already has be written again.
+const RECORD: usize = 256;
+
+/// The mark last taken, if there is a readable one. The record is written twice on its
+/// line: a read torn by a write in flight has two different halves and is no mark.
 pub fn read(db: &Path) -> Option<Mark> {
     let text = std::fs::read_to_string(path(db)).ok()?;
-    let mut words = text.split_whitespace().map(|w| w.parse::<u64>().ok());
+    let (first, second) = text.trim_end().split_once(" | ")?;
+    if first != second {
+        return None;
+    }
+    let mut words = first.split(' ').map(|w| w.parse::<u64>().ok());
     let mut next = || words.next().flatten();
     let (salt1, salt2, committed, at_ms) = (next()?, next()?, next()?, next()?);
     Some(Mark {
         salts: (u32::try_from(salt1).ok()?, u32::try_from(salt2).ok()?),
         committed,
         at_ms,
+        torn_at: next(),
     })
 }
 
-/// Records what a sound scan found, replacing the mark in one rename.
-fn write(db: &Path, scan: &Scan, at_ms: u64) -> std::io::Result<()> {
+/// Records what a sound scan found.
+fn write(db: &Path, scan: &Scan, at_ms: u64, torn_at: Option<u64>) -> std::io::Result<()> {
     let Some((salt1, salt2)) = scan.salts else {
         return Ok(());
     };
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let fresh = sibling(db, "-mark.new");
+    let mut fields = format!("{salt1} {salt2} {} {at_ms}", scan.committed);
+    if let Some(bytes) = torn_at {
+        fields.push_str(&format!(" {bytes}"));
+    }
+    write_record(db, &fields)
+}
+
+/// Writes `fields` (twice) over the whole record, padded to its fixed size.
+fn write_record(db: &Path, fields: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    // Five numbers twice take at most 171 bytes; a record cut to fit would read as none.
+    let record = format!("{fields} | {fields}");
+    let mut bytes = format!("{record:<width$}\n", width = RECORD - 1).into_bytes();
+    bytes.truncate(RECORD);
     // Private like every file of the state directory.
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(false)
         .mode(0o600)
-        .open(&fresh)?
-        .write_all(format!("{salt1} {salt2} {} {at_ms}\n", scan.committed).as_bytes())?;
-    std::fs::rename(&fresh, path(db))
+        .open(path(db))?
+        .write_all_at(&bytes, 0)
+}
+
+/// Makes the mark file hold its record's bytes before any write can fail for space:
+/// a record saying there is no mark yet, unless a readable one is there.
+fn prepare(db: &Path) -> std::io::Result<()> {
+    let fits = std::fs::metadata(path(db)).is_ok_and(|m| m.len() == RECORD as u64);
+    if fits && read(db).is_some() {
+        return Ok(());
+    }
+    write_record(db, "none")
 }
 
 /// Forgets the mark: the log it describes is gone (`grove daemon recover`).
@@ -80,6 +120,11 @@ fn stamp(db: &Path) -> Stamp {
 /// Marks the log every [`EVERY`] until the daemon stops.
 pub fn start(db: Db, path: PathBuf, mut stopped: watch::Receiver<bool>) {
     tokio::spawn(async move {
+        let ready = path.clone();
+        let prepared = db.call(move |_| Ok(prepare(&ready))).await;
+        if let Ok(Err(e)) = prepared {
+            tracing::warn!(error = %e, "cannot make the mark of the database's log");
+        }
         let mut seen: Stamp = None;
         loop {
             tokio::select! {
@@ -112,18 +157,57 @@ fn look(db: &Path, seen: Stamp) -> Stamp {
         }
     };
     match check.report() {
-        Some(report) => tracing::error!(
-            "{report} This happened while the daemon runs; stop it (`grove daemon stop`) \
-             and {}",
-            health::RECOVER_ADVICE
-        ),
+        Some(report) => damaged_under_the_daemon(&report),
         None => {
-            if let Err(e) = write(db, &check.scan, grove_agent_shim::now_ms()) {
-                tracing::warn!(error = %e, "cannot mark the database's log");
-            }
+            let torn_at = check.own_cut().then_some(check.scan.bytes);
+            mark(db, &check, torn_at);
         }
     }
     now
+}
+
+fn mark(db: &Path, check: &health::LogCheck, torn_at: Option<u64>) {
+    if let Err(e) = write(db, &check.scan, grove_agent_shim::now_ms(), torn_at) {
+        tracing::warn!(error = %e, "cannot mark the database's log");
+    }
+}
+
+fn damaged_under_the_daemon(report: &str) {
+    tracing::error!(
+        "{report} This happened while the daemon runs; stop it (`grove daemon stop`) and {}",
+        health::RECOVER_ADVICE
+    );
+}
+
+/// On the database thread, right after SQLite failed a write (the disk full, an I/O
+/// error): what it could write of a frame stays in the log, which then ends inside a
+/// frame like a cut one until the next commit writes over it. Marked as the daemon's
+/// own, so that a kill before then is not called damage at the next start.
+pub fn note_failed_write(conn: &rusqlite::Connection, error: &rusqlite::Error) {
+    use rusqlite::ErrorCode::{DiskFull, SystemIoFailure};
+    let failed_write = matches!(error.sqlite_error_code(), Some(DiskFull | SystemIoFailure));
+    let Some(db) = conn.path().filter(|_| failed_write).map(Path::new) else {
+        return;
+    };
+    let check = match health::check_log(db) {
+        Ok(check) => check,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the database's log after a failed write");
+            return;
+        }
+    };
+    let cut = matches!(check.scan.damage, Some(Damage::Cut { .. }));
+    match check.report() {
+        Some(_) if cut && check.behind().is_none() => {
+            tracing::info!(
+                bytes = check.scan.bytes,
+                "a failed write left the log ending inside a frame; the next commit writes over it"
+            );
+            mark(db, &check, Some(check.scan.bytes));
+        }
+        Some(report) => damaged_under_the_daemon(&report),
+        None => mark(db, &check, check.own_cut().then_some(check.scan.bytes)),
+    }
 }
 
 #[cfg(test)]
@@ -139,16 +223,34 @@ mod tests {
             committed: 42,
             ..Scan::default()
         };
-        write(&db, &scan, 1234).expect("write");
+        write(&db, &scan, 1234, None).expect("write");
+        let mark = Mark {
+            salts: (7, u32::MAX),
+            committed: 42,
+            at_ms: 1234,
+            torn_at: None,
+        };
+        assert_eq!(read(&db), Some(mark));
+        write(&db, &scan, 1234, Some(9000)).expect("write");
+        let torn_at = Some(9000);
+        assert_eq!(read(&db), Some(Mark { torn_at, ..mark }));
+        // Written in place: a shorter record leaves nothing of the longer one.
+        write(&db, &scan, 1234, None).expect("write");
+        assert_eq!(read(&db), Some(mark));
+        prepare(&db).expect("prepare");
+        assert_eq!(read(&db), Some(mark), "a readable mark is kept");
         assert_eq!(
-            read(&db),
-            Some(Mark {
-                salts: (7, u32::MAX),
-                committed: 42,
-                at_ms: 1234
-            })
+            std::fs::metadata(path(&db)).expect("mark").len(),
+            RECORD as u64
         );
-        for nonsense in ["", "1 2 3", "a b c d", "99999999999 1 1 1"] {
+        let torn = "1 2 3 4 | 1 2 3 5";
+        for nonsense in [
+            "",
+            "none | none",
+            "1 2 3 | 1 2 3",
+            "a b c d | a b c d",
+            torn,
+        ] {
             std::fs::write(path(&db), nonsense).expect("write");
             assert_eq!(read(&db), None, "{nonsense:?}");
         }

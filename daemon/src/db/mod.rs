@@ -57,7 +57,7 @@ impl Db {
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
     ) -> Result<R, DbError> {
-        Ok(self.owner.call(f).await??)
+        Ok(self.owner.call(noting_failed_writes(f)).await??)
     }
 
     /// Queues `f` on the database thread at once (see [`Owner::submit`]); the future
@@ -66,8 +66,22 @@ impl Db {
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<R> + Send + 'static,
     ) -> impl std::future::Future<Output = Result<R, DbError>> + Send + 'static {
-        let queued = self.owner.submit(f);
+        let queued = self.owner.submit(noting_failed_writes(f));
         async move { Ok(queued.await??) }
+    }
+}
+
+/// `f`, and after it fails a write, the note that keeps a frame it left cut short from
+/// being called damage ([`mark::note_failed_write`]); nothing more when it succeeds.
+fn noting_failed_writes<R>(
+    f: impl FnOnce(&mut Connection) -> rusqlite::Result<R>,
+) -> impl FnOnce(&mut Connection) -> rusqlite::Result<R> {
+    move |conn| {
+        let result = f(conn);
+        if let Err(error) = &result {
+            mark::note_failed_write(conn, error);
+        }
+        result
     }
 }
 

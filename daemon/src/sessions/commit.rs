@@ -94,6 +94,9 @@ pub(super) fn store_job(conn: &mut rusqlite::Connection, outbox: &Mutex<Outbox>)
     match store::commit_group(conn, &checkpoints, &heads, &compactions) {
         Ok(dropped) => Stored::Through(through, dropped),
         Err(e) => {
+            // Answered as a value, not an error: the database thread's own note of a
+            // failed write (`Db::call`) does not see it.
+            crate::db::mark::note_failed_write(conn, &e);
             if let Ok(mut outbox) = outbox.lock() {
                 outbox.failed = true;
             }
