@@ -82,6 +82,41 @@ pub fn check_log(db: &Path) -> std::io::Result<LogCheck> {
     })
 }
 
+/// Waits up to `limit` until no other process has `db` open, as SQLite itself tells:
+/// every connection holds a shared lock on the "deadman switch" byte of the `-shm`
+/// file. The daemon's lock keeps other daemons out, not other programs (or a killed
+/// daemon's last moment, its files closing one by one as it exits); reading the log
+/// while another connection writes it would take a frame being written for a cut one.
+/// The pid of a process that still has it open.
+pub fn await_sole_user(db: &Path, limit: std::time::Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let holder = other_user(db)?;
+        if std::time::Instant::now() >= deadline {
+            return Some(holder);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A process other than this one holding a lock on the `-shm` file's deadman switch.
+fn other_user(db: &Path) -> Option<i32> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use nix::libc;
+    // SQLite's unix VFS: 8 lock bytes from 120, then the deadman switch.
+    const DEADMAN_SWITCH: libc::off_t = 128;
+    let shm = std::fs::File::open(sibling(db, "-shm")).ok()?;
+    let mut lock = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: DEADMAN_SWITCH,
+        l_len: 1,
+        l_pid: 0,
+    };
+    fcntl(&shm, FcntlArg::F_GETLK(&mut lock)).ok()?;
+    (lock.l_type != libc::F_UNLCK as libc::c_short).then_some(lock.l_pid)
+}
+
 /// True for the errors SQLite gives on a damaged database file: it cannot be read as
 /// a database, or its pages do not hold together.
 pub fn is_damage(error: &rusqlite::Error) -> bool {

@@ -100,6 +100,14 @@ pub(crate) fn create_private(path: &Path) {
 /// opens: SQLite's own reading of the log (at the first open after every connection has
 /// gone) keeps the intact prefix and says nothing of the rest.
 fn refuse_damaged_log(path: &Path) -> Result<(), DbError> {
+    if let Some(pid) = health::await_sole_user(path, std::time::Duration::from_secs(1)) {
+        // Refusing would lock the user out for a `sqlite3` shell left open; a reader
+        // does not write the log, so the scan still holds for it.
+        tracing::warn!(
+            pid,
+            "another process has the database open; reading its log anyway"
+        );
+    }
     let check = health::check_log(path).map_err(|e| DbError::Unreadable {
         path: health::wal_path(path),
         why: e.to_string(),

@@ -48,6 +48,14 @@ pub fn recover(db: &Path, now: SystemTime) -> Result<Recovered, DbError> {
             why: "there is no database to recover".into(),
         });
     }
+    if let Some(pid) = health::await_sole_user(db, std::time::Duration::from_secs(5)) {
+        return Err(DbError::Unreadable {
+            path: db.to_path_buf(),
+            why: format!(
+                "process {pid} has it open, and recovery replaces it; end that process first"
+            ),
+        });
+    }
     let log = health::check_log(db).map_err(unreadable(&health::wal_path(db)))?;
     let stamp = stamp(now);
     let kept = keep_copies(db, &stamp)?;
