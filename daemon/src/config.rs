@@ -140,7 +140,7 @@ impl Default for StateLimits {
         StateLimits {
             max_write: 256 << 10,
             max_session: 2 << 20,
-            checkpoint_keep: 500,
+            checkpoint_keep: 400,
         }
     }
 }
@@ -213,7 +213,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("commit_author", "GROVE_COMMIT_AUTHOR", "user"),
     ("state_max_write", "GROVE_STATE_MAX_WRITE", "256K"),
     ("state_max_session", "GROVE_STATE_MAX_SESSION", "2M"),
-    ("checkpoint_keep", "GROVE_CHECKPOINT_KEEP", "500"),
+    ("checkpoint_keep", "GROVE_CHECKPOINT_KEEP", "400"),
     ("session_idle", "GROVE_SESSION_IDLE", "30m"),
     ("session_suspend", "GROVE_SESSION_SUSPEND", "30m"),
     ("session_archive", "GROVE_SESSION_ARCHIVE", "7days"),

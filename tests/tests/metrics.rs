@@ -627,3 +627,39 @@ fn restarts_and_per_session_figures_reach_prometheus() {
         Some("2")
     );
 }
+
+/// Issue 34, item 2: with the default settings, 10,000 updates to one session leave
+/// every service level met (compaction keeps a session under the checkpoints SLO).
+#[test]
+fn ten_thousand_updates_with_the_defaults_breach_no_service_level() {
+    let g = Grove::new();
+    create_session(&g, "busy");
+    let writers: Vec<_> = (0..20)
+        .map(|_| {
+            let mut c = client(&g);
+            std::thread::spawn(move || {
+                for _ in 0..500 {
+                    let update = json!({"session": "busy", "writes": [
+                        {"channel": "count", "value": 1}
+                    ]});
+                    call(&mut c, "state.update", update).expect("update");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("writer");
+    }
+    let state = g.json(&["state", "get", "--session", "busy"]);
+    assert_eq!(state["state"]["count"], 10_000, "{state}");
+    let out = g.run(&["--json", "doctor"]);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("doctor json");
+    let checkpoints = doctor_check(&report, "slo checkpoints_p99");
+    assert_eq!(checkpoints["data"]["breached"], false, "{checkpoints}");
+    let breached: Vec<&serde_json::Value> = each(&report, "checks")
+        .filter(|c| c["name"].as_str().is_some_and(|n| n.starts_with("slo ")))
+        .filter(|c| c["data"]["breached"] != false)
+        .collect();
+    assert!(breached.is_empty(), "{breached:?}");
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+}

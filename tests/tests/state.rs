@@ -322,9 +322,9 @@ fn ten_agents_writing_a_hundred_updates_each_lose_nothing() {
     assert_eq!(labels, expected);
     let shown = g.json(&["session", "show", "swarm"]);
     assert_eq!(shown["head"], 1000);
-    // Past `checkpoint_keep` (500) the older checkpoints are compacted.
+    // Past `checkpoint_keep` (400) the older checkpoints are compacted.
     let kept = shown["checkpoints"].as_u64().expect("checkpoints");
-    assert!((500..=564).contains(&kept), "{shown}");
+    assert!((400..=464).contains(&kept), "{shown}");
 }
 
 #[test]

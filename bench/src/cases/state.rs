@@ -273,7 +273,7 @@ fn write_rounds<const N: usize>(
 }
 
 /// Reads the state at `READS` random checkpoints in `1..=checkpoints`, of those still
-/// readable: past `checkpoint_keep` (500) older ones are compacted.
+/// readable: past `checkpoint_keep` (400) older ones are compacted.
 fn read_row(client: &mut Client, checkpoints: u64) -> Result<Row> {
     let oldest = match call(client, "session.show", json!({ "name": SESSION }))? {
         Probe::Answered(info) => info["oldest"].as_u64().unwrap_or(1).max(1),
