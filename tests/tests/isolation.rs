@@ -375,8 +375,12 @@ fn kill_stops_escaped_descendants_with_and_without_a_cgroup() {
                 fs::read_to_string(&path).is_ok_and(|s| s.ends_with('\n'))
             });
         }
-        let victims = processes_running(&["sleep", &marker]);
-        assert_eq!(victims.len(), 2, "{victims:?}");
+        // A pid is written right after the fork: its exec of sleep may come a moment later.
+        let mut victims = Vec::new();
+        eventually("both victims run sleep", Duration::from_secs(10), || {
+            victims = processes_running(&["sleep", &marker]);
+            victims.len() == 2
+        });
         let killed = g.json(&["kill", &id]);
         assert_eq!(killed["outcome"], "killed");
         for pid in victims {
