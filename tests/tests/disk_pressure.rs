@@ -12,43 +12,6 @@ use support::*;
 const MIB: usize = 1 << 20;
 const LONG: Duration = Duration::from_secs(60);
 
-struct Tmpfs {
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(path: &Path, size_mib: usize) -> Result<Tmpfs, String> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err("not root, so no tmpfs can be mounted".into());
-        }
-        fs::create_dir_all(path).map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size_mib}m"),
-                "grove-test",
-            ])
-            .arg(path)
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "mount failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(Tmpfs { path: path.into() })
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-    }
-}
-
 fn fill(path: &Path, mib: usize) {
     fs::write(path, vec![7u8; mib * MIB]).expect("write filler");
 }

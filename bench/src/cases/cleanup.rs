@@ -5,7 +5,7 @@
 //! another. And `grove daemon stop` with a warm pool and 20 kept worktrees, against one
 //! `git worktree remove --force`.
 
-use super::{baseline_worktree, Ctx};
+use super::{add_baseline, baseline_worktree, timed_removal, Ctx};
 use crate::grove::{field, poll_until, timed};
 use crate::report::{Goal, Metric, Row};
 use crate::repos::Repo;
@@ -107,27 +107,12 @@ fn removes(ctx: &Ctx<'_>, repo: &Repo, run: usize, busy: bool) -> Result<Duratio
     for n in 0..AGENTS {
         let (path, branch) =
             baseline_worktree(ctx, &format!("cleanup{}-{n}", u8::from(busy)), repo, run);
-        env.git(
-            &repo.path,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                &branch,
-                &path.to_string_lossy(),
-            ],
-        )?;
+        add_baseline(env, repo, &path, &branch)?;
         made.push((path, branch));
     }
     let mut took = Duration::ZERO;
     for (path, branch) in made {
-        took += timed(
-            env.git_command(&repo.path)
-                .args(["worktree", "remove", "--force"])
-                .arg(&path),
-        )?;
-        env.git(&repo.path, &["branch", "-D", &branch])?;
+        took += timed_removal(env, repo, &path, &branch)?;
     }
     Ok(took)
 }
@@ -150,23 +135,8 @@ fn stop(ctx: &Ctx<'_>, repo: &Repo) -> Result<Row> {
     super::pool::wait_for_warm_pool(ctx, repo)?;
     let took = timed(env.grove_command(&env.root).args(["daemon", "stop"]))?;
     let (path, branch) = baseline_worktree(ctx, "cleanup-stop", repo, 0);
-    env.git(
-        &repo.path,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            &branch,
-            &path.to_string_lossy(),
-        ],
-    )?;
-    let git = timed(
-        env.git_command(&repo.path)
-            .args(["worktree", "remove", "--force"])
-            .arg(&path),
-    )?;
-    env.git(&repo.path, &["branch", "-D", &branch])?;
+    add_baseline(env, repo, &path, &branch)?;
+    let git = timed_removal(env, repo, &path, &branch)?;
     for id in &ids {
         let _ = env.grove(&env.root, &["rm", id]);
     }

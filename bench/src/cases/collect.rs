@@ -2,8 +2,8 @@
 //! record appearing until `grove wait` returns it collected, against
 //! `git worktree remove --force` of a worktree with one changed file.
 
-use super::{baseline_worktree, Ctx};
-use crate::grove::{field, poll_until, timed};
+use super::{add_baseline, baseline_worktree, timed_removal, Ctx};
+use crate::grove::{field, poll_until};
 use crate::report::Row;
 use crate::repos::Repo;
 use crate::stats::{ms, Summary};
@@ -86,26 +86,10 @@ fn grove_once(ctx: &Ctx<'_>, repo: &Repo, run: usize) -> Result<Duration> {
 fn git_once(ctx: &Ctx<'_>, repo: &Repo, run: usize) -> Result<Duration> {
     let env = ctx.env;
     let (path, branch) = baseline_worktree(ctx, "collect", repo, run);
-    env.git(
-        &repo.path,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            &branch,
-            &path.to_string_lossy(),
-        ],
-    )?;
+    add_baseline(env, repo, &path, &branch)?;
     let file = path.join(&repo.sample_file);
     let mut text = std::fs::read_to_string(&file)?;
     text.push_str("changed\n");
     std::fs::write(&file, text)?;
-    let took = timed(
-        env.git_command(&repo.path)
-            .args(["worktree", "remove", "--force"])
-            .arg(&path),
-    )?;
-    env.git(&repo.path, &["branch", "-D", &branch])?;
-    Ok(took)
+    timed_removal(env, repo, &path, &branch)
 }

@@ -46,6 +46,24 @@ fn baseline_worktree(ctx: &Ctx<'_>, case: &str, repo: &Repo, run: usize) -> (Pat
     (path, format!("bench/{case}-{run}"))
 }
 
+/// A baseline worktree of `repo`: `git worktree add -b branch path`.
+fn add_baseline(env: &Env, repo: &Repo, path: &std::path::Path, branch: &str) -> Result<()> {
+    let path = path.to_string_lossy();
+    env.git(&repo.path, &["worktree", "add", "-q", "-b", branch, &path])
+        .map(drop)
+}
+
+/// How long `git worktree remove --force path` takes; the branch goes after.
+fn timed_removal(env: &Env, repo: &Repo, path: &std::path::Path, branch: &str) -> Result<Duration> {
+    let took = crate::grove::timed(
+        env.git_command(&repo.path)
+            .args(["worktree", "remove", "--force"])
+            .arg(path),
+    )?;
+    env.git(&repo.path, &["branch", "-D", branch])?;
+    Ok(took)
+}
+
 pub fn title(case: u32) -> &'static str {
     match case {
         1 => "spawn → agent running",

@@ -9,6 +9,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+mod tmpfs;
+#[allow(unused_imports)]
+pub use tmpfs::Tmpfs;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_grove-e2e");
 /// The shim binary the daemon of `BIN` finds next to it (`<its name>-shim`).
 pub const SHIM_BIN: &str = env!("CARGO_BIN_EXE_grove-e2e-shim");
