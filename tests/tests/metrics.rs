@@ -663,3 +663,17 @@ fn ten_thousand_updates_with_the_defaults_breach_no_service_level() {
     assert!(breached.is_empty(), "{breached:?}");
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
 }
+
+/// Issue 30, item 8: `grove_worktrees` counted records (15 where 2 were on disk).
+#[test]
+fn the_worktrees_gauge_counts_directories_not_records() {
+    let g = Grove::new();
+    for _ in 0..3 {
+        let id = g.spawn(&[], "true");
+        assert_eq!(g.wait(&id)["status"], "collected");
+    }
+    let kept = g.spawn(&["--keep"], "true");
+    g.wait(&kept);
+    assert_eq!(g.all_agents().len(), 4);
+    assert_eq!(metric_value(&g, "grove_worktrees", &[]), 1.0);
+}

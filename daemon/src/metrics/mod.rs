@@ -270,7 +270,17 @@ async fn gauges(ctx: &Ctx) -> Vec<Metric> {
         *by_status.entry(record.status.as_str()).or_default() += 1;
     }
     let queued = ctx.core.queue().await.map(|q| q.len()).unwrap_or(0);
-    let worktrees = ctx.core.worktrees().await.map(|w| w.len()).unwrap_or(0);
+    // Directories on disk, not records (a collected agent's record outlives its
+    // worktree): one listing of the root, off the runtime's workers.
+    let root = ctx.config.dirs.worktree_root.clone();
+    let worktrees = tokio::task::spawn_blocking(move || {
+        crate::janitor::disk::worktree_dirs(&root)
+            .iter()
+            .filter(|dir| !crate::git::pool::is_pool_dir(dir))
+            .count()
+    })
+    .await
+    .unwrap_or(0);
     let pool = ctx.core.status().await.pool;
     let mut listed = ctx.state.list().await.unwrap_or_default();
     let sessions: Vec<(u64, u64)> = listed
@@ -297,7 +307,8 @@ async fn gauges(ctx: &Ctx) -> Vec<Metric> {
         metric(
             "grove_worktrees",
             "gauge",
-            "Worktrees grove has on disk for agents.",
+            "Agents' worktrees on disk (kept ones and unknown ones included; the warm \
+             pool is grove_pool_worktrees).",
             plain(worktrees as f64),
         ),
         metric(
