@@ -11,7 +11,8 @@ Exit codes:
   1  an agent failed (wait, spawn --wait), a doctor check failed, or an unexpected error
   2  usage error or bad input (unknown id, bad ref, bad value)
   3  the daemon is unreachable or speaks another protocol version
-  4  refused (disk pressure, authority, a stale state write)";
+  4  refused (disk pressure, authority, a stale state write)
+  5  the daemon's database is damaged: `grove daemon recover`";
 
 #[derive(Debug, Parser)]
 #[command(

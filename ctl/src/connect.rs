@@ -3,6 +3,7 @@
 //! Racing `grove` commands serialize on a start lock: the first starts the daemon and
 //! waits until it says it is ready; the others wait on the lock, then find it running.
 
+use crate::exit::DAMAGED;
 use anyhow::{anyhow, Context, Result};
 use grove_proto::client::Revive;
 use grove_proto::methods::{AgentList, List, ListParams, Method};
@@ -72,7 +73,11 @@ fn revive(dirs: &Dirs) -> Revive {
     Box::new(move |_| {
         start_and_connect(&dirs)
             .map(drop)
-            .map_err(|e| ClientError::Protocol(format!("{e:#}")))
+            .map_err(|e| match e.downcast::<ClientError>() {
+                Ok(e @ ClientError::WontStart(_)) => e,
+                Ok(e) => ClientError::Protocol(e.to_string()),
+                Err(e) => ClientError::Protocol(format!("{e:#}")),
+            })
     })
 }
 
@@ -142,14 +147,21 @@ fn spawn_daemon(dirs: &Dirs) -> Result<()> {
         Ok(false) => {
             let mut why = String::new();
             let _ = stderr.read_to_string(&mut why);
-            let _ = child.wait();
+            let status = child.wait();
             // The daemon says why as any grove command does; said here once.
             let why = why.trim();
             let why = why.strip_prefix("grove: error: ").unwrap_or(why);
-            Err(anyhow!(
+            let said = format!(
                 "the grove daemon did not start: {why}\n(its log: {})",
                 dirs.daemon_log().display()
-            ))
+            );
+            // Damage does not pass by waiting: a retrying client stops at once.
+            let damaged = status.is_ok_and(|s| s.code() == Some(i32::from(DAMAGED)));
+            Err(if damaged {
+                ClientError::WontStart(said).into()
+            } else {
+                anyhow!(said)
+            })
         }
         Err(_) => Err(anyhow!(
             "the grove daemon did not become ready within {}s; see {}",

@@ -1,6 +1,7 @@
 //! Exit codes, documented in the README and in `grove --help` (`cli::EXIT_CODES`):
 //! 0 ok; 1 an agent failed (wait) or an unexpected error; 2 usage or bad input;
-//! 3 the daemon is unreachable or speaks another protocol; 4 refused.
+//! 3 the daemon is unreachable or speaks another protocol; 4 refused; 5 the daemon's
+//! database is damaged (`grove daemon recover`).
 //! clap's own usage errors exit 2 as well.
 
 use grove_proto::{codes, ClientError};
@@ -10,6 +11,7 @@ pub const AGENT_FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
 pub const UNREACHABLE: u8 = 3;
 pub const REFUSED: u8 = 4;
+pub const DAMAGED: u8 = 5;
 
 pub fn code_for(error: &anyhow::Error) -> ExitCode {
     ExitCode::from(number_for(error))
@@ -33,7 +35,9 @@ fn number_for(error: &anyhow::Error) -> u8 {
         Some(ClientError::Unreachable { .. }) => UNREACHABLE,
         Some(e) if e.is_protocol_mismatch() => UNREACHABLE,
         Some(ClientError::Rpc(rpc)) => rpc_code(rpc.code),
+        Some(ClientError::WontStart(_)) => DAMAGED,
         Some(_) => UNREACHABLE,
+        None if is_damage(error) => DAMAGED,
         None if error.downcast_ref::<UsageError>().is_some() => USAGE,
         None if error
             .downcast_ref::<grove_proto::paths::PathError>()
@@ -49,6 +53,18 @@ fn number_for(error: &anyhow::Error) -> u8 {
         }
         None => AGENT_FAILED,
     }
+}
+
+/// The daemon refused to start on a damaged database or log.
+fn is_damage(error: &anyhow::Error) -> bool {
+    use grove_daemon::DbError;
+    error.chain().any(|cause| {
+        matches!(cause.downcast_ref::<DbError>(), Some(DbError::Damaged(_)))
+            || matches!(
+                cause.downcast_ref::<grove_daemon::Error>(),
+                Some(grove_daemon::Error::Db(DbError::Damaged(_)))
+            )
+    })
 }
 
 /// What a JSON-RPC error from the daemon means for our exit code.

@@ -31,6 +31,10 @@ pub enum ClientError {
     /// sent.
     #[error("{0}; nothing was sent")]
     Untrusted(String),
+    /// No daemon answers and none can be started for a cause that does not pass (a
+    /// damaged database): trying again would only wait out the retry window.
+    #[error("{0}")]
+    WontStart(String),
 }
 
 impl From<io::Error> for ClientError {
@@ -376,7 +380,9 @@ impl Client {
                 Err(e) => {
                     if attempts.failed(e)? == Next::Revive {
                         if let Some(revive) = revive.as_mut() {
-                            let _ = revive(path);
+                            if let Err(e @ ClientError::WontStart(_)) = revive(path) {
+                                return Err(e);
+                            }
                         }
                     }
                 }
@@ -621,7 +627,7 @@ impl AsyncClient {
                 Ok(fresh) => return Ok(fresh),
                 Err(e) => {
                     if attempts.failed(e)? == Next::Revive {
-                        run_revive(revive, path).await;
+                        run_revive(revive, path).await?;
                     }
                 }
             }
@@ -629,19 +635,26 @@ impl AsyncClient {
     }
 }
 
-/// Runs the revive hook on a blocking thread; its errors are not final.
-async fn run_revive(revive: &mut Option<Revive>, path: &Path) {
+/// Runs the revive hook on a blocking thread; only its `WontStart` is final.
+async fn run_revive(revive: &mut Option<Revive>, path: &Path) -> Result<(), ClientError> {
     let Some(mut hook) = revive.take() else {
-        return;
+        return Ok(());
     };
     let path = path.to_path_buf();
     let ran = tokio::task::spawn_blocking(move || {
-        let _ = hook(&path);
-        hook
+        let result = hook(&path);
+        (hook, result)
     })
     .await;
     // A hook that panicked is dropped: retries go on without it.
-    *revive = ran.ok();
+    let Ok((hook, result)) = ran else {
+        return Ok(());
+    };
+    *revive = Some(hook);
+    match result {
+        Err(e @ ClientError::WontStart(_)) => Err(e),
+        _ => Ok(()),
+    }
 }
 
 impl ClientError {

@@ -35,7 +35,8 @@ pub fn retry_for_from_env() -> Duration {
 }
 
 /// Called when nothing answers at the socket while a client retries: a chance to start
-/// a daemon (the CLI does). Its errors are not final: the client keeps trying.
+/// a daemon (the CLI does). Its errors are not final, the client keeps trying, but
+/// [`ClientError::WontStart`]: a daemon that cannot start.
 pub type Revive = Box<dyn FnMut(&Path) -> Result<(), ClientError> + Send>;
 
 /// A fresh idempotency key: the time in ms, then this process's 128 random bits, then

@@ -7,7 +7,6 @@ mod support;
 use serde_json::json;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 use support::*;
 
@@ -132,34 +131,6 @@ fn a_crash_in_the_middle_of_a_compaction_stores_none_of_it() {
     assert_eq!(now["state"], json!({"n": head + 1}));
 }
 
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(path: &Path, size: &str) -> Result<Tmpfs, String> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err("not root, so no tmpfs can be mounted".into());
-        }
-        fs::create_dir_all(path).map_err(|e| e.to_string())?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "grove-enospc"])
-            .arg(path)
-            .status()
-            .map_err(|e| e.to_string())?
-            .success();
-        if ok {
-            Ok(Tmpfs(path.into()))
-        } else {
-            Err("mount failed".into())
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// Fills the filesystem at `dir` to the last byte; returns the filler's path.
 fn fill_up(dir: &Path) -> std::path::PathBuf {
     let filler = dir.join("filler");
@@ -175,7 +146,7 @@ fn a_full_disk_fails_spawns_and_state_writes_cleanly() {
     let scratch = short_temp_dir("ge");
     let root = scratch.path().join("wt");
     let home_fs = scratch.path().join("hf");
-    let (_wt, _home) = match (Tmpfs::mount(&root, "16m"), Tmpfs::mount(&home_fs, "16m")) {
+    let (_wt, _home) = match (Tmpfs::mount(&root, 16), Tmpfs::mount(&home_fs, 16)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(why), _) | (_, Err(why)) => {
             can_run("tmpfs", Some(why));
@@ -503,7 +474,7 @@ fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
 fn a_normal_exit_on_a_full_disk_keeps_its_outcome() {
     let scratch = short_temp_dir("ge");
     let home_fs = scratch.path().join("hf");
-    let _home = match Tmpfs::mount(&home_fs, "16m") {
+    let _home = match Tmpfs::mount(&home_fs, 16) {
         Ok(mounted) => mounted,
         Err(why) => {
             can_run("tmpfs", Some(why));
@@ -837,7 +808,7 @@ fn a_killed_daemons_wal_is_not_called_damaged() {
 fn a_frame_cut_short_by_a_full_disk_is_not_called_damage_after_a_kill() {
     let scratch = short_temp_dir("gw");
     let home_fs = scratch.path().join("hf");
-    let _home = match Tmpfs::mount(&home_fs, "16m") {
+    let _home = match Tmpfs::mount(&home_fs, 16) {
         Ok(home) => home,
         Err(why) => {
             can_run("tmpfs", Some(why));
@@ -872,4 +843,40 @@ fn a_frame_cut_short_by_a_full_disk_is_not_called_damage_after_a_kill() {
     );
     let state = g.json(&["state", "get", "--session", "s"]);
     assert_eq!(state["state"], json!({"count": 5}), "{state}");
+}
+
+/// A client riding out a restart stops as soon as the next daemon refuses a damaged
+/// database, instead of retrying for `GROVE_RETRY_FOR` (300 s): exit 5, the refusal
+/// said once.
+#[test]
+fn a_client_riding_out_a_restart_stops_at_a_damaged_database() {
+    use std::io::BufRead;
+    let g = Grove::new();
+    acknowledge(&g, 100);
+    let mut watch = g.command();
+    watch
+        .args(["--json", "state", "watch", "--session", "s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut watching = watch.spawn().expect("grove state watch");
+    let mut lines = std::io::BufReader::new(watching.stdout.take().expect("stdout")).lines();
+    lines.next().expect("first line").expect("read");
+    // Held still until the damage is done, so that it cannot reconnect before.
+    let watcher = nix::unistd::Pid::from_raw(watching.id() as i32);
+    nix::sys::signal::kill(watcher, nix::sys::signal::Signal::SIGSTOP).expect("stop");
+    g.crash_daemon();
+    let frames = whole_frames(&g);
+    cut_wal(&g, frame_at(&g, frames / 2) + 1000);
+    nix::sys::signal::kill(watcher, nix::sys::signal::Signal::SIGCONT).expect("cont");
+    eventually("the watcher gave up", Duration::from_secs(30), || {
+        watching.try_wait().ok().flatten().is_some()
+    });
+    let out = watching.wait_with_output().expect("watcher");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert_eq!(
+        stderr.matches("grove daemon recover").count(),
+        1,
+        "{stderr}"
+    );
 }
