@@ -431,12 +431,15 @@ fn silent_connections_are_closed_and_a_command_behind_them_waits() {
 /// failing its command.
 const CROWDER: &str = r#"
 import json, os, socket, subprocess, sys, time
-held, counts = [], {"served": 0, "busy": 0}
-while counts["busy"] == 0 and len(held) < 100:
+held, counts = [], {"served": 0, "busy": 0, "other": 0}
+while counts["busy"] + counts["other"] == 0 and len(held) < 100:
     s = socket.socket(socket.AF_UNIX)
     s.connect(os.environ["GROVE_SOCKET"])
-    s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}\n'
-              b'{"jsonrpc":"2.0","id":2,"method":"agent.list","params":{}}\n')
+    try:
+        s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}\n'
+                  b'{"jsonrpc":"2.0","id":2,"method":"agent.list","params":{}}\n')
+    except BrokenPipeError:
+        pass  # turned away before we wrote: its one line is still there to read
     for line in s.makefile("rb"):
         message = json.loads(line)
         if "result" in message and message.get("id") == 2:
@@ -445,6 +448,7 @@ while counts["busy"] == 0 and len(held) < 100:
             break
         if "error" in message:
             counts["busy" if message["error"]["code"] == -32012 else "other"] = 1
+            print("turned away", json.dumps(message), flush=True)
             break
 print("crowd", json.dumps(counts), flush=True)
 own = subprocess.Popen([os.environ["GROVE_BIN"], "list"], stdout=subprocess.DEVNULL)
@@ -467,16 +471,23 @@ fn agents_never_take_the_users_reserve_and_their_commands_wait_for_a_slot() {
     let bin = format!("GROVE_BIN={BIN}");
     let id = g.spawn(&["--env", &bin], &script);
     let worktree = PathBuf::from(g.record(&id)["worktree"].as_str().expect("wt"));
-    eventually(
-        "the agent holds every connection it can",
-        Duration::from_secs(30),
-        || worktree.join("holding").exists(),
-    );
+    // Minutes, not seconds: the other tests of this binary fork a thousand processes
+    // beside it on two cores.
+    let held_by = std::time::Instant::now() + Duration::from_secs(120);
+    while !worktree.join("holding").exists() {
+        assert!(
+            std::time::Instant::now() < held_by,
+            "the agent never held its connections: {}\n{}",
+            g.ok(&["logs", &id]),
+            g.daemon_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // The user is served at once from the reserve, while the agent's own `grove list`
     // is turned away (counted) and keeps trying.
     eventually(
         "the agent's own grove list turned away",
-        Duration::from_secs(30),
+        Duration::from_secs(120),
         || counter(&g, "grove_connections_turned_away_total") >= 2.0,
     );
     g.ok(&["list"]);
@@ -484,7 +495,11 @@ fn agents_never_take_the_users_reserve_and_their_commands_wait_for_a_slot() {
     assert_eq!(g.wait(&id)["outcome"], "succeeded");
     let log = g.ok(&["logs", &id]);
     let counts: serde_json::Value = serde_json::from_str(printed(&log, "crowd")).expect("counts");
-    assert_eq!(counts["served"], 14, "{counts}");
-    assert_eq!(counts["busy"], 1, "{counts}");
+    // Never more than the 14 shared slots (16 less the user's 2); fewer when one of
+    // the test's own short connections still held a slot as the agent began.
+    let served = counts["served"].as_u64().expect("served");
+    assert!((10..=14).contains(&served), "{counts}");
+    assert_eq!(counts["busy"], 1, "{log}");
+    assert_eq!(counts["other"], 0, "{log}");
     assert_eq!(printed(&log, "own-list"), "0", "{log}");
 }
