@@ -131,6 +131,21 @@ fn a_crash_in_the_middle_of_a_compaction_stores_none_of_it() {
     assert_eq!(now["state"], json!({"n": head + 1}));
 }
 
+/// A 16 MiB tmpfs for grove's state directory, in a short temp dir: the temp dir, the
+/// mount (unmounted first when both drop) and its path; none where it cannot be mounted,
+/// once [`can_run`] said why.
+fn small_home(prefix: &str) -> Option<(tempfile::TempDir, Tmpfs, std::path::PathBuf)> {
+    let scratch = short_temp_dir(prefix);
+    let home_fs = scratch.path().join("hf");
+    match Tmpfs::mount(&home_fs, 16) {
+        Ok(mounted) => Some((scratch, mounted, home_fs)),
+        Err(why) => {
+            can_run("tmpfs", Some(why));
+            None
+        }
+    }
+}
+
 /// Fills the filesystem at `dir` to the last byte; returns the filler's path.
 fn fill_up(dir: &Path) -> std::path::PathBuf {
     let filler = dir.join("filler");
@@ -472,14 +487,8 @@ fn a_restart_with_a_backlog_answers_before_its_recovery_is_done() {
 /// record is written and the agent is not taken for `lost`.
 #[test]
 fn a_normal_exit_on_a_full_disk_keeps_its_outcome() {
-    let scratch = short_temp_dir("ge");
-    let home_fs = scratch.path().join("hf");
-    let _home = match Tmpfs::mount(&home_fs, 16) {
-        Ok(mounted) => mounted,
-        Err(why) => {
-            can_run("tmpfs", Some(why));
-            return;
-        }
+    let Some((_scratch, _home, home_fs)) = small_home("ge") else {
+        return;
     };
     let mut g = Grove::new().with_env(&[("GROVE_DISK_HIGH", "100"), ("GROVE_DISK_LOW", "99")]);
     g.home = home_fs.join("h");
@@ -806,14 +815,8 @@ fn a_killed_daemons_wal_is_not_called_damaged() {
 /// write, so that a kill before the next commit covers it is not called damage.
 #[test]
 fn a_frame_cut_short_by_a_full_disk_is_not_called_damage_after_a_kill() {
-    let scratch = short_temp_dir("gw");
-    let home_fs = scratch.path().join("hf");
-    let _home = match Tmpfs::mount(&home_fs, 16) {
-        Ok(home) => home,
-        Err(why) => {
-            can_run("tmpfs", Some(why));
-            return;
-        }
+    let Some((_scratch, _home, home_fs)) = small_home("gw") else {
+        return;
     };
     let mut g = Grove::new();
     g.home = home_fs.join("h");
