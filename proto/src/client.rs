@@ -252,10 +252,12 @@ impl Client {
     pub fn connect_pipelined(path: &Path) -> Result<Client, ClientError> {
         let retry_for = retry_for_from_env();
         // A daemon going away between our connect and our `hello` (a restart) cuts the
-        // connection: that is waited out like any other lost connection.
+        // connection: that is waited out, but only for a restart's grace, as nothing
+        // here can start a daemon; the caller sees what is left (unreachable, say).
         let mut client = match Client::open(path) {
             Err(e) if e.is_retried() => {
-                let attempts = Outgoing::new(Hello::NAME, Value::Null).failed(retry_for, e)?;
+                let grace = retry_for.min(crate::retry::RESTART_GRACE);
+                let attempts = Outgoing::new(Hello::NAME, Value::Null).failed(grace, e)?;
                 Client::reopen(path, attempts, &mut None)?
             }
             other => other?,
@@ -289,7 +291,16 @@ impl Client {
         };
         let params = serde_json::to_value(hello_params())
             .map_err(|e| ClientError::Protocol(format!("cannot encode params: {e}")))?;
-        client.send(&encode_line(&Request::new(1, Hello::NAME, params)))?;
+        if let Err(cut) = client.send(&encode_line(&Request::new(1, Hello::NAME, params))) {
+            // Turned away before it read a byte (a cap): its one line says so, and is
+            // still there to read; anything else is the cut.
+            return Err(match client.next_response() {
+                Ok(Response {
+                    error: Some(error), ..
+                }) if error.code == crate::codes::BUSY => ClientError::Rpc(error),
+                _ => cut,
+            });
+        }
         Ok(client)
     }
 
@@ -595,10 +606,22 @@ impl AsyncClient {
         use tokio::io::AsyncWriteExt;
         let id = self.conn.next_id;
         self.conn.next_id += 1;
-        self.conn
+        let sent = self
+            .conn
             .writer
             .write_all(&encode_line(&Request::new(id, method, params)))
-            .await?;
+            .await;
+        if let Err(cut) = sent {
+            // As in the blocking client: a connection turned away at a cap says so in
+            // the one line it got before it was closed.
+            let frame = read_frame_async(&mut self.conn.reader, MAX_LINE_BYTES).await;
+            return Err(match frame.map(parse_response) {
+                Ok(Ok(Some(Response {
+                    error: Some(error), ..
+                }))) if error.code == crate::codes::BUSY => ClientError::Rpc(error),
+                _ => ClientError::Io(cut),
+            });
+        }
         loop {
             let frame = read_frame_async(&mut self.conn.reader, MAX_LINE_BYTES).await?;
             if let Some(response) = parse_response(frame)? {

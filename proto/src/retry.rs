@@ -19,7 +19,7 @@ pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(300);
 
 /// How long a client waits for a socket file that is gone to come back (a daemon
 /// restarting binds its socket first thing) before it takes the daemon for stopped.
-const RESTART_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const RESTART_GRACE: Duration = Duration::from_secs(5);
 
 /// First and longest pause between two attempts to reconnect.
 const FIRST_PAUSE: Duration = Duration::from_millis(20);
