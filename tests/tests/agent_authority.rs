@@ -409,6 +409,7 @@ fn silent_connections_are_closed_and_a_command_behind_them_waits() {
         .collect();
     // Queued behind all sixteen: turned away, then served once they are closed.
     g.ok(&["list"]);
+    let mut closed_silent = 0;
     for stream in &mut silent {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -417,12 +418,25 @@ fn silent_connections_are_closed_and_a_command_behind_them_waits() {
         stream
             .read_to_string(&mut said)
             .expect("closed by the daemon");
-        assert!(
-            said.contains("-32005") && said.contains("hello"),
-            "a silent connection was told: {said}"
-        );
+        // The first `list`'s slot may not have been given back yet when the last of
+        // them came: that one was turned away at the cap instead.
+        if said.contains("-32005") && said.contains("hello") {
+            closed_silent += 1;
+        } else {
+            assert!(
+                said.contains("-32012"),
+                "a silent connection was told: {said}"
+            );
+        }
     }
-    assert_eq!(counter(&g, "grove_connections_silent_total"), 16.0);
+    assert!(
+        closed_silent >= 15,
+        "{closed_silent} of 16 closed for silence"
+    );
+    assert_eq!(
+        counter(&g, "grove_connections_silent_total"),
+        f64::from(closed_silent)
+    );
     assert!(counter(&g, "grove_connections_turned_away_total") >= 1.0);
 }
 
