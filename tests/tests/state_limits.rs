@@ -320,3 +320,38 @@ fn a_long_session_list_comes_in_pages_and_the_cli_reads_them_all() {
     let expected: Vec<String> = (0..1200).map(|n| format!("s{n:04}")).collect();
     assert_eq!(names, expected);
 }
+
+/// Issue 34, item 9: a page of `state.get` may start at any character of the value's
+/// JSON text (a resumed read needs no page table); an offset past its end, or inside a
+/// character, is refused and says what to use.
+#[test]
+fn a_state_page_starts_at_any_character_and_nowhere_else() {
+    let g = Grove::new();
+    let mut c = client(&g);
+    let schema = json!({"version": 1, "channels": {"plan": {"reducer": "overwrite"}}});
+    call(
+        &mut c,
+        "session.create",
+        json!({"name": "p", "schema": schema}),
+    )
+    .expect("create");
+    let update = json!({"session": "p", "writes": [{"channel": "plan", "value": "héllo"}]});
+    call(&mut c, "state.update", update).expect("update");
+    let get = |c: &mut Client, offset: u64| {
+        call(
+            c,
+            "state.get",
+            json!({"session": "p", "channel": "plan", "offset": offset}),
+        )
+    };
+    let whole = get(&mut c, 0).expect("offset 0");
+    assert_eq!(whole["page"]["text"], "\"héllo\"", "{whole}");
+    assert_eq!(whole["page"]["bytes"], 8, "{whole}");
+    let rest = get(&mut c, 4).expect("offset 4");
+    assert_eq!(rest["page"]["text"], "llo\"", "{rest}");
+    for inside_or_past in [3, 9, 1 << 40] {
+        let refused = get(&mut c, inside_or_past).expect_err("refused");
+        assert_eq!(refused.code, grove_proto::codes::BAD_INPUT, "{refused:?}");
+        assert!(refused.message.contains("page.next"), "{refused:?}");
+    }
+}
