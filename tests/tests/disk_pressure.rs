@@ -23,15 +23,7 @@ fn big_file_script(mib: usize) -> String {
 /// A 100 MiB tmpfs at `<scratch>/wt` as the worktree root; none where it cannot be
 /// mounted, once [`can_run`] said why.
 fn small_root(prefix: &str) -> Option<(tempfile::TempDir, Tmpfs, PathBuf)> {
-    let scratch = short_temp_dir(prefix);
-    let root = scratch.path().join("wt");
-    match Tmpfs::mount(&root, 100) {
-        Ok(mount) => Some((scratch, mount, root)),
-        Err(why) => {
-            can_run("tmpfs", Some(why));
-            None
-        }
-    }
+    small_fs(prefix, "wt", 100)
 }
 
 /// A grove whose worktree root is `root`, its disk checked every 100 ms against an 80 %

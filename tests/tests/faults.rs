@@ -131,19 +131,9 @@ fn a_crash_in_the_middle_of_a_compaction_stores_none_of_it() {
     assert_eq!(now["state"], json!({"n": head + 1}));
 }
 
-/// A 16 MiB tmpfs for grove's state directory, in a short temp dir: the temp dir, the
-/// mount (unmounted first when both drop) and its path; none where it cannot be mounted,
-/// once [`can_run`] said why.
+/// A 16 MiB tmpfs for grove's state directory; none where it cannot be mounted.
 fn small_home(prefix: &str) -> Option<(tempfile::TempDir, Tmpfs, std::path::PathBuf)> {
-    let scratch = short_temp_dir(prefix);
-    let home_fs = scratch.path().join("hf");
-    match Tmpfs::mount(&home_fs, 16) {
-        Ok(mounted) => Some((scratch, mounted, home_fs)),
-        Err(why) => {
-            can_run("tmpfs", Some(why));
-            None
-        }
-    }
+    small_fs(prefix, "hf", 16)
 }
 
 /// Fills the filesystem at `dir` to the last byte; returns the filler's path.
@@ -272,14 +262,9 @@ fn a_git_of_a_killed_daemon_dies_with_it() {
     assert!(!marks.join("git-ran").exists(), "git ran for a dead daemon");
 }
 
-/// What git itself starts (`git worktree add` runs `git reset --hard`, which runs
-/// `checkout--worker`s) escapes the parent-death signal of the git the daemon started.
-/// Here the first `git worktree add` leaves a helper behind that would write into
-/// grove's paths after a long sleep; it shares git's cgroup, which the daemon's reaper
-/// kills the moment the daemon is killed (issue 29, item 8).
-#[test]
-fn a_git_helper_dies_with_a_killed_daemon() {
-    let g = Grove::new();
+/// `g` with a git whose first `worktree add` leaves a helper behind: it writes its pid
+/// to `<marks>/helper.pid`, sleeps a minute, then would write `<marks>/late`.
+fn leaving_a_git_helper(g: Grove) -> (Grove, std::path::PathBuf) {
     let marks = g.make_dir("marks");
     let helper = format!(
         "echo $$ > {m}/helper.tmp; mv {m}/helper.tmp {m}/helper.pid; sleep 60; echo late > {m}/late",
@@ -289,6 +274,18 @@ fn a_git_helper_dies_with_a_killed_daemon() {
         "case \"$*\" in *'worktree add'*)\n  if [ ! -e {m}/helper.pid ]; then sh -c '{helper}' & fi;;\nesac",
         m = marks.display(),
     ));
+    (g, marks)
+}
+
+/// What git itself starts (`git worktree add` runs `git reset --hard`, which runs
+/// `checkout--worker`s) escapes the parent-death signal of the git the daemon started.
+/// Here the first `git worktree add` leaves a helper behind that would write into
+/// grove's paths after a long sleep; it shares git's cgroup, which the daemon's reaper
+/// kills the moment the daemon is killed (issue 29, item 8).
+#[test]
+fn a_git_helper_dies_with_a_killed_daemon() {
+    let g = Grove::new();
+    let (g, marks) = leaving_a_git_helper(g);
     if !grove_sys::cgroup::usable() {
         can_run("cgroup", Some("no cgroup v2 to put git in".into()));
         return;
@@ -312,15 +309,7 @@ fn a_git_helper_dies_with_a_killed_daemon() {
 #[test]
 fn a_git_helper_of_a_killed_daemon_is_killed_before_the_next_daemon_starts() {
     let g = Grove::new().with_env(&[("GROVE_CGROUP", "false")]);
-    let marks = g.make_dir("marks");
-    let helper = format!(
-        "echo $$ > {m}/helper.tmp; mv {m}/helper.tmp {m}/helper.pid; sleep 60; echo late > {m}/late",
-        m = marks.display()
-    );
-    let g = g.with_git_wrapper(&format!(
-        "case \"$*\" in *'worktree add'*)\n  if [ ! -e {m}/helper.pid ]; then sh -c '{helper}' & fi;;\nesac",
-        m = marks.display(),
-    ));
+    let (g, marks) = leaving_a_git_helper(g);
     let mut spawn = spawn_that_dies_with_the_daemon(&g);
     let helper = read_pid(&marks.join("helper.pid"));
     g.crash_daemon();

@@ -11,7 +11,7 @@ use tempfile::TempDir;
 
 mod tmpfs;
 #[allow(unused_imports)]
-pub use tmpfs::Tmpfs;
+pub use tmpfs::{small_fs, Tmpfs};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_grove-e2e");
 /// The shim binary the daemon of `BIN` finds next to it (`<its name>-shim`).

@@ -38,6 +38,25 @@ impl Tmpfs {
     }
 }
 
+/// A `size_mib` MiB tmpfs at `<short temp dir>/<name>`: the temp dir, the mount (drop
+/// them in this order's reverse: unmounted first) and its path; none where it cannot
+/// be mounted, once [`super::can_run`] said why.
+pub fn small_fs(
+    prefix: &str,
+    name: &str,
+    size_mib: usize,
+) -> Option<(tempfile::TempDir, Tmpfs, PathBuf)> {
+    let scratch = super::short_temp_dir(prefix);
+    let path = scratch.path().join(name);
+    match Tmpfs::mount(&path, size_mib) {
+        Ok(mounted) => Some((scratch, mounted, path)),
+        Err(why) => {
+            super::can_run("tmpfs", Some(why));
+            None
+        }
+    }
+}
+
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.path).status();
