@@ -167,6 +167,13 @@ pub async fn run(
         .await
     {
         tracing::warn!(error = %e, "cannot record the clean stop; the next start counts it as a crash");
+    } else {
+        let path = dirs.database();
+        let sealed = db_at_exit.call(move |conn| {
+            crate::db::seal::seal(conn, &path);
+            Ok(())
+        });
+        let _ = sealed.await;
     }
     tracing::info!("grove daemon stopped");
     Ok(())

@@ -7,6 +7,7 @@ pub mod mark;
 mod migrations;
 pub mod recover;
 pub mod removals;
+pub mod seal;
 pub mod starts;
 pub mod trust;
 pub mod wal;
@@ -174,6 +175,8 @@ fn open_connection(path: &Path) -> Result<Connection, DbError> {
             source,
         })
     };
+    // Before anything opens the file: the seal vouches only for the file as it is now.
+    let sealed = seal::take(path);
     refuse_damaged_log(path)?;
     create_private(path);
     let mut conn = Connection::open(path).map_err(open_err)?;
@@ -190,7 +193,13 @@ fn open_connection(path: &Path) -> Result<Connection, DbError> {
         .map_err(open_err)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(open_err)?;
-    refuse_damaged_pages(&conn, path)?;
+    if sealed {
+        tracing::info!(
+            "the database is as its last clean stop left it; its pages are not read again"
+        );
+    } else {
+        refuse_damaged_pages(&conn, path)?;
+    }
     migrations::migrate(&mut conn, path).map_err(|e| match e {
         DbError::Sql(source) => damaged_or(path, source, DbError::Sql),
         other => other,
