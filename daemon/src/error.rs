@@ -125,6 +125,13 @@ pub enum Error {
          daemon log, then `grove daemon restart`"
     )]
     SessionsUnreadable(#[source] std::sync::Arc<Error>),
+    /// The finished agents' records could not be read after the start: every request
+    /// that needs them gets this.
+    #[error(
+        "the daemon could not read its finished agents' records ({0}); see the daemon \
+         log, then `grove daemon restart`"
+    )]
+    HistoryUnreadable(#[source] std::sync::Arc<Error>),
     /// An owner thread (a repository's lane, the database) is gone.
     #[error(transparent)]
     OwnerGone(#[from] crate::owner::OwnerGone),
@@ -165,7 +172,8 @@ impl Error {
             | Error::Poisoned(_)
             | Error::Db(_)
             | Error::NotStored(_)
-            | Error::SessionsUnreadable(_) => codes::INTERNAL_ERROR,
+            | Error::SessionsUnreadable(_)
+            | Error::HistoryUnreadable(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ShuttingDown => codes::SHUTTING_DOWN,

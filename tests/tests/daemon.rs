@@ -112,11 +112,12 @@ fn stop_leaves_agents_running_and_the_next_daemon_adopts_them() {
     assert_eq!(g.agent_file(&id, "done.txt"), "done\n");
 }
 
-/// A record this grove cannot read (a newer grove's, say) stops the start with the
-/// agent named, and nothing is touched: its worktree would otherwise look like
+/// A finished agent's record this grove cannot read (a newer grove's, say): the daemon
+/// runs its live agents, and every request that needs the finished ones is refused
+/// with the agent named, nothing touched: its worktree would otherwise look like
 /// nobody's to the start-up scan.
 #[test]
-fn an_unreadable_agent_record_stops_the_start_and_changes_nothing() {
+fn an_unreadable_finished_record_is_refused_by_name_and_changes_nothing() {
     let g = Grove::new();
     let id = g.spawn(&["--keep"], "echo kept > kept.txt");
     g.wait(&id);
@@ -137,12 +138,20 @@ fn an_unreadable_agent_record_stops_the_start_and_changes_nothing() {
     db.execute("UPDATE agents SET record = ?1 WHERE id = ?2", [&newer, &id])
         .expect("write a newer record");
 
-    g.fails(
-        &["list", "--all"],
-        &[
-            &format!("the record of agent {id} cannot be read"),
-            "Nothing was changed",
-        ],
+    for args in [&["list", "--all"][..], &["show", &id]] {
+        g.fails(
+            args,
+            &[
+                &format!("the record of agent {id} cannot be read"),
+                "Nothing was changed",
+                "grove daemon restart",
+            ],
+        );
+    }
+    assert_eq!(
+        g.json(&["list"])["agents"],
+        serde_json::json!([]),
+        "the live agents are still served"
     );
     assert_eq!(record_text(&db), newer);
     assert_eq!(
@@ -152,6 +161,7 @@ fn an_unreadable_agent_record_stops_the_start_and_changes_nothing() {
 
     db.execute("UPDATE agents SET record = ?1 WHERE id = ?2", [&good, &id])
         .expect("put it back");
+    g.ok(&["daemon", "restart"]);
     assert_eq!(g.record(&id)["status"], "collected");
 }
 

@@ -1,9 +1,11 @@
 //! Looking agents up, waiting for them and stopping them.
 
-use super::{Core, Listed};
+use super::table::UnknownStart;
+use super::{Core, ListPage, Listed};
 use crate::db::agents::AgentRow;
 use crate::error::Error;
 use crate::supervisor::procfs;
+use grove_proto::state::SessionAgent;
 use grove_proto::types::{AgentRecord, AgentStatus};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -78,23 +80,38 @@ impl Core {
         }
     }
 
-    /// Sorted here by reference: sorting 1,000 records by value moved them around and
-    /// cost more than the rest of the answer.
-    pub(super) fn list(&mut self, all: bool, within: Option<&str>) -> Vec<Arc<Listed>> {
-        let descendants = within.map(|ancestor| self.descendants(ancestor));
-        let mut listed: Vec<Arc<Listed>> = self
-            .agents
-            .listed()
-            .filter(|l| all || !l.is_final)
-            .filter(|l| {
-                descendants
-                    .as_ref()
-                    .is_none_or(|d| d.contains(l.id.as_str()))
+    /// A page of records ready to list, oldest first: at most `limit`, starting after
+    /// the agent `after`; inside an agent (`within`), only the agents it spawned.
+    pub(super) fn list(&mut self, page: ListPage) -> Result<Vec<Arc<Listed>>, Error> {
+        let descendants = page.within.as_deref().map(|me| self.descendants(me));
+        let visible = |id: &str| descendants.as_ref().is_none_or(|d| d.contains(id));
+        self.agents
+            .page(page.all, page.after.as_deref(), page.limit, visible)
+            .map_err(|UnknownStart| {
+                let after = page.after.as_deref().unwrap_or_default();
+                Error::BadInput(format!(
+                    "`after` names agent `{after}`, which is not in this list; start again \
+                     without `after`"
+                ))
             })
-            .cloned()
+    }
+
+    /// The agents of session `name`, oldest first.
+    pub(super) fn session_agents(&self, name: &str) -> Vec<SessionAgent> {
+        let mut members: Vec<&AgentRecord> = self
+            .agents
+            .values()
+            .map(|row| &row.record)
+            .filter(|record| record.session == name)
             .collect();
-        listed.sort_unstable_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
-        listed
+        members.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        members
+            .into_iter()
+            .map(|record| SessionAgent {
+                id: record.id.clone(),
+                status: record.status_text(),
+            })
+            .collect()
     }
 
     /// The agents `ancestor` spawned, directly or not (not itself).

@@ -1,5 +1,6 @@
-use super::{Identity, Listed, Msg, NewAgent, WorktreeUse};
+use super::{Identity, ListPage, Listed, Msg, NewAgent, WorktreeUse};
 use crate::error::Error;
+use grove_proto::state::SessionAgent;
 use grove_proto::types::AgentRecord;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -79,10 +80,9 @@ impl CoreHandle {
             .await
     }
 
-    /// Records ready to list, oldest first; `within`: only the agents this one spawned.
-    pub async fn list(&self, all: bool, within: Option<&str>) -> Result<Vec<Arc<Listed>>, Error> {
-        let within = within.map(str::to_string);
-        self.request(|reply| Msg::List { all, within, reply }).await
+    /// A page of records ready to list, oldest first.
+    pub async fn list(&self, page: ListPage) -> Result<Vec<Arc<Listed>>, Error> {
+        self.ask(|reply| Msg::List(page, reply)).await
     }
 
     pub async fn queue(&self) -> Result<Vec<AgentRecord>, Error> {
@@ -136,12 +136,18 @@ impl CoreHandle {
     }
 
     pub async fn snapshot(&self) -> Result<Vec<AgentRecord>, Error> {
-        self.request(Msg::Snapshot).await
+        self.ask(Msg::Snapshot).await
+    }
+
+    /// The agents of session `name`, oldest first, without copying every record.
+    pub async fn session_agents(&self, name: &str) -> Result<Vec<SessionAgent>, Error> {
+        self.ask(|reply| Msg::SessionAgents(name.to_string(), reply))
+            .await
     }
 
     /// Every agent's repository and worktree, and whether it is live.
     pub async fn worktrees(&self) -> Result<Vec<WorktreeUse>, Error> {
-        self.request(Msg::Worktrees).await
+        self.ask(Msg::Worktrees).await
     }
 
     /// Directories that counted against the cap are gone: queued agents may start.

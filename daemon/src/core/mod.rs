@@ -5,6 +5,7 @@
 mod agents;
 mod discard;
 mod handle;
+mod history;
 mod lifecycle;
 mod pause;
 mod pool;
@@ -16,7 +17,7 @@ mod table;
 pub use handle::{Accepted, CoreHandle};
 
 pub use lifecycle::NewAgent;
-pub use table::Listed;
+pub use table::{ListPage, Listed};
 
 use crate::config::Config;
 use crate::db::Db;
@@ -53,13 +54,8 @@ pub enum Msg {
     /// The agent an id (prefix) names; with a viewer, only among the viewer and the
     /// agents it spawned (others are answered as unknown).
     Get(String, Option<String>, Reply<AgentRecord>),
-    /// Records ready to list, oldest first: every one or only live ones, and only those
-    /// spawned (directly or not) by the agent named, when one is.
-    List {
-        all: bool,
-        within: Option<String>,
-        reply: oneshot::Sender<Vec<Arc<Listed>>>,
-    },
+    /// A page of records ready to list.
+    List(ListPage, Reply<Vec<Arc<Listed>>>),
     Queue(Reply<Vec<AgentRecord>>),
     Wait(String, Reply<oneshot::Receiver<AgentRecord>>),
     Kill(String, Reply<AgentRecord>),
@@ -78,9 +74,13 @@ pub enum Msg {
     Merged(grove_proto::methods::MergedParams, Reply<AgentRecord>),
     /// Forget finished agents (records and logs) past retention.
     Forget(Vec<String>, Reply<Vec<String>>),
-    Snapshot(oneshot::Sender<Vec<AgentRecord>>),
+    Snapshot(Reply<Vec<AgentRecord>>),
+    /// The agents of a session, oldest first.
+    SessionAgents(String, Reply<Vec<grove_proto::state::SessionAgent>>),
     /// Every agent's repository and worktree, and whether it is still live.
-    Worktrees(oneshot::Sender<Vec<WorktreeUse>>),
+    Worktrees(Reply<Vec<WorktreeUse>>),
+    /// A batch of finished agents' rows read after the start; `None`: all are in.
+    History(Result<Option<history::Finished>, Error>),
     /// The janitor's verdict on disk usage: `Some(why)` holds the queue and refuses spawns.
     DiskHold(Option<String>),
     /// The janitor removed directories under the worktree root that held slots.
@@ -200,6 +200,10 @@ pub struct Core {
     /// files), and 20 agents killed at once made the daemon's peak 190 MiB, with no
     /// gain in speed beyond the cores.
     salvages: lifecycle::Salvages,
+    /// The finished agents' records, read after the start.
+    history: history::History,
+    /// Requests that waited for the history, handled before any new message.
+    replay: VecDeque<Msg>,
 }
 
 impl Core {
@@ -219,7 +223,7 @@ impl Core {
         let agents = db
             .call(|conn| {
                 let mut table = table::AgentTable::with_capacity(crate::db::agents::count(conn)?);
-                crate::db::agents::load_all(conn, |row| table.insert(row))?;
+                crate::db::agents::load_live(conn, |row| table.insert(row))?;
                 Ok(table)
             })
             .await?;
@@ -239,7 +243,9 @@ impl Core {
             worktree_listing: std::sync::OnceLock::new(),
             salvages: lifecycle::Salvages::new(config.checkout_workers),
             recovering: Default::default(),
-            db,
+            history: history::History::Loading(VecDeque::new()),
+            replay: VecDeque::new(),
+            db: db.clone(),
             lanes,
             config,
             exe,
@@ -248,6 +254,7 @@ impl Core {
             tx: tx.clone(),
         };
         tokio::spawn(core.serve(rx, shutdown));
+        tokio::spawn(history::load(db, tx.clone()));
         Ok(CoreHandle::new(tx))
     }
 
@@ -263,6 +270,10 @@ impl Core {
         tokio::pin!(stopped);
         loop {
             let pool_quiet = sleep_until(self.pool_deadline());
+            if let Some(msg) = self.replay.pop_front() {
+                self.handle(msg).await;
+                continue;
+            }
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(msg) => self.handle(msg).await,
@@ -290,6 +301,9 @@ impl Core {
     }
 
     async fn handle(&mut self, msg: Msg) {
+        let Some(msg) = self.unless_waiting_for_history(msg) else {
+            return;
+        };
         if msg.changes_worktrees() {
             self.worktree_listing.take();
         }
@@ -310,8 +324,8 @@ impl Core {
                 let found = self.resolve_for(&prefix, viewer.as_deref());
                 let _ = reply.send(found.map(|row| row.record.clone()));
             }
-            Msg::List { all, within, reply } => {
-                let _ = reply.send(self.list(all, within.as_deref()));
+            Msg::List(page, reply) => {
+                let _ = reply.send(self.list(page));
             }
             Msg::Queue(reply) => {
                 let _ = reply.send(Ok(self.queued_records()));
@@ -337,7 +351,10 @@ impl Core {
                 let _ = reply.send(self.forget(ids).await);
             }
             Msg::Snapshot(reply) => {
-                let _ = reply.send(self.agents.values().map(|r| r.record.clone()).collect());
+                let _ = reply.send(Ok(self.agents.values().map(|r| r.record.clone()).collect()));
+            }
+            Msg::SessionAgents(name, reply) => {
+                let _ = reply.send(Ok(self.session_agents(&name)));
             }
             Msg::Worktrees(reply) => {
                 let uses = self.agents.values().map(|row| WorktreeUse {
@@ -345,8 +362,9 @@ impl Core {
                     worktree: row.record.worktree.clone(),
                     live: !row.record.status.is_final(),
                 });
-                let _ = reply.send(uses.collect());
+                let _ = reply.send(Ok(uses.collect()));
             }
+            Msg::History(batch) => self.history_batch(batch),
             Msg::SlotsFreed => self.admit_queued().await,
             Msg::DiskHold(hold) => {
                 let released = self.disk_hold.is_some() && hold.is_none();
@@ -360,12 +378,17 @@ impl Core {
                     .agents
                     .values()
                     .find(|row| row.token == token)
-                    .map(|row| identity(&row.record))
-                    .ok_or_else(|| {
-                        Error::Refused(
-                            "unknown agent token (GROVE_TOKEN); it belongs to no agent".into(),
-                        )
-                    });
+                    .map(|row| identity(&row.record));
+                if found.is_none() && self.history_loading() {
+                    // A finished agent's, maybe: asked again once they are all in.
+                    let _ = self.defer(Msg::ByToken(token, reply));
+                    return;
+                }
+                let found = found.ok_or_else(|| {
+                    Error::Refused(
+                        "unknown agent token (GROVE_TOKEN); it belongs to no agent".into(),
+                    )
+                });
                 let _ = reply.send(found);
             }
             Msg::ByAncestry(pids, reply) => {

@@ -53,12 +53,42 @@ pub fn count(conn: &Connection) -> rusqlite::Result<usize> {
     conn.query_row("SELECT count(*) FROM agents", [], |r| r.get(0))
 }
 
-/// Hands every agent row to `keep`, in no order. The caller builds its table as rows
-/// come: with 10,000 large rows, a list collected first and then moved into the table
-/// showed in start-up time.
-pub fn load_all(conn: &Connection, mut keep: impl FnMut(AgentRow)) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare("SELECT token, pid_start, record, id FROM agents")?;
-    let mut rows = stmt.query([])?;
+/// The statuses after which nothing more happens to an agent
+/// ([`grove_proto::types::AgentStatus::is_final`]), as the `status` column has them,
+/// and the others: both are named, so that each query can use the status index
+/// (`NOT IN` read every row: 100,000 finished ones took 0.2 s to skip).
+const FINISHED: &str = "('collected', 'lost', 'cancelled')";
+const LIVE: &str = "('queued', 'preparing', 'running', 'paused', 'exited')";
+
+/// Hands every live agent's row (not finished) to `keep`, in no order. The caller
+/// builds its table as rows come: with 10,000 large rows, a list collected first and
+/// then moved into the table showed in start-up time.
+pub fn load_live(conn: &Connection, keep: impl FnMut(AgentRow)) -> rusqlite::Result<()> {
+    let sql = format!("SELECT token, pid_start, record, id FROM agents WHERE status IN {LIVE}");
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query([])?;
+    read_rows(rows, keep)
+}
+
+/// Up to `limit` rows of finished agents, by id, after the id `after`.
+pub fn load_finished(
+    conn: &Connection,
+    after: &str,
+    limit: usize,
+) -> rusqlite::Result<Vec<AgentRow>> {
+    let sql = format!(
+        "SELECT token, pid_start, record, id FROM agents
+         WHERE status IN {FINISHED} AND id > ?1 ORDER BY id LIMIT ?2"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = Vec::with_capacity(limit);
+    read_rows(stmt.query(params![after, limit as i64])?, |row| {
+        rows.push(row)
+    })?;
+    Ok(rows)
+}
+
+fn read_rows(mut rows: rusqlite::Rows<'_>, mut keep: impl FnMut(AgentRow)) -> rusqlite::Result<()> {
     while let Some(r) = rows.next()? {
         let record: AgentRecord = serde_json::from_str(r.get_ref(2)?.as_str()?).map_err(|e| {
             let id = r.get_ref(3).ok().and_then(|id| id.as_str().ok());
@@ -73,8 +103,9 @@ pub fn load_all(conn: &Connection, mut keep: impl FnMut(AgentRow)) -> rusqlite::
     Ok(())
 }
 
-/// A record this grove cannot read stops the start: left out, its worktree would look
-/// like nobody's to the start-up scan. Nothing has been changed at that point.
+/// A record this grove cannot read is named with the way out. Left out, its worktree
+/// would look like nobody's to the start-up scan: a live one stops the start, a
+/// finished one every request that needs the finished agents (the scan's among them).
 fn unreadable(id: &str, e: &serde_json::Error) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
         2,
@@ -161,4 +192,28 @@ pub fn delete_many(conn: &mut Connection, ids: &[String]) -> rusqlite::Result<()
         wipe_wal(conn)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use grove_proto::types::AgentStatus::*;
+
+    #[test]
+    fn every_status_is_either_live_or_finished_in_sql() {
+        for status in [
+            Queued, Preparing, Running, Paused, Exited, Collected, Lost, Cancelled,
+        ] {
+            let quoted = format!("'{}'", status.as_str());
+            assert_eq!(
+                super::FINISHED.contains(&quoted),
+                status.is_final(),
+                "{quoted}"
+            );
+            assert_eq!(
+                super::LIVE.contains(&quoted),
+                !status.is_final(),
+                "{quoted}"
+            );
+        }
+    }
 }

@@ -75,7 +75,12 @@ impl AgentScope {
     async fn of(ctx: &Ctx, me: &str, session: &str) -> Result<AgentScope, crate::Error> {
         let mut mine: std::collections::HashSet<String> = ctx
             .core
-            .list(true, Some(me))
+            .list(crate::core::ListPage {
+                all: true,
+                within: Some(me.to_string()),
+                after: None,
+                limit: usize::MAX,
+            })
             .await?
             .iter()
             .map(|listed| listed.id.clone())

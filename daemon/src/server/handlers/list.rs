@@ -1,7 +1,6 @@
 use super::super::connection::{ok_head, Conn, OK_TAIL};
 use super::super::Ctx;
-use crate::core::Listed;
-use crate::Error;
+use crate::core::{ListPage, Listed};
 use grove_proto::methods::ListParams;
 use grove_proto::MAX_LINE_BYTES;
 use serde_json::Value;
@@ -16,31 +15,24 @@ const MAX_PAGE_BYTES: usize = MAX_LINE_BYTES - 64 * 1024;
 /// where the following page starts. The core keeps every record's JSON ready, so the
 /// page is those texts joined into the answer's line.
 pub async fn handle(ctx: &Ctx, conn: &Conn, id: Option<Value>, params: ListParams) {
-    let within = conn.agent().map(|me| me.id.as_str());
-    let agents = match ctx.core.list(params.all, within).await {
-        Ok(agents) => agents,
-        Err(e) => return conn.respond(id, Err(e.into())).await,
-    };
-    let start = match &params.after {
-        Some(after) => match agents.iter().position(|a| &a.id == after) {
-            Some(at) => at + 1,
-            None => {
-                let e = Error::BadInput(format!(
-                    "`after` names agent `{after}`, which is not in this list; start again \
-                     without `after`"
-                ));
-                return conn.respond(id, Err(e.into())).await;
-            }
-        },
-        None => 0,
-    };
     let limit = params
         .limit
         .map_or(MAX_PAGE, |l| (l as usize).clamp(1, MAX_PAGE));
+    let asked = ListPage {
+        all: params.all,
+        within: conn.agent().map(|me| me.id.clone()),
+        after: params.after,
+        // One more than fits says whether a page follows.
+        limit: limit + 1,
+    };
+    let agents = match ctx.core.list(asked).await {
+        Ok(agents) => agents,
+        Err(e) => return conn.respond(id, Err(e.into())).await,
+    };
     let Some(id) = id else {
         return;
     };
-    let mut line = page(&agents[start..], limit, MAX_PAGE_BYTES, ok_head(&id, 0));
+    let mut line = page(&agents, limit, MAX_PAGE_BYTES, ok_head(&id, 0));
     line.extend_from_slice(OK_TAIL);
     conn.send_line(line).await;
 }

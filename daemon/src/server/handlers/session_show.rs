@@ -17,7 +17,7 @@ pub async fn handle(
         )));
     }
     let mut info = ctx.state.info(&params.name).await?;
-    attach_agents(&mut info, &ctx.core.snapshot().await?);
+    info.agents = ctx.core.session_agents(&params.name).await?;
     Ok(info)
 }
 
