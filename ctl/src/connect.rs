@@ -193,49 +193,41 @@ struct RawPage<'a> {
     next: Option<String>,
 }
 
-/// The answer to one `agent.list` call, as it came.
-pub struct PageLine {
-    line: Vec<u8>,
-    /// Where in `line` the records lie: the text inside the `agents` array.
-    records: Range<usize>,
-}
-
-impl PageLine {
-    /// The page's records as the daemon serialized them, separated by commas; empty
-    /// when the page is.
-    pub fn records(&self) -> &[u8] {
-        &self.line[self.records.clone()]
-    }
-}
-
-/// Every agent the daemon lists, page by page, with each record's JSON text as it
-/// came: for `--json`, which prints them as they are instead of parsing them into types
-/// and serializing them again.
-pub fn list_agents_raw(client: &mut Client, all: bool) -> Result<Vec<PageLine>> {
-    let mut pages = Vec::new();
+/// Every agent the daemon lists, page by page: `each` gets a page's records as the
+/// daemon serialized them (separated by commas, never empty), as it arrives. For
+/// `--json`, which prints them as they are instead of parsing them into types and
+/// serializing them again, and without holding every page at once (100,000 records
+/// are 83 MiB).
+pub fn list_agents_raw(
+    client: &mut Client,
+    all: bool,
+    mut each: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> Result<()> {
+    let mut written = Ok(());
+    let mut page = |records: &[u8]| {
+        if !records.is_empty() && written.is_ok() {
+            written = each(records);
+        }
+    };
     each_page(client, all, |line| {
         if let Some((records, next)) = daemon_layout(&line) {
-            pages.push(PageLine { line, records });
+            page(&line[records]);
             return Ok(Some(next));
         }
-        let Some(page) = Envelope::<RawPage<'_>>::parse(&line, List::NAME)? else {
+        let Some(answer) = Envelope::<RawPage<'_>>::parse(&line, List::NAME)? else {
             return Ok(None);
         };
-        let inner = page
+        let inner = answer
             .agents
             .get()
             .strip_prefix('[')
             .and_then(|a| a.strip_suffix(']'))
             .ok_or_else(|| ClientError::Protocol("agent.list: `agents` is not a list".into()))?
             .trim();
-        // The records are a slice of the line; where it starts is an offset into it.
-        let start = inner.as_ptr() as usize - line.as_ptr() as usize;
-        let records = start..start + inner.len();
-        let next = page.next;
-        pages.push(PageLine { line, records });
-        Ok(Some(next))
+        page(inner.as_bytes());
+        Ok(Some(answer.next))
     })?;
-    Ok(pages)
+    Ok(written?)
 }
 
 /// Where the records and the `next` of an `agent.list` answer are, when the line has

@@ -65,20 +65,20 @@ pub fn run(all: bool, filter: &ListFilter, json: bool) -> Result<ExitCode> {
 
 /// `{"agents": [...]}` with the records as the daemon wrote them, never parsed into
 /// types and serialized again (that was most of the time a long list took). For
-/// programs the answer's bytes go out as they came, compact; on a terminal the document
-/// is laid out as every `--json` output is.
+/// programs the answer's bytes go out page by page as they came, compact (a list cut
+/// short by an error is then not a whole document, and the exit code says so); on a
+/// terminal the document is laid out as every `--json` output is.
 fn print_json_list(client: &mut grove_proto::Client, all: bool) -> Result<()> {
-    let pages = crate::connect::list_agents_raw(client, all)?;
-    let pages = pages.iter().map(|p| p.records()).filter(|r| !r.is_empty());
     let mut stdout = std::io::stdout().lock();
     if !stdout.is_terminal() {
         stdout.write_all(br#"{"agents":["#)?;
-        for (n, records) in pages.enumerate() {
-            if n > 0 {
+        let mut first = true;
+        crate::connect::list_agents_raw(client, all, |records| {
+            if !std::mem::take(&mut first) {
                 stdout.write_all(b",")?;
             }
-            stdout.write_all(records)?;
-        }
+            stdout.write_all(records)
+        })?;
         stdout.write_all(b"]}\n")?;
         return Ok(());
     }
@@ -86,11 +86,12 @@ fn print_json_list(client: &mut grove_proto::Client, all: bool) -> Result<()> {
   "agents": ["#
         .to_vec();
     let mut any = false;
-    for records in pages {
+    crate::connect::list_agents_raw(client, all, |records| {
         out.extend_from_slice(if any { b",\n    " } else { b"\n    " });
         pretty_into(&mut out, records, 2);
         any = true;
-    }
+        Ok(())
+    })?;
     out.extend_from_slice(if any { b"\n  ]\n}\n" } else { b"]\n}\n" });
     stdout.write_all(&out)?;
     Ok(())
