@@ -3,6 +3,7 @@
 
 mod cleanup;
 mod collect;
+mod history;
 mod jail;
 mod list;
 mod memory;
@@ -23,7 +24,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
 
 pub struct Ctx<'a> {
     pub env: &'a Env,
@@ -78,6 +79,7 @@ pub fn title(case: u32) -> &'static str {
         10 => "20 queued agents released one by one",
         11 => "the jail's cost",
         12 => "cleanup off the critical path",
+        13 => "what grows with history",
         _ => "unknown case",
     }
 }
@@ -92,6 +94,7 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         5 => state::run(ctx),
         11 => jail::run(ctx),
         12 => cleanup::run(ctx),
+        13 => history::run(ctx),
         6 => memory::run(ctx),
         7 => startup::run(ctx),
         8 => terminal::run(ctx),
@@ -100,7 +103,7 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         _ => Ok(vec![Row::not_available(
             &case.to_string(),
             "unknown case",
-            format!("no case {case}; cases are 1-12"),
+            format!("no case {case}; cases are 1-13"),
         )]),
     };
     result.unwrap_or_else(|e| {
