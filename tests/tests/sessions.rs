@@ -330,6 +330,60 @@ fn a_session_with_a_live_agent_stays_active() {
     g.wait(&id);
 }
 
+/// state-semantics.md 26 to 28: an agent that runs past every lifetime without writing
+/// keeps its session active, and the session's clock starts when the agent ends, also
+/// after a restart that finds no record of the agent.
+#[test]
+fn a_sessions_clock_starts_when_its_last_agent_ends() {
+    let (suspend, delete) = (4_000, 6_000);
+    let g = aging_grove(&[
+        ("GROVE_SESSION_IDLE", "300ms"),
+        ("GROVE_SESSION_SUSPEND", &format!("{suspend}ms")),
+        ("GROVE_SESSION_ARCHIVE", "5s"),
+        ("GROVE_SESSION_DELETE", &format!("{delete}ms")),
+    ]);
+    commit_schema(&g, SCHEMA);
+    let gate = g.dir.path().join("gate");
+    let id = busy_agent(&g, &gate, "");
+    // A session written after the agent's only write: once it is deleted, the agent has
+    // run longer than every lifetime without writing.
+    let mut c = client(&g);
+    create_session(&mut c, "clock", SCHEMA);
+    let clock = lifecycle_events(&g, "clock");
+    g.state_update("clock", &["count", "1"]);
+    wait_for(&clock, "deleted");
+    assert_eq!(lifecycle(&g, "busy")["lifecycle"], "active");
+
+    fs::write(&gate, "").expect("gate");
+    let ended = g.wait(&id)["ended_at_ms"].as_u64().expect("ended_at_ms");
+    eventually(
+        "the end stored as its last use",
+        Duration::from_secs(10),
+        || lifecycle(&g, "busy")["last_used_ms"].as_u64() >= Some(ended),
+    );
+    let shown = lifecycle(&g, "busy")["lifecycle"].clone();
+    assert!(shown == "active" || shown == "idle", "{shown}");
+
+    // Only the stored last use is left to count from.
+    assert!(g.alter_stopped_db("DELETE FROM agents") >= 1);
+    let events = lifecycle_events(&g, "busy");
+    let mut moves = Vec::new();
+    while moves.last().map(|e: &Value| e["to"].clone()) != Some(json!("deleted")) {
+        let event = events
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("not deleted; saw {moves:?}"));
+        moves.push(event);
+    }
+    for event in &moves {
+        let after = event["at_ms"].as_u64().expect("at_ms") - ended;
+        match event["to"].as_str().expect("to") {
+            "suspended" => assert!(after >= suspend, "suspended {after} ms after: {moves:?}"),
+            "deleted" => assert!(after >= delete, "deleted {after} ms after: {moves:?}"),
+            _ => {}
+        }
+    }
+}
+
 #[test]
 fn at_most_session_cache_heads_stay_in_memory_least_recently_used_out() {
     let g = Grove::new().with_env(&[("GROVE_SESSION_CACHE", "2")]);

@@ -2,6 +2,10 @@
 //! then idle, suspended (its head leaves memory), archived, and at last deleted with
 //! an audit row. A pass every `session_gc_interval` moves sessions along; any read or
 //! write makes a session active again. At most `session_cache` heads stay in memory.
+//!
+//! An agent of a session is activity in it: while it runs, and until it ends, the
+//! session counts as used (state-semantics.md, 26 to 28). The pass stores that in the
+//! session's last use, so the clock survives a restart and the agent's record.
 
 use super::session::{Lifecycle, Session};
 use super::{store, StateHandle, StateService};
@@ -10,7 +14,7 @@ use crate::core::CoreHandle;
 use crate::error::Error;
 use grove_agent_shim::now_ms;
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -20,6 +24,18 @@ pub struct GcReport {
     pub moved: u64,
     pub deleted: Vec<String>,
 }
+
+/// The agents of one session, as the pass sees them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Activity {
+    /// One of them is not final (queued, running, paused...).
+    pub live: bool,
+    /// The latest of them: now while one is live, else when the last one ended.
+    pub at_ms: u64,
+}
+
+/// Per session, what its agents on record did.
+pub type AgentActivity = HashMap<String, Activity>;
 
 /// One lifecycle change, as `session.lifecycle` subscribers see it.
 #[derive(Debug, Clone, Serialize)]
@@ -57,22 +73,44 @@ async fn pass(
     core: &CoreHandle,
     lifecycle: SessionLifecycle,
 ) -> Result<GcReport, Error> {
-    let live: HashSet<String> = core
-        .snapshot()
-        .await?
-        .into_iter()
-        .filter(|a| !a.status.is_final())
-        .map(|a| a.session)
-        .collect();
-    state.gc(live, lifecycle).await
+    let agents = activity(&core.snapshot().await?, now_ms());
+    state.gc(agents, lifecycle).await
 }
 
-/// Where a session belongs now.
-fn due(session: &Session, live: bool, now: u64, lifecycle: SessionLifecycle) -> Option<Lifecycle> {
+/// Per session, whether an agent of it is live and when its agents were last seen
+/// working. An agent that ended counts until `ended_at_ms`, so that its session's
+/// timers start when it ended, not when it last wrote.
+fn activity(agents: &[grove_proto::types::AgentRecord], now: u64) -> AgentActivity {
+    let mut by_session = AgentActivity::new();
+    for agent in agents {
+        let live = !agent.status.is_final();
+        let at_ms = if live {
+            now
+        } else {
+            agent
+                .ended_at_ms
+                .or(agent.started_at_ms)
+                .unwrap_or(agent.created_at_ms)
+        };
+        let seen = by_session.entry(agent.session.clone()).or_default();
+        seen.live |= live;
+        seen.at_ms = seen.at_ms.max(at_ms);
+    }
+    by_session
+}
+
+/// Where a session belongs now; `agents` is what its agents did.
+fn due(
+    session: &Session,
+    agents: Activity,
+    now: u64,
+    lifecycle: SessionLifecycle,
+) -> Option<Lifecycle> {
     let since = |ms: u64| Duration::from_millis(now.saturating_sub(ms));
     let written = session.last_at_ms.unwrap_or(session.created_at_ms);
-    let unused = since(session.last_used_ms);
-    if live || since(written) < lifecycle.idle_after {
+    let active = written.max(agents.at_ms);
+    let unused = since(session.last_used_ms.max(agents.at_ms));
+    if agents.live || since(active) < lifecycle.idle_after {
         Some(Lifecycle::Active)
     } else if unused >= lifecycle.delete_after {
         None
@@ -88,7 +126,7 @@ fn due(session: &Session, live: bool, now: u64, lifecycle: SessionLifecycle) -> 
 impl StateService {
     pub(super) async fn gc(
         &mut self,
-        live: &HashSet<String>,
+        agents: &AgentActivity,
         lifecycle: SessionLifecycle,
     ) -> Result<GcReport, Error> {
         let now = now_ms();
@@ -97,26 +135,33 @@ impl StateService {
         let mut doomed = Vec::new();
         // A reserved session has no life of its own yet: it goes with its agent's record.
         for session in self.sessions.values_mut().filter(|s| !s.reserved) {
-            let target = due(session, live.contains(&session.name), now, lifecycle);
-            let Some(target) = target else {
+            let seen = agents.get(&session.name).copied().unwrap_or_default();
+            let Some(target) = due(session, seen, now, lifecycle) else {
                 doomed.push(session.name.clone());
                 continue;
             };
             if matches!(target, Lifecycle::Suspended | Lifecycle::Archived) {
                 session.unload();
             }
-            if target != session.lifecycle {
+            // Stored, so that the clock an agent started survives its record.
+            let used = seen.at_ms > session.last_used_ms;
+            session.last_used_ms = session.last_used_ms.max(seen.at_ms);
+            let moved = target != session.lifecycle;
+            if moved {
+                report.moved += 1;
                 let from = session.lifecycle;
                 session.lifecycle = target;
-                changed.push((
+                publish(&self.events, &session.name, from.name(), target.name(), now);
+            }
+            if moved || used {
+                let row = (
                     session.name.clone(),
                     target.name().to_string(),
                     session.last_used_ms,
-                ));
-                publish(&self.events, &session.name, from.name(), target.name(), now);
+                );
+                changed.push(row);
             }
         }
-        report.moved = changed.len() as u64;
         if !changed.is_empty() {
             self.db
                 .call(move |conn| store::set_lifecycles(conn, &changed))

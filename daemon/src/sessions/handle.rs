@@ -69,7 +69,7 @@ pub(super) enum Req {
         reply: Reply<grove_proto::methods::SessionMigrateResult>,
     },
     Gc {
-        live: std::collections::HashSet<String>,
+        agents: gc::AgentActivity,
         lifecycle: crate::config::SessionLifecycle,
         reply: Reply<gc::GcReport>,
     },
@@ -273,15 +273,15 @@ impl StateHandle {
         .await
     }
 
-    /// Moves every session along its lifecycle; `live` names the sessions with a live
-    /// agent.
+    /// Moves every session along its lifecycle; `agents` is what the agents of each
+    /// session did.
     pub async fn gc(
         &self,
-        live: std::collections::HashSet<String>,
+        agents: gc::AgentActivity,
         lifecycle: crate::config::SessionLifecycle,
     ) -> Result<gc::GcReport, Error> {
         self.ask(|reply| Req::Gc {
-            live,
+            agents,
             lifecycle,
             reply,
         })

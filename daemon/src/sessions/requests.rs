@@ -78,11 +78,11 @@ impl StateService {
                 let _ = reply.send(self.migrate(&name, schema, drop).await);
             }
             Req::Gc {
-                live,
+                agents,
                 lifecycle,
                 reply,
             } => {
-                let _ = reply.send(self.gc(&live, lifecycle).await);
+                let _ = reply.send(self.gc(&agents, lifecycle).await);
             }
             Req::Pin {
                 session,
