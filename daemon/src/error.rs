@@ -34,6 +34,15 @@ pub enum Error {
         #[source]
         source: git2::Error,
     },
+    /// A checkpoint's code could not be held or named by a ref in the user's
+    /// repository: what was being done, in which repository, and git's cause.
+    #[error("cannot {what} in {}: {}", repo.display(), source.message())]
+    CodeRef {
+        what: &'static str,
+        repo: std::path::PathBuf,
+        #[source]
+        source: git2::Error,
+    },
     /// A value of ours that could not be encoded as JSON: a bug, kept with its cause.
     #[error("cannot encode {what}: {source}")]
     Encode {
@@ -152,7 +161,7 @@ impl Error {
             Error::NotFound(_) => codes::NOT_FOUND,
             Error::Ambiguous(_) => codes::AMBIGUOUS_ID,
             Error::InvalidState(_) => codes::INVALID_STATE,
-            Error::Git(_) => codes::GIT_FAILED,
+            Error::Git(_) | Error::CodeRef { .. } => codes::GIT_FAILED,
             Error::Task(_)
             | Error::OwnerGone(_)
             | Error::Io { .. }

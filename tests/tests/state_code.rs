@@ -335,6 +335,12 @@ fn checkpoint_refs(g: &Grove) -> Vec<String> {
     out.lines().map(String::from).collect()
 }
 
+/// The refs under `prefix` of the user's repository, sorted.
+fn grove_refs(g: &Grove, prefix: &str) -> Vec<String> {
+    let out = git_in(&g.repo, &["for-each-ref", "--format=%(refname)", prefix]);
+    out.lines().map(String::from).collect()
+}
+
 fn wait_for_refs(g: &Grove, want: &[&str]) {
     eventually(
         &format!("checkpoint refs {want:?}"),
@@ -354,15 +360,22 @@ fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
         r#"set -e
         for n in 1 2 3 4; do echo "$n" > work.txt; "$GROVE_BIN" state update count 1; done"#,
     );
+    // Every checkpoint has its ref once its update is answered; asking for it changes
+    // nothing, and no hold is left.
+    let all = [1, 2, 3, 4].map(|n| format!("refs/grove/checkpoints/orig/{n}"));
+    assert_eq!(checkpoint_refs(&g), all);
     let mut c = client(&g);
     make_code_refs(&mut c, "orig", &[1, 2, 4]);
-    let all = [1, 2, 4].map(|n| format!("refs/grove/checkpoints/orig/{n}"));
     assert_eq!(checkpoint_refs(&g), all);
+    assert_eq!(
+        grove_refs(&g, "refs/grove/recording/"),
+        Vec::<String>::new()
+    );
 
     // An agent on the code of checkpoint 4, running while its ref goes.
     let gate = g.files().join("gate");
     let on_code = g.spawn(
-        &["--base", &all[2]],
+        &["--base", &all[3]],
         &format!(
             "cat work.txt; while [ ! -e '{}' ]; do sleep 0.02; done",
             gate.display()
@@ -381,9 +394,9 @@ fn checkpoint_refs_go_with_their_checkpoints_and_their_session() {
     // Pinned 2 outlives the compaction that takes 1; unpinned, it goes too.
     g.ok(&["state", "pin", "--session", "orig", "2"]);
     g.ok(&["state", "compact", "--session", "orig", "--keep", "2"]);
-    wait_for_refs(&g, &[&all[1], &all[2]]);
+    wait_for_refs(&g, &[&all[1], &all[2], &all[3]]);
     g.ok(&["state", "pin", "--session", "orig", "2", "--remove"]);
-    wait_for_refs(&g, &[&all[2]]);
+    wait_for_refs(&g, &[&all[2], &all[3]]);
     g.ok(&["session", "rm", "orig"]);
     wait_for_refs(&g, &[]);
 
@@ -534,4 +547,142 @@ fn checkpoint_refs_no_checkpoint_names_are_swept_at_start() {
     let done = g.wait(&queued);
     assert_eq!(done["outcome"], "succeeded", "{done}");
     assert_eq!(g.ok(&["logs", &queued]), "2\n");
+}
+
+/// The tree `git add -A` makes of an agent's worktree, printed as a `tree` line.
+const PRINT_TREE: &str = r#"idx=$(mktemp -u); GIT_INDEX_FILE=$idx git add -A; echo "tree $(GIT_INDEX_FILE=$idx git write-tree)"; rm -f "$idx""#;
+
+/// state-semantics.md 29 and 30: a checkpoint's code has its ref from the moment it is
+/// stored, so the user's own `git reflog expire --expire=now --all` and `git gc
+/// --prune=now`, with the agent's branch deleted, take none of it: `fork --spawn` of
+/// each checkpoint starts an agent on exactly the files it recorded. A refused update
+/// leaves no hold; compaction and `session rm` leave no ref behind.
+#[test]
+fn the_users_git_gc_never_takes_the_code_of_a_checkpoint() {
+    let g = grove_with_schema();
+    let writer = spawn_in_session(
+        &g,
+        "orig",
+        r#"set -e
+        for n in 1 2 3; do
+            echo "$n" > work.txt; echo "only in $n" > "untracked-$n.txt"; rm -f "untracked-$((n-1)).txt"
+            "$GROVE_BIN" state update count 1
+        done
+        ! "$GROVE_BIN" state update nope 1"#,
+    );
+    g.succeeded_log(&writer);
+    let recorded = trees_recorded(&g, "orig");
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    assert_eq!(
+        grove_refs(&g, "refs/grove/recording/"),
+        Vec::<String>::new()
+    );
+    g.git(&["branch", "-D", &format!("grove/{writer}")]);
+    g.git(&["reflog", "expire", "--expire=now", "--all"]);
+    g.git(&["gc", "--prune=now", "--quiet"]);
+
+    for (n, tree) in (1..=3).zip(&recorded) {
+        let (at, retry) = (n.to_string(), format!("retry-{n}"));
+        let out = g.ok(&[
+            "--json",
+            "state",
+            "fork",
+            "--from",
+            "orig",
+            "--at",
+            &at,
+            "--session",
+            &retry,
+            "--spawn",
+            "--",
+            "sh",
+            "-c",
+            PRINT_TREE,
+        ]);
+        let record: Value = serde_json::from_str(&out).expect("the new agent's record");
+        let log = g.succeeded_log(record["id"].as_str().expect("id"));
+        assert_eq!(
+            trees_printed(&log),
+            [tree.as_str()],
+            "checkpoint {n}: {log}"
+        );
+    }
+    let forks: Vec<String> = (1..=3)
+        .map(|n| format!("refs/grove/checkpoints/retry-{n}/1"))
+        .collect();
+    let origs: Vec<String> = (1..=3)
+        .map(|n| format!("refs/grove/checkpoints/orig/{n}"))
+        .collect();
+    let everything: Vec<&str> = origs.iter().chain(&forks).map(String::as_str).collect();
+    wait_for_refs(&g, &everything);
+
+    g.ok(&["state", "compact", "--session", "orig", "--keep", "1"]);
+    g.ok(&["session", "rm", "retry-1"]);
+    wait_for_refs(&g, &[&origs[2], &forks[1], &forks[2]]);
+    g.ok(&["session", "rm", "orig"]);
+    wait_for_refs(&g, &[&forks[1], &forks[2]]);
+    // A fork's own ref holds its code after its origin is gone.
+    g.git(&["gc", "--prune=now", "--quiet"]);
+    let out = g.ok(&[
+        "--json",
+        "state",
+        "fork",
+        "--from",
+        "retry-3",
+        "--at",
+        "1",
+        "--session",
+        "again",
+        "--spawn",
+        "--",
+        "sh",
+        "-c",
+        PRINT_TREE,
+    ]);
+    let record: Value = serde_json::from_str(&out).expect("the new agent's record");
+    let log = g.succeeded_log(record["id"].as_str().expect("id"));
+    assert_eq!(trees_printed(&log), [recorded[2].as_str()], "{log}");
+}
+
+/// A hold a crash left after its checkpoint was stored becomes the checkpoint's ref at
+/// the next start; one whose update was never stored goes.
+#[test]
+fn holds_a_crash_left_are_settled_at_start() {
+    let (g, c) = two_checkpoints_with_refs();
+    drop(c);
+    let writer = checkpoints(&g, "orig")[0]["writer"]
+        .as_str()
+        .expect("writer")
+        .to_string();
+    let tree = git_in(
+        &g.repo,
+        &["rev-parse", "refs/grove/checkpoints/orig/2^{tree}"],
+    );
+    let stored = git_in(&g.repo, &["commit-tree", tree.trim(), "-m", "held"]);
+    let empty = git_in(&g.repo, &["hash-object", "-t", "tree", "-w", "/dev/null"]);
+    let never = git_in(
+        &g.repo,
+        &["commit-tree", empty.trim(), "-m", "never stored"],
+    );
+    g.git(&["update-ref", "-d", "refs/grove/checkpoints/orig/2"]);
+    for commit in [&stored, &never] {
+        let name = format!("refs/grove/recording/{writer}/{}", commit.trim());
+        g.git(&["update-ref", &name, commit.trim()]);
+    }
+
+    g.ok(&["daemon", "restart"]);
+    wait_for_refs(
+        &g,
+        &[
+            "refs/grove/checkpoints/orig/1",
+            "refs/grove/checkpoints/orig/2",
+        ],
+    );
+    eventually("the holds gone", std::time::Duration::from_secs(10), || {
+        grove_refs(&g, "refs/grove/recording/").is_empty()
+    });
+    assert_eq!(
+        git_in(&g.repo, &["rev-parse", "refs/grove/checkpoints/orig/2"]).trim(),
+        stored.trim()
+    );
 }

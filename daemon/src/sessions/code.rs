@@ -10,6 +10,7 @@
 //! branch tip is read (refs, no config that could run anything); of an agent that is
 //! not jailed, its index seeds the scratch index.
 
+use super::code_ref::Held;
 use super::scan;
 use super::store::DroppedCode;
 use crate::error::Error;
@@ -36,9 +37,10 @@ const CHECKPOINT_TREE: &str = "checkpoint.tree";
 /// (a sparse checkout).
 const SKIP_WORKTREE: u16 = 0x4000;
 
-/// Records the code of `record` (a running agent) now. Reads the whole worktree: call
-/// it off the async threads.
-pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<CodeRef, Error> {
+/// Records the code of `record` (a running agent) now, held by a ref until its
+/// checkpoint is stored (see `code_ref`). Reads the whole worktree: call it off the
+/// async threads.
+pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<(CodeRef, Held), Error> {
     let lock = agent_lock(&record.id);
     // One checkpoint of an agent at a time: they share its scratch index.
     let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -62,11 +64,13 @@ pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<CodeRef, Error> 
             return Err(e);
         }
     };
-    Ok(CodeRef {
+    let code = CodeRef {
         commit,
         tree: tree.to_string(),
         repo: Some(record.repo.clone()),
-    })
+    };
+    let held = super::code_ref::hold(&repo, &record.repo, &record.id, &record.session, &code)?;
+    Ok((code, held))
 }
 
 /// The user's repository (its common git dir), with the agent's worktree as its work
@@ -434,6 +438,7 @@ fn delete_refs(repo: &Repository, names: &[String]) -> Result<(), git2::Error> {
 pub async fn sweep_orphan_refs(db: crate::db::Db) {
     let swept = async {
         let repos = db.call(|conn| super::store::code_repos(conn)).await?;
+        super::code_ref::settle_left(&db, &repos).await?;
         let listed = tokio::task::spawn_blocking(move || {
             repos
                 .into_iter()

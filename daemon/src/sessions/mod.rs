@@ -6,6 +6,7 @@
 //! while the database thread stores (and fsyncs) the one before.
 
 pub mod code;
+pub mod code_ref;
 mod commit;
 pub mod gc;
 mod handle;

@@ -1,6 +1,7 @@
 use super::super::connection::Conn;
 use super::super::Ctx;
 use super::Caller;
+use crate::sessions::code_ref::{settle_off_thread, Held};
 use crate::Error;
 use grove_proto::methods::{StateUpdateParams, StateUpdateResult};
 use grove_proto::state::CodeRef;
@@ -23,10 +24,10 @@ pub async fn handle(
         })
         .collect();
     let begun = std::time::Instant::now();
-    let code = if caller.agent {
-        agent_code(ctx, &caller.writer).await
+    let (code, held) = if caller.agent {
+        agent_code(ctx, &caller.writer).await.unzip()
     } else {
-        None
+        (None, None)
     };
     let checkpoint = ctx
         .state
@@ -37,7 +38,13 @@ pub async fn handle(
             conn.idempotency_key().map(String::from),
             code,
         )
-        .await?;
+        .await;
+    // Named before the answer: once an agent's update returns, its code has its ref.
+    if let Some(held) = held {
+        let at = checkpoint.as_ref().ok().copied();
+        settle_off_thread(held, caller.session.clone(), at).await;
+    }
+    let checkpoint = checkpoint?;
     crate::metrics::checkpoint_saved(begun);
     Ok(StateUpdateResult {
         session: caller.session,
@@ -45,9 +52,9 @@ pub async fn handle(
     })
 }
 
-/// The code the agent has now, recorded with its checkpoint. A failure records none
-/// (the write itself still stands) and is logged.
-async fn agent_code(ctx: &Ctx, id: &str) -> Option<CodeRef> {
+/// The code the agent has now, recorded with its checkpoint, and the ref holding it. A
+/// failure records none (the write itself still stands) and is logged.
+async fn agent_code(ctx: &Ctx, id: &str) -> Option<(CodeRef, Held)> {
     let record = ctx.core.get(id).await.ok()?;
     if !record.status.is_running() || !record.worktree.is_dir() {
         return None;
