@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::BatchError;
-use crate::reducer::{inexact_integer, json_type, ReduceError, Reducer};
+use crate::reducer::{inexact_integer, json_type, rounded_integer, ReduceError, Reducer};
 use crate::schema::{ChannelSpec, Schema};
 use crate::State;
 
@@ -155,6 +155,10 @@ fn apply(
         let slot = next
             .entry(write.channel.clone())
             .or_insert_with(|| spec.initial_value());
+        // Only new writes: a stored batch was accepted as it is and must replay the same.
+        if stale.is_some() && replacement.is_none() && spec.reducer == Reducer::Add {
+            check_exact_sum(&write.channel, slot, &write.value)?;
+        }
         *slot = match replacement {
             Some(value) => value.clone(),
             None => reduce(
@@ -166,6 +170,22 @@ fn apply(
         };
     }
     Ok(next)
+}
+
+/// Behaviour 10: an `add` that would round an integer is refused, not rounded.
+fn check_exact_sum(channel: &str, held: &Value, write: &Value) -> Result<(), BatchError> {
+    let (Value::Number(held), Value::Number(write)) = (held, write) else {
+        return Ok(()); // a type mismatch is the reducer's to refuse
+    };
+    match rounded_integer(held, write) {
+        Some(integer) => Err(BatchError::InexactSum {
+            channel: channel.to_owned(),
+            held: held.clone(),
+            write: write.clone(),
+            integer,
+        }),
+        None => Ok(()),
+    }
 }
 
 fn declared<'s>(schema: &'s Schema, channel: &str) -> Result<&'s ChannelSpec, BatchError> {

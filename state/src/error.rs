@@ -103,6 +103,19 @@ pub enum BatchError {
     InexactInteger { channel: String, value: f64 },
 
     #[error(
+        "channel `{channel}` (reducer `add`): adding {write} to {held} mixes a float with the \
+         integer {integer}, beyond +/-2^53 where a float holds every integer, so the sum would be \
+         rounded; nothing was applied. Write only integers to this channel, or replace its value \
+         first with {{\"__overwrite__\": value}}"
+    )]
+    InexactSum {
+        channel: String,
+        held: serde_json::Number,
+        write: serde_json::Number,
+        integer: i128,
+    },
+
+    #[error(
         "channel `{channel}` is replaced twice in one batch (two writes to an `overwrite` channel, \
          or two {{\"__overwrite__\": value}} writes); send them in separate batches"
     )]
@@ -130,6 +143,7 @@ impl BatchError {
             | BatchError::StoredTypeMismatch { channel, .. }
             | BatchError::NumberOutOfRange { channel }
             | BatchError::InexactInteger { channel, .. }
+            | BatchError::InexactSum { channel, .. }
             | BatchError::DoubleOverwrite { channel }
             | BatchError::Conflict { channel, .. } => Some(channel),
         }

@@ -279,6 +279,17 @@ pub(crate) fn add_numbers(a: &Number, b: &Number) -> Option<Number> {
     }
 }
 
+/// Of a sum [`add_numbers`] would make as floats, the integer that would be rounded: one
+/// beyond +/-2^53 (where a float stops holding every integer) added to or with a float.
+/// None when both are integers (exact) or the float sum holds its integer exactly.
+pub fn rounded_integer(a: &Number, b: &Number) -> Option<i128> {
+    const EXACT: i128 = 1 << 53;
+    match (integer(a), integer(b)) {
+        (Some(_), Some(_)) | (None, None) => None,
+        (Some(x), None) | (None, Some(x)) => (x.abs() > EXACT).then_some(x),
+    }
+}
+
 fn integer_number(value: i128) -> Option<Number> {
     if let Ok(small) = i64::try_from(value) {
         return Some(Number::from(small));

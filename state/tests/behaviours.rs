@@ -281,6 +281,54 @@ fn b10_add_keeps_integers_exact_and_accepts_floats() {
     assert_eq!(state["tests"], json!(1.5));
 }
 
+/// Behaviour 10: a float and an integer beyond +/-2^53 are not added (the integer would
+/// be rounded), in either order and within one batch; nothing is applied. Integers of
+/// any size still add exactly, small ones still add to floats, and a stored batch
+/// replays as it was accepted.
+#[test]
+fn b10_add_refuses_a_sum_that_would_round_an_integer() {
+    let schema = schema();
+    let past = json!(9_007_199_254_740_993_u64); // 2^53 + 1: no float holds it
+    for writes in [
+        vec![write("tests", json!(0.5)), write("tests", past.clone())],
+        vec![write("tests", past.clone()), write("tests", json!(0.5))],
+        vec![
+            write("tests", json!(-9_007_199_254_740_993_i64)),
+            write("tests", json!(1.5)),
+        ],
+    ] {
+        let refused = apply_to_initial(&schema, &writes).unwrap_err();
+        assert!(
+            matches!(&refused, BatchError::InexactSum { channel, .. } if channel == "tests"),
+            "{refused:?}"
+        );
+        let text = refused.to_string();
+        for needle in ["`tests`", "9007199254740993", "2^53", "__overwrite__"] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+    }
+    let state = apply_to_initial(
+        &schema,
+        &[
+            write("tests", past.clone()),
+            write("tests", json!(u64::MAX / 2)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        state["tests"],
+        json!(9_007_199_254_740_993_u64 + u64::MAX / 2)
+    );
+    let two_53 = json!(9_007_199_254_740_992_u64);
+    let state = apply_to_initial(
+        &schema,
+        &[write("tests", two_53), write("tests", json!(0.5))],
+    );
+    assert!(state.is_ok(), "2^53 is held exactly: {state:?}");
+    let stored = replayed(&schema, &[write("tests", json!(0.5)), write("tests", past)]);
+    assert!(stored["tests"].is_f64(), "{stored:?}");
+}
+
 #[test]
 fn b11_max_min_keep_the_extreme() {
     let schema = schema();

@@ -84,6 +84,42 @@ fn an_integer_past_the_exact_range_is_refused_alike_on_the_cli_and_the_socket() 
     assert_eq!(shown["head"], 3, "nothing of the refused writes stayed");
 }
 
+/// state-semantics.md 10: an `add` channel holding a float refuses a whole number it
+/// would round (2^53 + 1), and one holding such a number refuses a float, alike on the
+/// CLI and the socket; the value and the checkpoints stay as they were.
+#[test]
+fn a_float_sum_that_would_round_an_integer_is_refused() {
+    let g = setup();
+    let past = "9007199254740993"; // 2^53 + 1
+    g.state_update("s", &["count", "0.5"]);
+    let out = g.refused(
+        &["state", "update", "--session", "s", "--", "count", past],
+        "would be rounded",
+    );
+    assert!(out.stderr.contains(past), "{}", out.stderr);
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"state.update","params":{{"session":"s","writes":[{{"channel":"count","value":{past}}}]}}}}"#
+    );
+    let answer = raw_call(&g, &request);
+    assert_eq!(
+        answer["error"]["code"],
+        grove_proto::codes::BAD_INPUT,
+        "{answer}"
+    );
+    assert_eq!(state(&g)["count"], json!(0.5));
+
+    g.state_update("s", &["count", &format!(r#"{{"__overwrite__": {past}}}"#)]);
+    g.refused(
+        &["state", "update", "--session", "s", "count", "1.5"],
+        "would be rounded",
+    );
+    g.state_update("s", &["count", "1"]);
+    assert_eq!(state(&g)["count"], json!(9_007_199_254_740_994_u64));
+    let mut c = client(&g);
+    let shown = call(&mut c, "session.show", json!({"name": "s"})).expect("show");
+    assert_eq!(shown["head"], 3, "nothing of the refused writes stayed");
+}
+
 #[test]
 fn one_and_one_point_zero_are_one_number_for_every_reducer() {
     let g = setup();
