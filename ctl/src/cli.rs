@@ -389,6 +389,17 @@ pub enum StateCommand {
         #[arg(last = true, value_name = "COMMAND", requires = "spawn")]
         command: Vec<String>,
     },
+    /// Name the code an agent had at a checkpoint: a commit of its worktree then (its
+    /// branch and uncommitted work) on refs/grove/checkpoints/<session>/<N> in its
+    /// repository, to start from with `grove spawn --base`. Refused for a checkpoint
+    /// the user wrote (it records no code).
+    Code {
+        #[command(flatten)]
+        session: SessionArg,
+        /// The checkpoint (`grove state history` lists them and their code).
+        #[arg(value_name = "CHECKPOINT")]
+        at: u64,
+    },
     /// Drop old checkpoints, keeping the newest N readable (the state does not change).
     Compact {
         #[command(flatten)]

@@ -686,3 +686,60 @@ fn holds_a_crash_left_are_settled_at_start() {
         stored.trim()
     );
 }
+
+/// `grove state code` is the command line of `state.code`: it names the code of a
+/// checkpoint (the ref first, for `grove spawn --base`), answers what the socket
+/// answers with `--json`, works inside an agent for its own session, and refuses a
+/// checkpoint without code or one that does not exist, saying why.
+#[test]
+fn state_code_on_the_command_line_names_the_code_of_a_checkpoint() {
+    let g = grove_with_schema();
+    run_in_orig(
+        &g,
+        r#"echo one > work.txt && "$GROVE_BIN" state update count 1"#,
+    );
+    g.state_update("orig", &["count", "1"]);
+    let reference = "refs/grove/checkpoints/orig/1";
+
+    let shown = g.json(&["state", "code", "--session", "orig", "1"]);
+    let asked = call(
+        &mut client(&g),
+        "state.code",
+        serde_json::json!({"session": "orig", "at": 1}),
+    )
+    .expect("state.code");
+    assert_eq!(shown, asked);
+    assert_eq!(shown["ref"], reference);
+    assert_eq!(
+        shown["commit"].as_str().expect("commit"),
+        git_in(&g.repo, &["rev-parse", reference]).trim()
+    );
+    assert_eq!(
+        shown["tree"].as_str(),
+        Some(trees_recorded(&g, "orig")[0].as_str())
+    );
+    let tree = shown["tree"].as_str().expect("tree");
+    assert_eq!(tree_file(&g.repo, tree, "work.txt"), "one\n");
+
+    let plain = g.ok(&["state", "code", "--session", "orig", "1"]);
+    assert_eq!(plain.lines().next(), Some(reference), "{plain}");
+    let commit = shown["commit"].as_str().expect("commit");
+    assert!(
+        plain.contains(commit) && plain.contains("grove spawn"),
+        "{plain}"
+    );
+
+    let inside = spawn_in_session(&g, "orig", r#""$GROVE_BIN" state code 1 | head -n 1"#);
+    assert_eq!(g.succeeded_log(&inside), format!("{reference}\n"));
+
+    g.refused(
+        &["state", "code", "--session", "orig", "2"],
+        "records no code",
+    );
+    g.refused(
+        &["state", "code", "--session", "orig", "9"],
+        "no checkpoint 9",
+    );
+    let help = g.ok(&["state", "code", "--help"]);
+    assert!(help.contains("grove spawn --base"), "{help}");
+}

@@ -4,7 +4,7 @@
 use crate::cli::{SessionArg, StateCommand};
 use crate::connect::{connect, dirs};
 use crate::exit::UsageError;
-use crate::output::{ago, print_json, print_json_or, safe, table};
+use crate::output::{ago, print_json, print_json_or, safe, safe_path, table};
 use anyhow::{Context, Result};
 use grove_proto::methods::{
     StateCode, StateCodeParams, StateCodeResult, StateCompact, StateCompactParams, StateFork,
@@ -58,6 +58,23 @@ fn spawn_on_code(
         );
     }
     crate::commands::spawn::run(parsed.args, json)
+}
+
+/// The ref first (what `--base` takes), then where it is and how to start on it.
+fn print_code(code: &StateCodeResult) {
+    let repo = safe_path(&code.repo);
+    println!("{}", safe(&code.reference));
+    println!("  checkpoint {} of {}", code.at, safe(&code.session));
+    println!(
+        "  commit {} (tree {})",
+        safe(&code.commit),
+        safe(&code.tree)
+    );
+    println!("  in {repo}");
+    println!(
+        "  start an agent on it: grove spawn --repo {repo} --base {} -- COMMAND",
+        safe(&code.reference)
+    );
 }
 
 fn token() -> Option<String> {
@@ -164,6 +181,19 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
                         all.join(", ")
                     }
                 );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        StateCommand::Code { session, at } => {
+            let code = client.call::<StateCode>(&StateCodeParams {
+                session: session.session,
+                token: token(),
+                at,
+            })?;
+            if json {
+                print_json(&code)?;
+            } else {
+                print_code(&code);
             }
             Ok(ExitCode::SUCCESS)
         }
