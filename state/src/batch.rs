@@ -6,8 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::BatchError;
-use crate::reducer::{inexact_integer, json_type, rounded_integer, ReduceError, Reducer};
-use crate::schema::{ChannelSpec, Schema};
+use crate::reducer::{
+    inexact_integer, json_type, rounded_integer, same_value, ReduceError, Reducer,
+};
+use crate::schema::{ChannelSpec, SameKey, Schema};
 use crate::State;
 
 /// The only key of a write that replaces a channel's value outright.
@@ -156,8 +158,13 @@ fn apply(
             .entry(write.channel.clone())
             .or_insert_with(|| spec.initial_value());
         // Only new writes: a stored batch was accepted as it is and must replay the same.
-        if stale.is_some() && replacement.is_none() && spec.reducer == Reducer::Add {
-            check_exact_sum(&write.channel, slot, &write.value)?;
+        if stale.is_some() && replacement.is_none() {
+            if spec.reducer == Reducer::Add {
+                check_exact_sum(&write.channel, slot, &write.value)?;
+            }
+            if spec.same_key == SameKey::Refuse {
+                check_same_keys(&write.channel, slot, &write.value)?;
+            }
         }
         *slot = match replacement {
             Some(value) => value.clone(),
@@ -186,6 +193,27 @@ fn check_exact_sum(channel: &str, held: &Value, write: &Value) -> Result<(), Bat
         }),
         None => Ok(()),
     }
+}
+
+/// Behaviour 31: a key held already takes no other value.
+fn check_same_keys(channel: &str, held: &Value, write: &Value) -> Result<(), BatchError> {
+    let (Value::Object(held), Value::Object(write)) = (held, write) else {
+        return Ok(()); // a type mismatch is the reducer's to refuse
+    };
+    for (key, written) in write {
+        match held.get(key) {
+            Some(value) if !same_value(value, written) => {
+                return Err(BatchError::KeyConflict {
+                    channel: channel.to_owned(),
+                    key: key.clone(),
+                    held: value.clone(),
+                    written: written.clone(),
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn declared<'s>(schema: &'s Schema, channel: &str) -> Result<&'s ChannelSpec, BatchError> {

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::reducer::{a_type, Reducer};
+use serde_json::Value;
 
 /// A schema that cannot be used, with where it went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +117,18 @@ pub enum BatchError {
     },
 
     #[error(
+        "conflict on channel `{channel}` (merge, same_key = \"refuse\"): key `{key}` holds \
+         {held}, and the write gives it {written}; nothing was applied. Write another key, or \
+         replace the whole object with {{\"__overwrite__\": value}}"
+    )]
+    KeyConflict {
+        channel: String,
+        key: String,
+        held: Value,
+        written: Value,
+    },
+
+    #[error(
         "channel `{channel}` is replaced twice in one batch (two writes to an `overwrite` channel, \
          or two {{\"__overwrite__\": value}} writes); send them in separate batches"
     )]
@@ -144,6 +157,7 @@ impl BatchError {
             | BatchError::NumberOutOfRange { channel }
             | BatchError::InexactInteger { channel, .. }
             | BatchError::InexactSum { channel, .. }
+            | BatchError::KeyConflict { channel, .. }
             | BatchError::DoubleOverwrite { channel }
             | BatchError::Conflict { channel, .. } => Some(channel),
         }

@@ -15,7 +15,7 @@ pub use error::{BatchError, SchemaError, UnsupportedVersion};
 pub use reducer::{
     inexact_integer, json_type, known_reducers, same_value, Reducer, UnknownReducer,
 };
-pub use schema::{ChannelSpec, Schema, JSON_ORIGIN, SCHEMA_VERSION};
+pub use schema::{ChannelSpec, SameKey, Schema, JSON_ORIGIN, SCHEMA_VERSION};
 
 /// A session's state: one JSON value per channel.
 pub type State = serde_json::Map<String, serde_json::Value>;

@@ -19,7 +19,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const JSON_ORIGIN: &str = "state schema";
 
 const STATE_KEYS: [&str; 2] = ["version", "channels"];
-const CHANNEL_KEYS: [&str; 2] = ["reducer", "default"];
+const CHANNEL_KEYS: [&str; 3] = ["reducer", "default", "same_key"];
 
 /// One declared channel.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,46 @@ pub struct ChannelSpec {
     pub reducer: Reducer,
     /// Initial value; `None` means the reducer's own (see [`ChannelSpec::initial_value`]).
     pub default: Option<Value>,
+    /// What a `merge` write does to a key the object holds already (behaviour 31).
+    pub same_key: SameKey,
+}
+
+/// A `merge` channel's rule for a write to a key it holds already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SameKey {
+    /// The write's value replaces the held one (later keys win).
+    #[default]
+    Replace,
+    /// A different value is refused as a conflict: the first writer of a key keeps it.
+    Refuse,
+}
+
+impl SameKey {
+    pub fn name(self) -> &'static str {
+        match self {
+            SameKey::Replace => "replace",
+            SameKey::Refuse => "refuse",
+        }
+    }
+
+    /// `text` as a mode of `reducer`'s channel `name`; the reason it is not one.
+    fn parse(name: &str, reducer: Reducer, text: Option<&str>) -> Result<SameKey, String> {
+        let mode = match text {
+            Some("replace") => SameKey::Replace,
+            Some("refuse") => SameKey::Refuse,
+            _ => {
+                return Err(format!(
+                    "`same_key` of channel `{name}` must be \"replace\" or \"refuse\""
+                ))
+            }
+        };
+        if reducer != Reducer::Merge {
+            return Err(format!(
+                "`same_key` of channel `{name}` applies only to reducer `merge`, not `{reducer}`"
+            ));
+        }
+        Ok(mode)
+    }
 }
 
 /// The declared channels of a session, with the schema version.
@@ -51,7 +91,11 @@ impl ChannelSpec {
                 ));
             }
         }
-        Ok(ChannelSpec { reducer, default })
+        Ok(ChannelSpec {
+            reducer,
+            default,
+            same_key: SameKey::Replace,
+        })
     }
 
     /// The value before any write: the default, else the reducer's empty
@@ -69,6 +113,10 @@ impl ChannelSpec {
         spec.insert("reducer".into(), Value::from(self.reducer.name()));
         if let Some(default) = &self.default {
             spec.insert("default".into(), default.clone());
+        }
+        // Only when set: a schema without it reads and stores as it always did.
+        if self.same_key != SameKey::Replace {
+            spec.insert("same_key".into(), Value::from(self.same_key.name()));
         }
         Value::Object(spec)
     }
@@ -198,8 +246,12 @@ fn json_channel(name: &str, spec: &Value) -> Result<ChannelSpec, String> {
         Some(_) => return Err(reducer_not_string(name)),
         None => return Err(missing_reducer(name)),
     };
-    ChannelSpec::new(reducer, spec.get("default").cloned())
-        .map_err(|reason| format!("default of channel `{name}` {reason}"))
+    let mut channel = ChannelSpec::new(reducer, spec.get("default").cloned())
+        .map_err(|reason| format!("default of channel `{name}` {reason}"))?;
+    if let Some(mode) = spec.get("same_key") {
+        channel.same_key = SameKey::parse(name, reducer, mode.as_str())?;
+    }
+    Ok(channel)
 }
 
 fn check_version(version: Option<i64>) -> Result<u32, String> {
@@ -350,19 +402,23 @@ impl TomlSource<'_> {
             &format!("channel `{}`", name.get_ref()),
         )?;
         let reducer = self.reducer(name, spec, table)?;
-        let Some(default) = table.get("default") else {
-            return Ok(ChannelSpec {
-                reducer,
-                default: None,
-            });
+        let mut channel = match table.get("default") {
+            None => ChannelSpec::new(reducer, None).map_err(|r| self.error(spec.span(), r))?,
+            Some(default) => {
+                let value = self.json(default)?;
+                ChannelSpec::new(reducer, Some(value)).map_err(|reason| {
+                    self.error(
+                        default.span(),
+                        format!("default of channel `{}` {reason}", name.get_ref()),
+                    )
+                })?
+            }
         };
-        let value = self.json(default)?;
-        ChannelSpec::new(reducer, Some(value)).map_err(|reason| {
-            self.error(
-                default.span(),
-                format!("default of channel `{}` {reason}", name.get_ref()),
-            )
-        })
+        if let Some(mode) = table.get("same_key") {
+            channel.same_key = SameKey::parse(name.get_ref(), reducer, mode.get_ref().as_str())
+                .map_err(|reason| self.error(mode.span(), reason))?;
+        }
+        Ok(channel)
     }
 
     fn reducer(

@@ -399,6 +399,83 @@ fn b13_merge_later_keys_win_nested_replaced_whole() {
     assert_eq!(state["notes"], json!({"a": 3, "b": 2, "nested": {"z": 3}}));
 }
 
+/// Behaviour 31: a `merge` channel with `same_key = "refuse"` takes new keys and a key
+/// written again with its value (1 and 1.0 are one), refuses another value for a held
+/// key (also within one batch) naming the channel, the key and both values, and leaves
+/// everything as it was; `__overwrite__` still replaces the whole object, and a stored
+/// batch replays as it was accepted.
+#[test]
+fn b31_merge_refusing_same_keys_keeps_the_first_value_of_each_key() {
+    let text = "[state]\nversion = 1\n[state.channels]\nclaims = { reducer = \"merge\", same_key = \"refuse\" }\n";
+    let schema = Schema::from_toml(text, ".grove.toml").unwrap().unwrap();
+    let first = apply_to_initial(&schema, &[write("claims", json!({"a.rs": "agent-1"}))]).unwrap();
+    let both = apply(
+        &schema,
+        &first,
+        &[write(
+            "claims",
+            json!({"a.rs": "agent-1", "b.rs": "agent-2", "n": 1}),
+        )],
+    )
+    .unwrap();
+    assert_eq!(
+        both["claims"],
+        json!({"a.rs": "agent-1", "b.rs": "agent-2", "n": 1})
+    );
+    let same = apply(&schema, &both, &[write("claims", json!({"n": 1.0}))]).unwrap();
+    assert_eq!(
+        same["claims"]["n"].as_f64(),
+        Some(1.0),
+        "an equal value is taken"
+    );
+
+    for writes in [
+        vec![write("claims", json!({"c.rs": "x", "a.rs": "agent-3"}))],
+        vec![
+            write("claims", json!({"c.rs": "x"})),
+            write("claims", json!({"c.rs": "y"})),
+        ],
+    ] {
+        let refused = apply(&schema, &both, &writes).unwrap_err();
+        assert!(
+            matches!(&refused, BatchError::KeyConflict { channel, .. } if channel == "claims"),
+            "{refused:?}"
+        );
+        let text = refused.to_string();
+        assert!(
+            text.contains("`claims`") && text.contains("__overwrite__"),
+            "{text}"
+        );
+    }
+    let refused = apply(
+        &schema,
+        &both,
+        &[write("claims", json!({"a.rs": "agent-3"}))],
+    );
+    let text = refused.unwrap_err().to_string();
+    for needle in ["key `a.rs`", "\"agent-1\"", "\"agent-3\""] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let cleared = apply(
+        &schema,
+        &both,
+        &[write(
+            "claims",
+            json!({"__overwrite__": {"a.rs": "agent-3"}}),
+        )],
+    )
+    .unwrap();
+    assert_eq!(cleared["claims"], json!({"a.rs": "agent-3"}));
+    let stored = fold(
+        &schema,
+        &[vec![
+            write("claims", json!({"k": 1})),
+            write("claims", json!({"k": 2})),
+        ]],
+    );
+    assert_eq!(stored["claims"], json!({"k": 2}));
+}
+
 #[test]
 fn b14_overwrite_marker_replaces_any_reducer_value() {
     let schema = schema();

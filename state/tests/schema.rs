@@ -1,7 +1,7 @@
 //! Parsing the `[state]` schema from TOML and JSON.
 #![allow(clippy::unwrap_used)]
 
-use grove_state::{ChannelSpec, Reducer, Schema, SchemaError, SCHEMA_VERSION};
+use grove_state::{ChannelSpec, Reducer, SameKey, Schema, SchemaError, SCHEMA_VERSION};
 use serde_json::json;
 
 const DESIGN_EXAMPLE: &str = r#"
@@ -42,14 +42,16 @@ fn good_schema_parses_every_channel() {
         schema.channels["tests_passed"],
         ChannelSpec {
             reducer: Reducer::Add,
-            default: Some(json!(0))
+            default: Some(json!(0)),
+            same_key: SameKey::Replace,
         }
     );
     assert_eq!(
         schema.channels["plan"],
         ChannelSpec {
             reducer: Reducer::Overwrite,
-            default: None
+            default: None,
+            same_key: SameKey::Replace,
         }
     );
     assert_eq!(
@@ -214,6 +216,47 @@ fn newer_version_is_refused() {
             .to_string()
             .contains("newer than this grove understands"),
         "{stored}"
+    );
+}
+
+/// Behaviour 31: `same_key` is a mode of `merge` channels only, read alike from TOML and
+/// JSON, and stored only when set (a schema without it keeps its form).
+#[test]
+fn same_key_is_read_for_merge_channels_and_refused_elsewhere() {
+    let text = "[state]\nversion = 1\n[state.channels]\nclaims = { reducer = \"merge\", same_key = \"refuse\" }\nnotes = { reducer = \"merge\" }\n";
+    let schema = Schema::from_toml(text, ".grove.toml").unwrap().unwrap();
+    assert_eq!(schema.channels["claims"].same_key, SameKey::Refuse);
+    assert_eq!(schema.channels["notes"].same_key, SameKey::Replace);
+    let wire = schema.to_json();
+    assert_eq!(wire["channels"]["claims"]["same_key"], "refuse");
+    assert!(
+        wire["channels"]["notes"].get("same_key").is_none(),
+        "{wire}"
+    );
+    assert_eq!(Schema::from_json(&wire).unwrap(), schema);
+
+    let error = toml_error(
+        "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"add\", same_key = \"refuse\" }\n",
+    );
+    assert_eq!((error.line, error.column), (Some(4), Some(35)));
+    assert!(
+        error.reason.contains("only to reducer `merge`, not `add`"),
+        "{error}"
+    );
+    let error = toml_error(
+        "[state]\nversion = 1\n[state.channels]\nm = { reducer = \"merge\", same_key = \"keep\" }\n",
+    );
+    assert!(
+        error.reason.contains("\"replace\" or \"refuse\""),
+        "{error}"
+    );
+    let json_error = Schema::from_json(&json!({
+        "version": 1, "channels": {"m": {"reducer": "merge", "same_key": 1}}
+    }))
+    .unwrap_err();
+    assert!(
+        json_error.to_string().contains("`same_key` of channel `m`"),
+        "{json_error}"
     );
 }
 

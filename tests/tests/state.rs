@@ -417,3 +417,51 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
         "is not JSON",
     );
 }
+
+/// Behaviour 31 on a real daemon: agents claim files in a `merge` channel that refuses a
+/// held key; the second claim of one file is refused as a conflict (exit 4 inside the
+/// agent, -32011 on the socket) naming the key and its holder, and changes nothing.
+#[test]
+fn b31_a_merge_channel_refusing_same_keys_keeps_the_first_claim() {
+    let schema = r#"
+[state]
+version = 1
+[state.channels]
+claims = { reducer = "merge", same_key = "refuse" }
+"#;
+    let (g, mut c) = grove_with_session("claims", schema);
+    let first = spawn_in_session(
+        &g,
+        "claims",
+        r#""$GROVE_BIN" state update claims "{\"a.rs\": \"$GROVE_AGENT_ID\"}""#,
+    );
+    g.succeeded_log(&first);
+    let second = spawn_in_session(
+        &g,
+        "claims",
+        r#""$GROVE_BIN" state update claims "{\"b.rs\": \"$GROVE_AGENT_ID\", \"a.rs\": \"$GROVE_AGENT_ID\"}"; echo "exit $?""#,
+    );
+    let log = g.succeeded_log(&second);
+    assert!(log.contains("exit 4"), "{log}");
+    assert!(log.contains("key `a.rs`") && log.contains(&first), "{log}");
+    let held = call(&mut c, "state.get", json!({"session": "claims"})).expect("get");
+    assert_eq!(held["state"]["claims"], json!({"a.rs": first}));
+    assert_eq!(held["checkpoint"], 1, "{held}");
+
+    let refused = call(
+        &mut c,
+        "state.update",
+        json!({"session": "claims", "writes": [{"channel": "claims", "value": {"a.rs": "me"}}]}),
+    )
+    .expect_err("a held key");
+    assert_eq!(refused.code, grove_proto::codes::CONFLICT, "{refused:?}");
+    update(
+        &mut c,
+        "claims",
+        json!([{"channel": "claims", "value": {"c.rs": "me"}}]),
+    );
+    assert_eq!(
+        get(&mut c, "claims", None)["claims"],
+        json!({"a.rs": first, "c.rs": "me"})
+    );
+}

@@ -481,7 +481,9 @@ pub(super) fn list_ids(ids: &std::collections::BTreeSet<u64>) -> String {
 
 pub(super) fn batch_error(e: BatchError) -> Error {
     match e {
-        BatchError::Conflict { .. } => Error::Conflict(e.to_string()),
+        BatchError::Conflict { .. } | BatchError::KeyConflict { .. } => {
+            Error::Conflict(e.to_string())
+        }
         other => Error::BadInput(other.to_string()),
     }
 }
