@@ -12,7 +12,8 @@ Exit codes:
   2  usage error or bad input (unknown id, bad ref, bad value)
   3  the daemon is unreachable or speaks another protocol version
   4  refused (disk pressure, authority, a stale state write)
-  5  the daemon's database is damaged: `grove daemon recover`";
+  5  the daemon's database is damaged: `grove daemon recover`
+  6  no answer in time (grove ask --timeout)";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -128,6 +129,24 @@ pub enum Command {
         /// Report for this agent instead of the one we run in (from the user's shell).
         #[arg(long)]
         id: Option<String>,
+    },
+    /// Ask a question and wait for the answer (run inside an agent); prints the answer.
+    /// The user (`grove answer`) or this agent's parent answers; exits 6 on --timeout.
+    Ask {
+        /// The question.
+        question: String,
+        /// The answers it takes, comma-separated (e.g. yes,no); any other is refused.
+        #[arg(long, value_delimiter = ',', value_name = "A,B")]
+        choices: Vec<String>,
+        /// Stop waiting after this long (e.g. 90s, 10m): exits 6, the question goes.
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+    },
+    /// Answer an agent's question (`grove ask`); its parent agent may too, no other agent.
+    Answer {
+        id: String,
+        /// The answer (one of its choices, when it gave some).
+        text: String,
     },
     /// Stop agents: SIGTERM to each one's whole process tree, SIGKILL after a grace period.
     Kill {

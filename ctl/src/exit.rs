@@ -1,7 +1,7 @@
 //! Exit codes, documented in the README and in `grove --help` (`cli::EXIT_CODES`):
 //! 0 ok; 1 an agent failed (wait) or an unexpected error; 2 usage or bad input;
 //! 3 the daemon is unreachable or speaks another protocol; 4 refused; 5 the daemon's
-//! database is damaged (`grove daemon recover`).
+//! database is damaged (`grove daemon recover`); 6 no answer in time (`grove ask`).
 //! clap's own usage errors exit 2 as well.
 
 use grove_proto::{codes, ClientError};
@@ -12,6 +12,8 @@ pub const USAGE: u8 = 2;
 pub const UNREACHABLE: u8 = 3;
 pub const REFUSED: u8 = 4;
 pub const DAMAGED: u8 = 5;
+/// `grove ask --timeout` passed without an answer.
+pub const NO_ANSWER: u8 = 6;
 
 pub fn code_for(error: &anyhow::Error) -> ExitCode {
     ExitCode::from(number_for(error))

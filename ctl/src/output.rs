@@ -121,12 +121,25 @@ pub fn status_word_tone(word: &str) -> Option<Tone> {
     }
 }
 
-/// The agent's status as a coloured cell.
+/// The agent's status as a coloured cell, with the question it waits on.
 pub fn status_cell(record: &AgentRecord) -> Cell {
     cell(
-        record.status_text(),
+        status_asking(record),
         status_tone(record.status, record.outcome),
     )
+}
+
+/// The status, and for an agent that asks (`grove ask`) its question, cut to fit a
+/// table (`grove show` has all of it).
+pub fn status_asking(record: &AgentRecord) -> String {
+    const SHOWN: usize = 48;
+    let Some(question) = &record.question else {
+        return record.status_text();
+    };
+    let text = safe(&question.text.replace(['\n', '\r'], " "));
+    let cut: String = text.chars().take(SHOWN).collect();
+    let more = if cut.len() < text.len() { "…" } else { "" };
+    format!("{}: {cut}{more}", record.status_text())
 }
 
 /// The agent's status as coloured text.

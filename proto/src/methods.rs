@@ -1,7 +1,7 @@
 //! Every method: its name, its params and its result, in one place.
 
 use crate::state::{CheckpointInfo, SchemaText, SessionInfo, SessionRemoval, StateWrite};
-use crate::types::{AgentRecord, Limits, Removal, SalvageRef, TtySize};
+use crate::types::{AgentRecord, Answered, Limits, Removal, SalvageRef, TtySize};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -104,6 +104,8 @@ method!(Attach, "agent.attach", AttachParams, AttachResult);
 method!(Send, "agent.send", SendParams, SendResult);
 method!(Screen, "agent.screen", ScreenParams, ScreenResult);
 method!(SetActivity, "agent.activity", ActivityParams, AgentRecord);
+method!(Ask, "agent.ask", AskParams, AskResult);
+method!(Answer, "agent.answer", AnswerParams, Answered);
 method!(DaemonStatus, "daemon.status", Empty, DaemonStatusResult);
 method!(DaemonStop, "daemon.stop", Empty, Empty);
 method!(DaemonMetrics, "daemon.metrics", Empty, MetricsResult);
@@ -150,6 +152,8 @@ pub const ALL_METHODS: &[&str] = &[
     Send::NAME,
     Screen::NAME,
     SetActivity::NAME,
+    Ask::NAME,
+    Answer::NAME,
     DaemonStatus::NAME,
     DaemonStop::NAME,
     DaemonMetrics::NAME,
@@ -186,6 +190,7 @@ pub const CHANGING_METHODS: &[&str] = &[
     StatePin::NAME,
     Send::NAME,
     SetActivity::NAME,
+    Answer::NAME,
     Pause::NAME,
     Resume::NAME,
     Discard::NAME,
@@ -953,6 +958,7 @@ pub const ALL_EVENTS: &[&str] = &[
     "agent.merged",
     "agent.waiting",
     "agent.working",
+    "agent.answered",
     "state.updated",
     "session.lifecycle",
     "janitor.removed",
@@ -1080,4 +1086,43 @@ pub struct ActivityParams {
     pub id: Option<String>,
     /// `waiting` or `working`.
     pub activity: String,
+}
+
+/// `agent.ask`: inside an agent, ask a question and wait for its answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AskParams {
+    pub text: String,
+    /// The answers it takes; empty: any text.
+    #[serde(default)]
+    pub choices: Vec<String>,
+    /// Stop waiting after this long.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// The client's name for this question (1 to 128 bytes), the same when it asks
+    /// again after a lost connection; default: one the daemon makes.
+    #[serde(default)]
+    pub ask_id: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AskResult {
+    /// The asking agent.
+    pub id: String,
+    /// The answer, with who gave it; `None` when the ask timed out.
+    pub answered: Option<Answered>,
+    pub timed_out: bool,
+}
+
+/// `agent.answer`: the user, or the parent agent, answers an agent's question.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerParams {
+    /// The asking agent: id, unique prefix or name.
+    pub id: String,
+    pub text: String,
+    #[serde(default)]
+    pub token: Option<String>,
 }

@@ -255,6 +255,44 @@ pub struct AgentRecord {
     /// its stdin is `/dev/null`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_bytes: Option<u64>,
+    /// The question the agent asked (`grove ask`) and waits to have answered; while it
+    /// is there the agent is `waiting`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<Question>,
+    /// How its last question was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Answered>,
+}
+
+/// A question an agent asked and waits on (`agent.ask`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Question {
+    /// Chosen by the asking client, and the same when it asks again after a lost
+    /// connection: that is how the ask finds its question (or its answer) again.
+    pub id: String,
+    pub text: String,
+    /// The answers it takes; empty: any text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+    pub asked_at_ms: u64,
+    /// When the asker stops waiting; `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
+}
+
+/// An answer to an agent's question, as its record and its session's `decisions`
+/// channel keep it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Answered {
+    /// The question's `id`.
+    pub question_id: String,
+    pub question: String,
+    pub answer: String,
+    /// `user`, or the id of the parent agent that answered.
+    pub by: String,
+    pub at_ms: u64,
+    /// The checkpoint of the agent's session that records the decision.
+    pub checkpoint: u64,
 }
 
 impl AgentRecord {

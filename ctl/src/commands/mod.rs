@@ -1,6 +1,7 @@
 //! One file per command.
 
 mod agents;
+mod ask;
 mod attach;
 mod completions;
 mod config;
@@ -67,6 +68,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Screen { id, ansi } => screen::run(&id, ansi, json),
         Command::Status { activity, id } => send::status(&activity, id, json),
         Command::Report { text, id } => report::run(&text, id, json),
+        Command::Ask {
+            question,
+            choices,
+            timeout,
+        } => ask::ask(question, choices, timeout.as_deref(), json),
+        Command::Answer { id, text } => ask::answer(id, text, json),
         Command::Kill { ids, no_wait } => kill::run(&ids, no_wait, json),
         Command::Pause { id } => pause::run(&id, true, json),
         Command::Resume { id } => pause::run(&id, false, json),

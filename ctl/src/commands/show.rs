@@ -117,6 +117,29 @@ fn describe(r: &AgentRecord, deleted_since: bool, discarded: Option<&str>) -> St
     if let Some(parent) = &r.parent {
         lines.push(("parent", format!("{parent} (depth {})", r.depth)));
     }
+    if let Some(question) = &r.question {
+        lines.push(("question", question.text.clone()));
+        if !question.choices.is_empty() {
+            lines.push(("choices", question.choices.join(", ")));
+        }
+        lines.push((
+            "answer with",
+            format!("grove answer {} TEXT (the user, or its parent agent)", r.id),
+        ));
+    }
+    if let Some(answered) = &r.answer {
+        lines.push((
+            "last answer",
+            format!(
+                "{} (by {}, {}, checkpoint {}) to: {}",
+                answered.answer,
+                answered.by,
+                ago(answered.at_ms),
+                answered.checkpoint,
+                answered.question
+            ),
+        ));
+    }
     if let Some(report) = &r.report {
         lines.push(("report", report.clone()));
     }
@@ -129,7 +152,9 @@ fn describe(r: &AgentRecord, deleted_since: bool, discarded: Option<&str>) -> St
         .into_iter()
         .map(|(k, v)| match k {
             "status" => format!("{k:<12} {v}\n"),
-            "report" | "error" => format!("{k:<12} {}\n", safe_block(&v, 13)),
+            "report" | "error" | "question" | "last answer" => {
+                format!("{k:<12} {}\n", safe_block(&v, 13))
+            }
             _ => format!("{k:<12} {}\n", safe(&v)),
         })
         .collect()

@@ -124,7 +124,7 @@ fn usage(
         name: a.name.clone(),
         status: a.status,
         outcome: a.outcome,
-        status_text: a.status_text(),
+        status_text: crate::output::status_asking(a),
         pid: a.pid,
         processes: tree.len(),
         cpu_percent: (!tree.is_empty() && secs > 0.0)

@@ -198,6 +198,42 @@ impl CoreHandle {
             .await
     }
 
+    /// Records agent `id`'s question (or finds it again, by its id); what it gets is the
+    /// answer, at once when it was answered already.
+    pub async fn ask_question(
+        &self,
+        id: &str,
+        question: grove_proto::types::Question,
+    ) -> Result<super::Asked, Error> {
+        self.ask(|reply| Msg::Ask(id.to_string(), question, reply))
+            .await
+    }
+
+    /// Answers the question of the agent `target` names, as the user (`by` none) or as
+    /// the agent `by`, once the decision is stored in the asker's session.
+    pub async fn answer_question(
+        &self,
+        target: &str,
+        by: Option<String>,
+        text: String,
+    ) -> Result<grove_proto::types::Answered, Error> {
+        self.ask(|reply| Msg::Answer {
+            target: target.to_string(),
+            by,
+            text,
+            reply,
+        })
+        .await
+    }
+
+    /// Question `question`'s deadline passed: it goes (fire and forget).
+    pub async fn unask(&self, id: &str, question: &str) {
+        let _ = self
+            .tx
+            .send(Msg::Unask(id.to_string(), question.to_string()))
+            .await;
+    }
+
     /// Checks out a salvage ref under the worktree root; the record tracking it.
     pub async fn restore(
         &self,

@@ -56,6 +56,7 @@ pub(super) async fn load(db: Db, core: mpsc::Sender<Msg>) {
             Ok(rows) => Ok(Some(
                 rows.into_iter()
                     .map(|row| {
+                        let row = super::ask::still_asking(row);
                         let listed = Listed::of(&row.record);
                         (row, listed)
                     })
@@ -88,6 +89,7 @@ impl Msg {
             | Msg::SessionAgents(..)
             | Msg::Worktrees(..)
             | Msg::Report(..)
+            | Msg::Answer { .. }
             | Msg::Restore(..) => true,
             _ => false,
         }
@@ -114,6 +116,7 @@ impl Msg {
             Msg::SessionAgents(_, r) => r.send(e(why)).is_ok(),
             Msg::Worktrees(r) => r.send(e(why)).is_ok(),
             Msg::ByToken(_, r) => r.send(e(why)).is_ok(),
+            Msg::Answer { reply, .. } => reply.send(e(why)).is_ok(),
             _ => false,
         };
     }

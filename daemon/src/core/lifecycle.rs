@@ -305,6 +305,8 @@ impl Core {
             activity: None,
             subdir: None,
             stdin_bytes: None,
+            question: None,
+            answer: None,
         }
     }
 
@@ -528,6 +530,10 @@ impl Core {
             }
         }
         record.status = AgentStatus::Exited;
+        // Nobody is left to hear an answer; its waiting asks end with the agent.
+        record.question = None;
+        record.activity = None;
+        self.askers.remove(id);
         tracing::info!(agent = id, outcome = ?record.outcome, "agent exited");
         let exited = record.clone();
         // The collect runs while the exit is saved: it is reported (`collected`) on a

@@ -3,6 +3,7 @@
 //! report back with messages, so the core never waits on git or on a process.
 
 mod agents;
+mod ask;
 mod discard;
 mod handle;
 mod history;
@@ -14,6 +15,7 @@ mod queue;
 mod restore;
 mod table;
 
+pub use ask::Asked;
 pub use handle::{Accepted, CoreHandle};
 
 pub use lifecycle::NewAgent;
@@ -97,6 +99,17 @@ pub enum Msg {
     /// What a running agent is doing: waiting for input (true) or working; from its
     /// console's monitor, or said by the agent itself.
     Activity(String, bool, Option<Reply<AgentRecord>>),
+    /// An agent asks a question (`grove ask`) and waits for its answer.
+    Ask(String, grove_proto::types::Question, Reply<Asked>),
+    /// The user (`by` none) or an agent answers the question of the agent named.
+    Answer {
+        target: String,
+        by: Option<String>,
+        text: String,
+        reply: Reply<grove_proto::types::Answered>,
+    },
+    /// A question's deadline passed: it goes, if it is still the one of this id.
+    Unask(String, String),
     /// A warm-pool worktree was checked out (at this commit), or could not be.
     PoolFilled(PathBuf, Result<String, Error>),
     /// A warm-pool worktree was removed (salvaged to this ref if it held anything).
@@ -164,6 +177,8 @@ pub struct Identity {
 pub struct Core {
     agents: table::AgentTable,
     waiters: HashMap<String, Vec<oneshot::Sender<AgentRecord>>>,
+    /// The asks waiting on each agent's question (`grove ask`).
+    askers: HashMap<String, Vec<oneshot::Sender<grove_proto::types::Answered>>>,
     /// Agents waiting for a slot, first in first out.
     queue: VecDeque<String>,
     /// User environment of agents that have not started yet (never persisted in records).
@@ -223,7 +238,7 @@ impl Core {
         let agents = db
             .call(|conn| {
                 let mut table = table::AgentTable::with_capacity(crate::db::agents::count(conn)?);
-                crate::db::agents::load_live(conn, |row| table.insert(row))?;
+                crate::db::agents::load_live(conn, |row| table.insert(ask::still_asking(row)))?;
                 Ok(table)
             })
             .await?;
@@ -231,6 +246,7 @@ impl Core {
         let core = Core {
             agents,
             waiters: HashMap::new(),
+            askers: HashMap::new(),
             queue: VecDeque::new(),
             pending_env: HashMap::new(),
             pending_starts: HashMap::new(),
@@ -290,6 +306,7 @@ impl Core {
     async fn recover(&mut self) {
         let begun = std::time::Instant::now();
         self.reconcile().await;
+        self.expire_stored_questions();
         self.pool_evict_leftovers();
         self.restore_queue();
         self.admit_queued().await;
@@ -431,6 +448,18 @@ impl Core {
                     let _ = reply.send(result);
                 }
             }
+            Msg::Ask(id, question, reply) => {
+                let _ = reply.send(self.ask(&id, question).await);
+            }
+            Msg::Answer {
+                target,
+                by,
+                text,
+                reply,
+            } => {
+                let _ = reply.send(self.answer(&target, by, text).await);
+            }
+            Msg::Unask(id, question) => self.unask(&id, &question).await,
             Msg::PoolFilled(path, result) => self.pool_filled(path, result).await,
             Msg::PoolEvicted(path, result) => self.pool_evicted(path, result).await,
             Msg::PoolDrain(done, close) => self.pool_drain(done, close),
@@ -490,7 +519,8 @@ impl Core {
             )));
         }
         let activity = waiting.then_some(grove_proto::types::Activity::Waiting);
-        if row.record.activity == activity {
+        // An agent that asked waits for its answer, whatever its terminal looks like.
+        if row.record.activity == activity || row.record.question.is_some() {
             return Ok(row.record.clone());
         }
         row.record.activity = activity;

@@ -6,6 +6,8 @@ pub mod agent_activity;
 pub mod agent_attach;
 pub mod agent_screen;
 pub mod agent_send;
+pub mod answer;
+pub mod ask;
 pub mod authority;
 pub mod daemon_metrics;
 pub mod daemon_probe;
@@ -150,6 +152,8 @@ async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> An
         m::SetActivity::NAME => {
             reply(agent_activity::handle(ctx, conn, parse::<m::SetActivity>(params)?).await)
         }
+        m::Ask::NAME => reply(ask::handle(ctx, conn, parse::<m::Ask>(params)?).await),
+        m::Answer::NAME => reply(answer::handle(ctx, conn, parse::<m::Answer>(params)?).await),
         m::Logs::NAME => reply(logs::handle(ctx, conn, parse::<m::Logs>(params)?).await),
         m::Diff::NAME => reply(diff::handle(ctx, conn, parse::<m::Diff>(params)?).await),
         m::Queue::NAME => {

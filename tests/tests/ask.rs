@@ -1,0 +1,321 @@
+//! An agent asks and waits (issue 34, item 8): `grove ask` inside an agent records a
+//! question, shows the agent as waiting with it, and blocks until the user or its parent
+//! answers (or its timeout passes); the answer is printed to the agent and stored in its
+//! session's `decisions` channel by whoever gave it.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::fs;
+use std::time::Duration;
+use support::*;
+
+/// An agent script that asks `ask_args` (already quoted for sh) and prints the answer
+/// and the exit code of `grove ask`.
+fn asking(ask_args: &str) -> String {
+    format!(
+        r#"answer=$("$GROVE_BIN" ask {ask_args} 2> ask.err); code=$?
+        echo "answer: $answer"; echo "code: $code"; cat ask.err; rm -f ask.err"#
+    )
+}
+
+fn bin_env() -> String {
+    format!("GROVE_BIN={BIN}")
+}
+
+/// Spawns `script` in `session` with `extra` flags; returns its id once it asks.
+fn spawn_asking(g: &Grove, session: &str, extra: &[&str], script: &str) -> String {
+    let bin = bin_env();
+    let mut args = vec!["--session", session, "--env", &bin];
+    args.extend_from_slice(extra);
+    let id = g.spawn(&args, script);
+    await_question(g, &id);
+    id
+}
+
+/// The agent's record once it has a question.
+fn await_question(g: &Grove, id: &str) -> Value {
+    let mut record = Value::Null;
+    eventually("the agent's question", Duration::from_secs(30), || {
+        record = g.record(id);
+        !record["question"].is_null() || record["status"] != "running"
+    });
+    assert!(!record["question"].is_null(), "no question: {record}");
+    record
+}
+
+fn decisions(g: &Grove, session: &str) -> Vec<Value> {
+    let state = g.json(&["state", "get", "--session", session])["state"].clone();
+    state["decisions"].as_array().cloned().unwrap_or_default()
+}
+
+fn session_of(g: &Grove, id: &str) -> String {
+    let record = g.record(id);
+    record["session"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session: {record}"))
+        .to_string()
+}
+
+fn history(g: &Grove, session: &str) -> Vec<Value> {
+    g.json(&["state", "history", "--session", session])["checkpoints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_user_answers_and_the_agent_prints_it_and_its_state_keeps_the_decision() {
+    let g = Grove::new();
+    let id = spawn_asking(&g, "plan", &[], &asking("'drop the old table?'"));
+    let record = await_question(&g, &id);
+    assert_eq!(record["question"]["text"], "drop the old table?");
+    assert_eq!(record["activity"], "waiting");
+    let list = g.ok(&["list"]);
+    assert!(list.contains("waiting: drop the old table?"), "{list}");
+    let show = g.ok(&["show", &id]);
+    assert_holds_all(&show, &["question", "drop the old table?", "grove answer"]);
+
+    let said = g.ok(&["answer", &id, "yes, drop it"]);
+    assert!(said.contains("drop the old table?"), "{said}");
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("answer: yes, drop it\n"), "{log}");
+    assert!(log.contains("code: 0"), "{log}");
+
+    let decided = decisions(&g, "plan");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["question"], "drop the old table?");
+    assert_eq!(decided[0]["answer"], "yes, drop it");
+    assert_eq!(decided[0]["by"], "user");
+    assert_eq!(decided[0]["agent"], id.as_str());
+    // The history says who decided: the checkpoint that wrote it is the user's.
+    let newest = &history(&g, "plan")[0];
+    assert_eq!(newest["writer"], "user", "{newest}");
+    assert_eq!(newest["channels"], json!(["decisions"]));
+    let record = g.record(&id);
+    assert!(record["question"].is_null(), "{record}");
+    assert_eq!(record["answer"]["by"], "user");
+    assert_eq!(record["answer"]["answer"], "yes, drop it");
+}
+
+#[test]
+fn an_answer_outside_the_choices_is_refused_and_changes_nothing() {
+    let g = Grove::new();
+    let id = spawn_asking(&g, "pick", &[], &asking("--choices yes,no 'merge now?'"));
+    let record = await_question(&g, &id);
+    assert_eq!(record["question"]["choices"], json!(["yes", "no"]));
+    let before = history(&g, "pick").len();
+    g.run(&["answer", &id, "maybe"])
+        .assert_exit(2, &["`maybe` is not one of the choices", "yes, no"]);
+    assert_eq!(history(&g, "pick").len(), before);
+    assert!(decisions(&g, "pick").is_empty());
+    assert_eq!(g.record(&id)["question"]["text"], "merge now?");
+    g.ok(&["answer", &id, "no"]);
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("answer: no\n"), "{log}");
+    assert_eq!(decisions(&g, "pick")[0]["choices"], json!(["yes", "no"]));
+}
+
+#[test]
+fn an_ask_that_times_out_exits_6_and_the_question_goes() {
+    let g = Grove::new();
+    let bin = bin_env();
+    let id = g.spawn(
+        &["--session", "late", "--env", &bin],
+        &asking("--timeout 1s 'anyone there?'"),
+    );
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("code: 6"), "{log}");
+    assert!(log.contains("no answer within 1s"), "{log}");
+    let record = g.record(&id);
+    assert!(record["question"].is_null(), "{record}");
+    assert!(decisions(&g, "late").is_empty());
+}
+
+/// A `grove ask` killed before its deadline leaves its question behind, which goes at
+/// the deadline all the same while the agent runs on.
+#[test]
+fn a_question_nobody_waits_on_goes_at_its_deadline() {
+    let g = Grove::new();
+    let (kill, end) = (g.files().join("kill"), g.files().join("end"));
+    let script = format!(
+        r#""$GROVE_BIN" ask --timeout 2s 'orphan?' 2> /dev/null & ask=$!
+        while [ ! -e '{kill}' ]; do sleep 0.02; done
+        kill $ask
+        while [ ! -e '{end}' ]; do sleep 0.02; done"#,
+        kill = kill.display(),
+        end = end.display()
+    );
+    let id = spawn_asking(&g, "orphan", &[], &script);
+    fs::write(&kill, "").expect("kill gate");
+    eventually("the question to go", Duration::from_secs(20), || {
+        g.record(&id)["question"].is_null()
+    });
+    let record = g.record(&id);
+    assert_eq!(record["status"], "running", "{record}");
+    assert!(record["activity"].is_null(), "{record}");
+    g.run(&["answer", &id, "late"])
+        .assert_exit(2, &["does not ask anything"]);
+    fs::write(&end, "").expect("end gate");
+    g.succeeded_log(&id);
+    assert!(decisions(&g, "orphan").is_empty());
+}
+
+/// The parent spawns an asker and a sibling of it; the asker first tries to answer
+/// itself, the sibling tries to answer the asker, then the parent answers over the
+/// socket (`grove answer` run inside the parent is the parent).
+#[test]
+fn only_the_parent_answers_among_agents() {
+    let g = Grove::new();
+    let asker = g.write_file(
+        "asker.sh",
+        r#""$GROVE_BIN" answer "$GROVE_AGENT_ID" myself 2> self.err; echo "self: $?"
+        cat self.err
+        echo "got: $("$GROVE_BIN" ask --choices go,stop 'go on?')""#,
+    );
+    let sibling = g.write_file(
+        "sibling.sh",
+        r#""$GROVE_BIN" answer "$ASKER" go 2> sibling.err; echo "sibling: $?"
+        cat sibling.err"#,
+    );
+    let parent = format!(
+        r#"a=$("$GROVE_BIN" spawn -- sh {asker}); echo "asker: $a"
+        "$GROVE_BIN" wait --until waiting "$a" > /dev/null
+        b=$("$GROVE_BIN" spawn --env ASKER="$a" -- sh {sibling}); echo "sibling-id: $b"
+        "$GROVE_BIN" wait "$b" > /dev/null
+        "$GROVE_BIN" answer "$a" go > /dev/null && echo parent-answered
+        "$GROVE_BIN" wait "$a" > /dev/null"#,
+        asker = asker.display(),
+        sibling = sibling.display()
+    );
+    let bin = bin_env();
+    let parent_id = g.spawn(&["--session", "team", "--env", &bin], &parent);
+    let log = g.succeeded_log(&parent_id);
+    assert!(log.contains("parent-answered"), "{log}");
+    let child = |label: &str| {
+        log.lines()
+            .find_map(|l| l.strip_prefix(label))
+            .unwrap_or_else(|| panic!("no {label} in {log}"))
+            .trim()
+            .to_string()
+    };
+    let (asker_id, sibling_id) = (child("asker: "), child("sibling-id: "));
+    let asker_log = g.ok(&["logs", &asker_id]);
+    assert!(asker_log.contains("self: 4"), "{asker_log}");
+    assert!(
+        asker_log.contains("may not answer its own question"),
+        "{asker_log}"
+    );
+    assert!(asker_log.contains("got: go"), "{asker_log}");
+    // A sibling does not see the asker: answered as for an agent that does not exist.
+    let sibling_log = g.ok(&["logs", &sibling_id]);
+    assert!(sibling_log.contains("sibling: 2"), "{sibling_log}");
+    assert!(sibling_log.contains("no agent"), "{sibling_log}");
+    // The asker's own session holds the one decision, the parent's.
+    let session = session_of(&g, &asker_id);
+    let decided = decisions(&g, &session);
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["by"], parent_id.as_str());
+    assert_eq!(history(&g, &session)[0]["writer"], parent_id.as_str());
+}
+
+#[test]
+fn a_parent_program_answers_over_the_socket_and_hears_the_question() {
+    let g = Grove::new();
+    let mut events = client(&g);
+    call(&mut events, "events.subscribe", json!({})).expect("subscribe");
+    let id = spawn_asking(&g, "sock", &[], &asking("'which port?'"));
+    let note = loop {
+        let note = events.next_notification().expect("event");
+        if note.method == "agent.waiting" && note.params["id"] == id.as_str() {
+            break note;
+        }
+    };
+    assert_eq!(note.params["question"]["text"], "which port?");
+    let mut c = client(&g);
+    let answered = call(&mut c, "agent.answer", json!({"id": id, "text": "8080"})).expect("answer");
+    assert_eq!(answered["by"], "user");
+    assert_eq!(answered["question"], "which port?");
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("answer: 8080\n"), "{log}");
+    let note = loop {
+        let note = events.next_notification().expect("event");
+        if note.method == "agent.answered" {
+            break note;
+        }
+    };
+    assert_eq!(note.params["answer"]["answer"], "8080");
+}
+
+#[test]
+fn a_jailed_agent_asks() {
+    if !have_landlock() {
+        return;
+    }
+    let g = Grove::new();
+    let id = spawn_asking(&g, "jailed", &["--jail"], &asking("'may I?'"));
+    assert_eq!(g.record(&id)["jail"], true);
+    g.ok(&["answer", &id, "you may"]);
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("answer: you may\n"), "{log}");
+    assert_eq!(decisions(&g, "jailed")[0]["answer"], "you may");
+}
+
+#[test]
+fn an_answer_given_after_a_daemon_restart_reaches_the_waiting_ask() {
+    let g = Grove::new();
+    let id = spawn_asking(&g, "restart", &[], &asking("'still there?'"));
+    let before = g.daemon_pid();
+    g.ok(&["daemon", "restart"]);
+    assert_ne!(g.daemon_pid(), before, "the daemon did not restart");
+    let record = await_question(&g, &id);
+    assert_eq!(record["question"]["text"], "still there?");
+    assert_eq!(record["activity"], "waiting", "{record}");
+    g.ok(&["answer", &id, "yes"]);
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("answer: yes\n"), "{log}");
+    assert!(log.contains("code: 0"), "{log}");
+}
+
+#[test]
+fn answering_an_agent_that_does_not_ask_is_an_error_that_changes_nothing() {
+    let g = Grove::new();
+    let (quiet, gate) = g.spawn_gated(&["--session", "quiet"], "", "");
+    let before = history(&g, "quiet");
+    g.run(&["answer", &quiet, "hello"])
+        .assert_exit(2, &["does not ask anything"]);
+    assert_eq!(g.record(&quiet)["answer"], Value::Null);
+    fs::write(&gate, "").expect("gate");
+    g.succeeded_log(&quiet);
+    assert_eq!(history(&g, "quiet"), before);
+
+    // An agent killed while it asks: its question goes with it.
+    let id = spawn_asking(&g, "gone", &[], &asking("'wait for me?'"));
+    g.ok(&["kill", &id]);
+    let record = g.wait(&id);
+    assert!(record["question"].is_null(), "{record}");
+    g.run(&["answer", &id, "yes"])
+        .assert_exit(2, &["does not ask anything", "killed"]);
+    assert!(decisions(&g, "gone").is_empty());
+}
+
+#[test]
+fn bad_questions_are_refused_before_anything_is_asked() {
+    let g = Grove::new();
+    g.run(&["ask", "from the user's shell"])
+        .assert_exit(2, &["only an agent asks"]);
+    let bin = bin_env();
+    let script = r#""$GROVE_BIN" ask --choices yes,yes 'twice?' 2>&1; echo "twice: $?"
+        "$GROVE_BIN" ask '' 2>&1; echo "empty: $?""#;
+    let id = g.spawn(&["--session", "bad", "--env", &bin], script);
+    let log = g.succeeded_log(&id);
+    assert!(
+        log.contains("twice: 2") && log.contains("given twice"),
+        "{log}"
+    );
+    assert!(
+        log.contains("empty: 2") && log.contains("question is empty"),
+        "{log}"
+    );
+    assert!(g.record(&id)["question"].is_null());
+}
