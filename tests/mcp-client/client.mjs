@@ -131,6 +131,19 @@ for (let i = 0; i < 200 && !screen.includes("hello mcp"); i++) {
 out.screen = screen;
 await ok("kill_agent", { id: asker.id });
 
+// An agent that asks (`grove ask`), answered here as the user; no event reaches an MCP
+// client, so it reads the agent's status until the question shows.
+const questioner = await ok("spawn_agent", {
+  argv: ["sh", "-c", '"$GROVE_BIN" ask --choices ship,hold "ship it?"'],
+  env: { GROVE_BIN: process.env.GROVE_BIN || "grove" },
+});
+for (let i = 0; i < 200; i++) {
+  if ((await ok("agent_status", { id: questioner.id })).question) break;
+  await new Promise((r) => setTimeout(r, 50));
+}
+out.answered = (await ok("answer_agent", { id: questioner.id, text: "ship" })).answer;
+out.asked_outcome = (await ok("wait_agents", { ids: [questioner.id] })).agents?.[0]?.outcome;
+
 // A wait that outlives the client's request timeout (2 s here, 60 s by default): the
 // progress notifications keep the request alive.
 const slow = await ok("spawn_agent", { argv: ["sleep", "5"] });

@@ -319,3 +319,69 @@ fn bad_questions_are_refused_before_anything_is_asked() {
     );
     assert!(g.record(&id)["question"].is_null());
 }
+
+/// A parent agent drives `grove mcp` (newline-delimited JSON-RPC on its stdio) and
+/// answers its child's question with the `answer_agent` tool: the server runs in the
+/// parent's process tree, so it answers as the parent.
+const MCP_PARENT: &str = r#"
+import json, os, subprocess, sys
+grove = os.environ["GROVE_BIN"]
+child = subprocess.run([grove, "spawn", "--", "sh", "-c", sys.argv[1]],
+                       capture_output=True, text=True, check=True).stdout.strip()
+print("asker:", child, flush=True)
+subprocess.run([grove, "wait", "--until", "waiting", child], check=True,
+               stdout=subprocess.DEVNULL)
+mcp = subprocess.Popen([grove, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                       text=True)
+def send(message):
+    mcp.stdin.write(json.dumps(message) + "\n")
+    mcp.stdin.flush()
+def answer_to(id):
+    for line in mcp.stdout:
+        message = json.loads(line)
+        if message.get("id") == id:
+            return message
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-03-26", "capabilities": {},
+    "clientInfo": {"name": "parent", "version": "0"}}})
+answer_to(1)
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+    "name": "answer_agent", "arguments": {"id": child, "text": "ship it"}}})
+print("tool:", json.dumps(answer_to(2)["result"]), flush=True)
+mcp.stdin.close()
+mcp.wait()
+subprocess.run([grove, "wait", child], stdout=subprocess.DEVNULL)
+"#;
+
+#[test]
+fn the_parent_answers_with_the_mcp_tool() {
+    if !have_python3() {
+        return;
+    }
+    let g = Grove::new();
+    let script = g.write_file("mcp_parent.py", MCP_PARENT);
+    let command = format!(
+        "python3 {} '{}'",
+        script.display(),
+        asking("'ship it?'").replace('\'', r"'\''")
+    );
+    let bin = bin_env();
+    let parent = g.spawn(&["--session", "mcp", "--env", &bin], &command);
+    let log = g.succeeded_log(&parent);
+    let printed = |label: &str| {
+        log.lines()
+            .find_map(|l| l.strip_prefix(label))
+            .unwrap_or_else(|| panic!("no {label} in {log}"))
+            .trim()
+            .to_string()
+    };
+    let tool: Value = serde_json::from_str(&printed("tool: ")).expect("tool result");
+    assert_ne!(tool["isError"], true, "{tool}");
+    assert_eq!(tool["structuredContent"]["by"], parent.as_str(), "{tool}");
+    let asker = printed("asker: ");
+    let asker_log = g.ok(&["logs", &asker]);
+    assert!(asker_log.contains("answer: ship it\n"), "{asker_log}");
+    let session = session_of(&g, &asker);
+    assert_eq!(decisions(&g, &session)[0]["by"], parent.as_str());
+}

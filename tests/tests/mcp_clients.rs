@@ -105,6 +105,8 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
     assert!(claude.contains("command not found: claude"), "{claude}");
     let screen = r["screen"].as_str().unwrap_or("");
     assert!(screen.contains("hello mcp"), "{screen}");
+    assert_eq!(r["answered"], "ship", "{r:#}");
+    assert_eq!(r["asked_outcome"], "succeeded", "{r:#}");
 
     // Bad arguments are refused with words for an MCP caller.
     let bogus = r["bogus"].as_str().unwrap_or("");
@@ -183,7 +185,11 @@ fn mcp_inspector_strict_finds_no_schema_problem() {
     assert!(out.status.success(), "{all}");
     assert!(!all.contains("Warning") && !all.contains("Error"), "{all}");
     let listed: Value = serde_json::from_slice(&out.stdout).expect("tools/list JSON");
-    assert_eq!(listed["tools"].as_array().map(Vec::len), Some(20), "{all}");
+    assert_eq!(
+        listed["tools"].as_array().map(Vec::len),
+        Some(MCP_TOOLS.len()),
+        "{all}"
+    );
 }
 
 fn daemon_pid(g: &Grove, extra: &[(&str, &Path)]) -> i64 {

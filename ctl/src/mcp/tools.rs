@@ -55,7 +55,7 @@ fn record() -> Value {
         "type": "object",
         "description": "An agent record: id, name, status, repo, branch, base_commit, worktree, \
                         outcome, exit_code, head_commit, files_changed, insertions, deletions, \
-                        report, log_path...",
+                        report, log_path, question (while it waits on answer_agent)...",
         "properties": {
             "id": { "type": "string" },
             "status": { "type": "string" },
@@ -338,6 +338,31 @@ pub fn all() -> Vec<Tool> {
             ),
             Arc::new(as_map(record())),
         ),
+        tool(
+            "answer_agent",
+            "Answer the question an agent you spawned asks (`grove ask`; its status is then \
+             `waiting` and its record's `question` holds the text and the `choices` it \
+             takes). The agent gets the answer and goes on; the decision is stored in its \
+             session's `decisions` channel, with you as its writer. Only the asker's parent \
+             (or the user) may answer.",
+            object(
+                json!({
+                    "id": text(AGENT_ID),
+                    "text": text("The answer: one of the question's choices, when it gave some."),
+                }),
+                &["id", "text"],
+            ),
+            output(
+                json!({
+                    "question_id": { "type": "string" },
+                    "question": { "type": "string" },
+                    "answer": { "type": "string" },
+                    "by": { "type": "string" },
+                    "checkpoint": { "type": "integer" },
+                }),
+                &["question", "answer", "by", "checkpoint"],
+            ),
+        ),
         destructive(tool(
             "kill_agent",
             "Stop an agent: SIGTERM to its whole process tree, SIGKILL after a grace period; \
@@ -513,6 +538,11 @@ pub async fn call(
         "report_agent" => {
             let r: args::Report = args::parse(name, arguments)?;
             rpc("agent.report", json!({ "id": r.id, "text": r.text })).await
+        }
+        "answer_agent" => {
+            let r: args::Report = args::parse(name, arguments)?;
+            // Run inside an agent (its process tree), this server answers as that agent.
+            rpc("agent.answer", json!({ "id": r.id, "text": r.text })).await
         }
         "kill_agent" => forward::<Kill>(name, arguments).await,
         "session_list" => {

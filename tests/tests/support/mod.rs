@@ -980,6 +980,7 @@ pub const MCP_TOOLS: &[&str] = &[
     "agent_diff",
     "agent_logs",
     "agent_status",
+    "answer_agent",
     "discard_agent",
     "kill_agent",
     "list_agents",
