@@ -385,3 +385,32 @@ fn the_parent_answers_with_the_mcp_tool() {
     let session = session_of(&g, &asker);
     assert_eq!(decisions(&g, &session)[0]["by"], parent.as_str());
 }
+
+/// The `[notify]` command hears that an agent waits, and what it asks.
+#[test]
+fn the_notify_hook_tells_the_question() {
+    let g = Grove::new();
+    let out = g.dir.path().join("notified");
+    g.write_config(format!(
+        "[notify]\ncommand = [\"sh\", \"-c\", \"env | grep ^GROVE_ | sort >> {0}; echo --- >> {0}\"]\n\
+         events = [\"waiting\"]\nwindow = \"100ms\"\ndesktop = false\n",
+        out.display()
+    ));
+    let id = spawn_asking(&g, "told", &[], &asking("'rename the module?'"));
+    let mut told = String::new();
+    eventually("the notify command to run", Duration::from_secs(20), || {
+        told = fs::read_to_string(&out).unwrap_or_default();
+        told.contains("---")
+    });
+    assert!(told.contains(&format!("GROVE_AGENT_ID={id}")), "{told}");
+    assert!(told.contains("GROVE_EVENT=waiting"), "{told}");
+    assert!(told.contains("GROVE_QUESTION=rename the module?"), "{told}");
+    assert!(
+        told.contains(&format!(
+            "GROVE_SUMMARY=agent {id} asks: rename the module?"
+        )),
+        "{told}"
+    );
+    g.ok(&["answer", &id, "no"]);
+    g.succeeded_log(&id);
+}

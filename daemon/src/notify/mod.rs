@@ -24,6 +24,8 @@ struct Notice {
     /// `waiting`, `exited` or `failed`.
     event: &'static str,
     status: String,
+    /// What it asks, when it waits on a question (`grove ask`).
+    question: Option<String>,
 }
 
 pub fn start(config: NotifyConfig, events: &EventBus, mut stopped: watch::Receiver<bool>) {
@@ -80,6 +82,7 @@ fn notice(event: &Event) -> Option<Notice> {
     };
     Some(Notice {
         status: record.status_text(),
+        question: record.question.map(|q| q.text),
         id: record.id,
         name: record.name,
         event,
@@ -104,6 +107,7 @@ fn tell(config: &NotifyConfig, batch: Vec<Notice>) {
         ("GROVE_EVENT_COUNT", batch.len().to_string()),
         ("GROVE_AGENT_IDS", ids.join(" ")),
         ("GROVE_SUMMARY", summary.clone()),
+        ("GROVE_QUESTION", first.question.clone().unwrap_or_default()),
     ];
     if let Some(command) = &config.command {
         run("notify command", command, &env);
@@ -123,6 +127,9 @@ fn summary(batch: &[Notice]) -> String {
             .as_deref()
             .map(|n| format!(" ({n})"))
             .unwrap_or_default();
+        if let Some(question) = &one.question {
+            return format!("agent {}{name} asks: {question}", one.id);
+        }
         return format!("agent {}{name} {}: {}", one.id, one.event, one.status);
     }
     let parts: Vec<String> = config::EVENTS
