@@ -161,6 +161,52 @@ fn a_question_nobody_waits_on_goes_at_its_deadline() {
     assert!(decisions(&g, "orphan").is_empty());
 }
 
+/// What a client asking again after a lost connection gets: the same `ask_id` finds the
+/// question withdrawn at its deadline, or the answer given meanwhile. The test asks for
+/// the agent with its token (any connection presenting it is the agent).
+#[test]
+fn an_ask_sent_again_finds_its_timeout_or_its_answer() {
+    let g = Grove::new();
+    let token_file = g.files().join("token");
+    let (id, gate) = g.spawn_gated(
+        &["--session", "again"],
+        &format!("echo \"$GROVE_TOKEN\" > '{}'", token_file.display()),
+        "",
+    );
+    let mut token = String::new();
+    eventually("the agent's token", Duration::from_secs(20), || {
+        token = fs::read_to_string(&token_file).unwrap_or_default();
+        token.ends_with('\n')
+    });
+    let token = token.trim().to_string();
+    let ask = |ask_id: &str, timeout_ms: Option<u64>| {
+        let mut params = json!({"text": "q", "ask_id": ask_id, "token": token});
+        if let Some(ms) = timeout_ms {
+            params["timeout_ms"] = json!(ms);
+        }
+        call(&mut client(&g), "agent.ask", params).expect("ask")
+    };
+    assert_eq!(ask("k1", Some(300))["timed_out"], true);
+    let begun = std::time::Instant::now();
+    let again = ask("k1", Some(60_000));
+    assert_eq!(again["timed_out"], true, "{again}");
+    assert!(begun.elapsed() < Duration::from_secs(30), "it asked anew");
+    assert!(g.record(&id)["question"].is_null());
+
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| ask("k2", None));
+        await_question(&g, &id);
+        g.ok(&["answer", &id, "ok"]);
+        let answered = waiting.join().expect("the ask");
+        assert_eq!(answered["answered"]["answer"], "ok", "{answered}");
+    });
+    let again = ask("k2", None);
+    assert_eq!(again["answered"]["answer"], "ok", "{again}");
+    assert_eq!(decisions(&g, "again").len(), 1);
+    fs::write(&gate, "").expect("gate");
+    g.succeeded_log(&id);
+}
+
 /// The parent spawns an asker and a sibling of it; the asker first tries to answer
 /// itself, the sibling tries to answer the asker, then the parent answers over the
 /// socket (`grove answer` run inside the parent is the parent).

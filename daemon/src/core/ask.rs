@@ -24,6 +24,9 @@ pub enum Asked {
     /// The question was answered already (the ask is a client's again, after a lost
     /// connection).
     Answered(Answered),
+    /// Its deadline passed and it was withdrawn (the ask is a client's again, after a
+    /// lost connection).
+    TimedOut,
     /// The question as stored (the first ask's deadline counts) and the answer to come;
     /// the sender goes when the question does (the agent ended, or asked another).
     Waiting {
@@ -61,6 +64,9 @@ impl Core {
             if answered.question_id == question.id {
                 return Ok(Asked::Answered(answered.clone()));
             }
+        }
+        if self.withdrawn.get(id) == Some(&question.id) {
+            return Ok(Asked::TimedOut);
         }
         let (tx, answer) = oneshot::channel();
         if let Some(stored) = row.record.question.clone().filter(|q| q.id == question.id) {
@@ -241,6 +247,7 @@ impl Core {
         row.record.activity = None;
         let record = row.record.clone();
         self.askers.remove(id);
+        self.withdrawn.insert(id.to_string(), question.to_string());
         self.persist(id).await;
         tracing::info!(agent = %id, question, "question dropped: its ask stopped waiting");
         self.publish("agent.working", &record);

@@ -534,6 +534,7 @@ impl Core {
         record.question = None;
         record.activity = None;
         self.askers.remove(id);
+        self.withdrawn.remove(id);
         tracing::info!(agent = id, outcome = ?record.outcome, "agent exited");
         let exited = record.clone();
         // The collect runs while the exit is saved: it is reported (`collected`) on a

@@ -179,6 +179,9 @@ pub struct Core {
     waiters: HashMap<String, Vec<oneshot::Sender<AgentRecord>>>,
     /// The asks waiting on each agent's question (`grove ask`).
     askers: HashMap<String, Vec<oneshot::Sender<grove_proto::types::Answered>>>,
+    /// Each agent's last question withdrawn at its deadline, so that its ask sent again
+    /// times out instead of asking anew.
+    withdrawn: HashMap<String, String>,
     /// Agents waiting for a slot, first in first out.
     queue: VecDeque<String>,
     /// User environment of agents that have not started yet (never persisted in records).
@@ -247,6 +250,7 @@ impl Core {
             agents,
             waiters: HashMap::new(),
             askers: HashMap::new(),
+            withdrawn: HashMap::new(),
             queue: VecDeque::new(),
             pending_env: HashMap::new(),
             pending_starts: HashMap::new(),

@@ -30,6 +30,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: AskParams) -> Result<AskResu
     let asked = ctx.core.ask_question(&me.id, question).await?;
     let (question, answer) = match asked {
         Asked::Answered(answered) => return Ok(answered_now(me.id, answered)),
+        Asked::TimedOut => return Ok(timed_out(me.id)),
         Asked::Waiting { question, answer } => (question, answer),
     };
     let left = question
@@ -50,16 +51,20 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: AskParams) -> Result<AskResu
         // The core's timer withdrew it (as this wait ended, or first).
         None | Some(Err(_)) if expired => {
             ctx.core.unask(&me.id, &question.id).await;
-            Ok(AskResult {
-                id: me.id,
-                answered: None,
-                timed_out: true,
-            })
+            Ok(timed_out(me.id))
         }
         None | Some(Err(_)) => Err(Error::InvalidState(format!(
             "agent {}'s question went unanswered: the agent ended or asked another",
             me.id
         ))),
+    }
+}
+
+fn timed_out(id: String) -> AskResult {
+    AskResult {
+        id,
+        answered: None,
+        timed_out: true,
     }
 }
 
