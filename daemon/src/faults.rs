@@ -6,7 +6,8 @@
 //! worktree not yet removed), `mid_state_commit`, `mid_compaction` (inside a state
 //! group's transaction, its compaction done), `mid_session_rm`, `mid_session_gc`,
 //! `before_answer` (a request with an idempotency key has taken effect, its answer is
-//! not yet sent).
+//! not yet sent), `mid_answer` (an agent's question answered: the decision is stored in
+//! its session, the record not yet saved).
 //! With `GROVE_TEST_HOLD_AT=<point>` an async point never completes instead, so a test
 //! can pile up work stuck there and kill the daemon at a moment of its choosing (with
 //! `GROVE_TEST_HOLD_UNTIL=<file>`, only until that file exists). Hold points:

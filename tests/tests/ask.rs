@@ -207,6 +207,35 @@ fn an_ask_sent_again_finds_its_timeout_or_its_answer() {
     g.succeeded_log(&id);
 }
 
+/// A daemon that crashes after storing a decision but before saving the record still
+/// shows the question after its restart; the same answer given again decides once.
+#[test]
+fn an_answer_given_again_after_a_crash_decides_once() {
+    let g = Grove::new();
+    let gate = g.files().join("gate");
+    let script = format!(
+        r#""$GROVE_BIN" ask 'keep it?'; echo "code: $?"
+        while [ ! -e '{}' ]; do sleep 0.02; done"#,
+        gate.display()
+    );
+    // Its ask gives up at the stop, so that no `grove ask` inside the agent starts the
+    // daemons of this test.
+    let id = spawn_asking(&g, "crash", &["--env", "GROVE_RETRY_FOR=0"], &script);
+    g.ok(&["daemon", "stop"]);
+    g.crash_during("mid_answer", &["answer", &id, "keep"]);
+    let record = g.record(&id);
+    assert_eq!(record["question"]["text"], "keep it?", "{record}");
+    let decided = decisions(&g, "crash");
+    assert_eq!(decided.len(), 1, "the decision was stored before the crash");
+    let checkpoint = history(&g, "crash")[0]["id"].clone();
+    let answered = g.json(&["answer", &id, "keep"]);
+    assert_eq!(answered["checkpoint"], checkpoint, "{answered}");
+    assert_eq!(decisions(&g, "crash").len(), 1);
+    assert!(g.record(&id)["question"].is_null());
+    fs::write(&gate, "").expect("gate");
+    g.succeeded_log(&id);
+}
+
 /// The parent spawns an asker and a sibling of it; the asker first tries to answer
 /// itself, the sibling tries to answer the asker, then the parent answers over the
 /// socket (`grove answer` run inside the parent is the parent).

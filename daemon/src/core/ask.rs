@@ -123,6 +123,7 @@ impl Core {
         let checkpoint = self
             .record_decision(&session, &id, &question, &by, &text)
             .await?;
+        crate::faults::point("mid_answer");
         let answered = Answered {
             question_id: question.id,
             question: question.text,
@@ -177,7 +178,10 @@ impl Core {
         }
     }
 
-    /// The decision, appended to the asker's session as an update by `by`.
+    /// The decision, appended to the asker's session as an update by `by`, once: its
+    /// checkpoint is stored with a key of the question and the answer, so that the same
+    /// answer given again after a crash between the checkpoint and the record (the
+    /// question still shows) finds that checkpoint instead of deciding twice.
     async fn record_decision(
         &self,
         session: &str,
@@ -186,6 +190,14 @@ impl Core {
         by: &str,
         answer: &str,
     ) -> Result<u64, Error> {
+        let key = format!(
+            "decision {id}:{}:{}",
+            question.id,
+            crate::worktree_setup::trust::sha256_hex(answer)
+        );
+        if let Some(checkpoint) = self.decided(&key).await? {
+            return Ok(checkpoint);
+        }
         let mut decision = serde_json::json!({
             "agent": id,
             "question": question.text,
@@ -203,8 +215,20 @@ impl Core {
             base: None,
         };
         self.state
-            .update(session, by, vec![write], None, None)
+            .update(session, by, vec![write], Some(key), None)
             .await
+    }
+
+    /// The checkpoint a decision of this key was stored at, if it was.
+    async fn decided(&self, key: &str) -> Result<Option<u64>, Error> {
+        let key = key.to_string();
+        let found = self
+            .db
+            .call(move |conn| crate::db::idempotency::find(conn, &key, now_ms()))
+            .await?;
+        Ok(found.and_then(|(_, answer)| {
+            serde_json::from_str::<serde_json::Value>(&answer).ok()?["checkpoint"].as_u64()
+        }))
     }
 
     /// A question with a deadline goes at its deadline even when no ask waits on it
