@@ -74,7 +74,14 @@ pub async fn run(
     })?;
     // Says now, not at the first spawn, which shim agents will get.
     crate::supervisor::launch::shim_program(&exe);
-    crate::db::mark::start(db.clone(), dirs.database(), stopped.clone());
+    let damage = crate::db::mark::FoundDamage::default();
+    crate::db::mark::start(
+        db.clone(),
+        dirs.database(),
+        stopped.clone(),
+        stop.clone(),
+        damage.clone(),
+    );
     let events = EventBus::default();
     let state = crate::sessions::start(
         db.clone(),
@@ -161,22 +168,33 @@ pub async fn run(
         );
     }
     let _ = core_stop.send(true);
-    let seq = start.seq;
-    if let Err(e) = db_at_exit
+    if let Some(report) = damage.get() {
+        // Nothing more is written to a damaged store: no clean stop, no seal.
+        return Err(Error::Db(crate::db::DbError::Damaged(format!(
+            "{report} Found while the daemon ran, which stopped so as not to serve from \
+             it; {}.",
+            crate::db::health::RECOVER_ADVICE
+        ))));
+    }
+    record_clean_stop(&db_at_exit, start.seq, dirs.database()).await;
+    tracing::info!("grove daemon stopped");
+    Ok(())
+}
+
+/// Records the clean stop, then seals the database file for the next start.
+async fn record_clean_stop(db: &Db, seq: i64, path: std::path::PathBuf) {
+    if let Err(e) = db
         .call(move |conn| crate::db::starts::stopped(conn, seq, now_ms()))
         .await
     {
         tracing::warn!(error = %e, "cannot record the clean stop; the next start counts it as a crash");
-    } else {
-        let path = dirs.database();
-        let sealed = db_at_exit.call(move |conn| {
-            crate::db::seal::seal(conn, &path);
-            Ok(())
-        });
-        let _ = sealed.await;
+        return;
     }
-    tracing::info!("grove daemon stopped");
-    Ok(())
+    let sealed = db.call(move |conn| {
+        crate::db::seal::seal(conn, &path);
+        Ok(())
+    });
+    let _ = sealed.await;
 }
 
 /// How long a stop gives the warm pool's removal.

@@ -728,6 +728,42 @@ fn garbage_in_the_wal_is_refused_and_recovery_adopts_the_running_agent() {
     assert_eq!(g.agent_file(&id, "done.txt"), "done\n");
 }
 
+/// Damage to the log under a running daemon: its mark reads the changed log within
+/// seconds, and the daemon stops rather than go on serving from a store that lost
+/// acknowledged writes, without sealing the file or recording a clean stop. The next
+/// start refuses the same damage; recovery adopts the agent that kept running.
+#[test]
+fn damage_under_the_running_daemon_stops_it_and_the_next_start_refuses_it() {
+    let g = Grove::new();
+    let (id, gate) = g.spawn_gated(&[], "", "echo done > done.txt");
+    eventually("the agent runs", Duration::from_secs(30), || {
+        g.status(&id) == "running"
+    });
+    acknowledge(&g, 100);
+    let daemon = g.daemon_pid();
+    let frames = whole_frames(&g);
+    overwrite_wal(&g, frame_at(&g, frames / 2) + 100, 8192);
+    eventually("the daemon stops", Duration::from_secs(30), || {
+        !process_exists(daemon)
+    });
+    assert!(
+        !g.daemon_log_lines("it stops now so as not to serve from it")
+            .is_empty(),
+        "{}",
+        g.daemon_log()
+    );
+    assert!(
+        !g.home.join("grove.db-sealed").exists(),
+        "a damaged file was sealed"
+    );
+    refused_for(&g, "grove.db-wal is damaged", &["intact commits follow it"]);
+    let head = recover(&g, "committed transactions");
+    assert!(head > 0 && head < 100, "{head} of 100 updates kept");
+    assert_eq!(g.status(&id), "running", "adopted: {}", g.record(&id));
+    fs::write(&gate, "").expect("gate");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+}
+
 /// A log cut exactly between two frames reads as a crash to anyone but the daemon that
 /// saw the frames: its mark of the log says how many there were.
 #[test]

@@ -117,8 +117,19 @@ fn stamp(db: &Path) -> Stamp {
     Some((meta.len(), meta.modified().ok()))
 }
 
-/// Marks the log every [`EVERY`] until the daemon stops.
-pub fn start(db: Db, path: PathBuf, mut stopped: watch::Receiver<bool>) {
+/// Damage the mark found under the running daemon: the report, once.
+pub type FoundDamage = std::sync::Arc<std::sync::OnceLock<String>>;
+
+/// Marks the log every [`EVERY`] until the daemon stops. Damage found meanwhile goes
+/// into `found` and stops the daemon (`stop`): it never goes on serving from a store
+/// that lost acknowledged writes, and its next start refuses the same damage.
+pub fn start(
+    db: Db,
+    path: PathBuf,
+    mut stopped: watch::Receiver<bool>,
+    stop: watch::Sender<bool>,
+    found: FoundDamage,
+) {
     tokio::spawn(async move {
         let ready = path.clone();
         let prepared = db.call(move |_| Ok(prepare(&ready))).await;
@@ -133,7 +144,17 @@ pub fn start(db: Db, path: PathBuf, mut stopped: watch::Receiver<bool>) {
             }
             let path = path.clone();
             match db.call(move |_| Ok(look(&path, seen))).await {
-                Ok(now) => seen = now,
+                Ok(Ok(now)) => seen = now,
+                Ok(Err(report)) => {
+                    tracing::error!(
+                        "{report} This happened while the daemon ran; it stops now so as \
+                         not to serve from it; {}",
+                        health::RECOVER_ADVICE
+                    );
+                    let _ = found.set(report);
+                    let _ = stop.send(true);
+                    return;
+                }
                 Err(_) => return,
             }
         }
@@ -141,29 +162,26 @@ pub fn start(db: Db, path: PathBuf, mut stopped: watch::Receiver<bool>) {
 }
 
 /// On the database thread: reads a log that changed since `seen`, and marks it if it is
-/// sound. Damage found here happened under the running daemon, which goes on serving
-/// from what it has read: said loudly, and the mark kept as it was, so that the next
-/// start says it too.
-fn look(db: &Path, seen: Stamp) -> Stamp {
+/// sound. Damage found here happened under the running daemon: its report, and the
+/// mark kept as it was, so that the next start says it too.
+fn look(db: &Path, seen: Stamp) -> Result<Stamp, String> {
     let now = stamp(db);
     if now.is_none() || now == seen {
-        return now;
+        return Ok(now);
     }
     let check = match health::check_log(db) {
         Ok(check) => check,
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the database's log to mark it");
-            return now;
+            return Ok(now);
         }
     };
-    match check.report() {
-        Some(report) => damaged_under_the_daemon(&report),
-        None => {
-            let torn_at = check.own_cut().then_some(check.scan.bytes);
-            mark(db, &check, torn_at);
-        }
+    if let Some(report) = check.report() {
+        return Err(report);
     }
-    now
+    let torn_at = check.own_cut().then_some(check.scan.bytes);
+    mark(db, &check, torn_at);
+    Ok(now)
 }
 
 fn mark(db: &Path, check: &health::LogCheck, torn_at: Option<u64>) {
