@@ -152,18 +152,22 @@ pub fn run(
     let checked_out = |name: &str| worktrees.iter().find(|w| w.branch.as_deref() == Some(name));
     let target_wt = checked_out(&target);
     let target_writes = touched(&git, &before, &work.tip)?;
-    if let (Some(wt), false) = (target_wt, already) {
-        usable(wt, &target, &target_writes, false)?;
-    }
+    // The status read for the check is the snapshot's too: on a big checkout each
+    // `git status` is a walk of every file.
+    let target_status = match (target_wt, already) {
+        (Some(wt), false) => Some(usable(wt, &target, &target_writes, false)?),
+        _ => None,
+    };
     let (agent_wt, agent_writes) = match mode {
         // A rebase rewrites the agent's side with what the target changed.
         Mode::Rebase => (checked_out(&branch), touched(&git, &work.tip, &before)?),
         _ => (None, BTreeSet::new()),
     };
-    if let Some(wt) = agent_wt {
-        // git rebases only a checkout without uncommitted changes.
-        usable(wt, &branch, &agent_writes, true)?;
-    }
+    // git rebases only a checkout without uncommitted changes.
+    let agent_status = match agent_wt {
+        Some(wt) => Some(usable(wt, &branch, &agent_writes, true)?),
+        None => None,
+    };
 
     // A target checked out nowhere gets a temporary worktree rather than a refusal: git
     // needs a working tree to merge in, and borrowing one of the user's checkouts would
@@ -184,7 +188,7 @@ pub fn run(
         }
     }
     let t = &target_place.git;
-    let was = Snapshot::take(t, &target_writes)?;
+    let was = Snapshot::take_from(t, &target_writes, target_status)?;
     let attempt = match mode {
         _ if already => Attempt::UpToDate,
         Mode::Merge => merge(t, &work, &target, &was)?,
@@ -199,7 +203,7 @@ pub fn run(
                 );
             }
             let a = &agent_place.git;
-            let agent_was = Snapshot::take(a, &agent_writes)?;
+            let agent_was = Snapshot::take_from(a, &agent_writes, agent_status)?;
             rebase(t, a, &work, &target, &was, &agent_was)?
         }
     };
@@ -296,7 +300,14 @@ fn usage(message: String) -> anyhow::Error {
 /// only onto a clean index, and undoing a failed merge would unstage it), and none of
 /// the paths the merge `writes` untracked, ignored or changed; with `all_clean`, no
 /// uncommitted change at all.
-fn usable(wt: &Worktree, branch: &str, writes: &BTreeSet<String>, all_clean: bool) -> Result<()> {
+/// Refuses a checkout where the merge would overwrite what is not committed; else its
+/// status as read for the check.
+fn usable(
+    wt: &Worktree,
+    branch: &str,
+    writes: &BTreeSet<String>,
+    all_clean: bool,
+) -> Result<Vec<StatusEntry>> {
     let path = safe_path(&wt.path);
     let branch = safe(branch);
     if let Some(reason) = &wt.locked {
@@ -310,7 +321,7 @@ fn usable(wt: &Worktree, branch: &str, writes: &BTreeSet<String>, all_clean: boo
         .with_context(|| format!("checking {path}"))?;
     let found = obstacles(&wt.path, &status, writes, all_clean);
     if found.is_empty() {
-        return Ok(());
+        return Ok(status);
     }
     let shown = found
         .iter()
@@ -469,11 +480,21 @@ struct FileId {
 
 impl Snapshot {
     fn take(t: &Git, writes: &BTreeSet<String>) -> Result<Snapshot> {
-        let status: BTreeMap<String, String> = t
-            .status_entries()?
-            .into_iter()
-            .map(|e| (e.path, e.record))
-            .collect();
+        Snapshot::take_from(t, writes, None)
+    }
+
+    /// [`Snapshot::take`] with the checkout's status read already, when it was.
+    fn take_from(
+        t: &Git,
+        writes: &BTreeSet<String>,
+        status: Option<Vec<StatusEntry>>,
+    ) -> Result<Snapshot> {
+        let status = match status {
+            Some(status) => status,
+            None => t.status_entries()?,
+        };
+        let status: BTreeMap<String, String> =
+            status.into_iter().map(|e| (e.path, e.record)).collect();
         // Tracked files are compared by status; the rest git would not report.
         let reported = |p: &str| {
             status
