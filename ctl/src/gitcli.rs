@@ -566,21 +566,31 @@ pub struct Work {
 impl Work {
     /// None when the agent has no branch (any more) or its repository is gone.
     pub fn load(record: AgentRecord) -> Result<Option<Work>> {
+        Work::load_with(record, None)
+    }
+
+    /// [`Work::load`], with the repository's refs read already (`tips`): only the merge
+    /// base costs a git of its own.
+    fn load_with(record: AgentRecord, tips: Option<&Tips>) -> Result<Option<Work>> {
         if !record.branch_exists || !record.repo.is_dir() {
             return Ok(None);
         }
         let git = Git::new(&record.repo);
-        let Some(tip) = git.branch_tip(&record.branch)? else {
+        let commit = |name: String| match tips {
+            Some(tips) => Ok(tips.0.get(&name).cloned()),
+            None => git.commit(&name),
+        };
+        let Some(tip) = commit(format!("refs/heads/{}", record.branch))? else {
             return Ok(None);
         };
-        let (base, base_tip) = match git.branch_tip(&record.base_ref)? {
+        let (base, base_tip) = match commit(format!("refs/heads/{}", record.base_ref))? {
             Some(tip) => (record.base_ref.clone(), tip),
             None => (record.base_commit.clone(), record.base_commit.clone()),
         };
         let merge_base = git
             .merge_base(&base_tip, &tip)?
             .unwrap_or_else(|| record.base_commit.clone());
-        let merged_by_grove = git.recorded_merge(&base, &record.id)?.as_ref() == Some(&tip);
+        let merged_by_grove = commit(merge_record(&base, &record.id))?.as_ref() == Some(&tip);
         Ok(Some(Work {
             record,
             git,
@@ -622,13 +632,46 @@ impl Work {
 }
 
 /// Every agent of `records` whose branch exists, in `records`' order.
+/// Every branch tip and grove merge record of one repository, by ref name: one git
+/// instead of three per agent.
+struct Tips(std::collections::HashMap<String, String>);
+
+impl Tips {
+    fn read(git: &Git) -> Result<Tips> {
+        let listed = git.run(&[
+            "for-each-ref",
+            "--format=%(objecttype) %(objectname) %(refname)",
+            "refs/heads/",
+            "refs/grove/merged/",
+        ])?;
+        let commits = listed.lines().filter_map(|line| {
+            let (kind, rest) = line.split_once(' ')?;
+            let (oid, name) = rest.split_once(' ')?;
+            (kind == "commit").then(|| (name.to_string(), oid.to_string()))
+        });
+        Ok(Tips(commits.collect()))
+    }
+}
+
 pub fn works(records: Vec<AgentRecord>) -> Result<Vec<Work>> {
-    let mut works = Vec::new();
-    for record in records {
-        let id = record.id.clone();
-        if let Some(work) = Work::load(record).with_context(|| format!("reading agent {id}"))? {
-            works.push(work);
+    let mut tips: BTreeMap<PathBuf, Option<Tips>> = BTreeMap::new();
+    for record in &records {
+        if !tips.contains_key(&record.repo) && record.repo.is_dir() {
+            // A repository whose refs cannot be listed is read ref by ref.
+            tips.insert(
+                record.repo.clone(),
+                Tips::read(&Git::new(&record.repo)).ok(),
+            );
         }
+    }
+    let loaded = crate::parallel::map(records, |record| {
+        let id = record.id.clone();
+        let repo_tips = tips.get(&record.repo).and_then(Option::as_ref);
+        Work::load_with(record, repo_tips).with_context(|| format!("reading agent {id}"))
+    });
+    let mut works = Vec::new();
+    for work in loaded {
+        works.extend(work?);
     }
     Ok(works)
 }

@@ -9,6 +9,7 @@ mod gitcli;
 mod log_file;
 mod mcp;
 mod output;
+mod parallel;
 mod progress;
 
 use clap::Parser;

@@ -128,6 +128,13 @@ pub struct Radar {
 
 impl Radar {
     pub fn new(works: Vec<Work>, cache: &mut ChangeCache) -> Result<Radar> {
+        let pairs = works.iter().flat_map(|w| {
+            [
+                (&w.git, w.merge_base.as_str(), w.tip.as_str()),
+                (&w.git, w.merge_base.as_str(), w.base_tip.as_str()),
+            ]
+        });
+        cache.prefetch(pairs.collect())?;
         let mut own = Vec::new();
         let mut base = Vec::new();
         for w in &works {
@@ -323,6 +330,29 @@ impl ChangeCache {
             stored,
             used: BTreeMap::new(),
         })
+    }
+
+    /// Diffs the pairs not cached yet, a few at once, so that [`ChangeCache::changes`]
+    /// then finds every one.
+    pub fn prefetch(&mut self, pairs: Vec<(&Git, &str, &str)>) -> Result<()> {
+        let mut missing = BTreeMap::new();
+        for (git, from, to) in pairs {
+            let key = format!("{from}..{to}");
+            if !self.used.contains_key(&key) && !self.stored.contains_key(&key) {
+                missing.entry(key).or_insert((git, from, to));
+            }
+        }
+        let diffed =
+            crate::parallel::map(missing.into_iter().collect(), |(key, (git, from, to))| {
+                let changes = git
+                    .changes(from, to)
+                    .with_context(|| format!("diffing {key} in {}", git.dir.display()));
+                (key, changes)
+            });
+        for (key, changes) in diffed {
+            self.used.insert(key, changes?);
+        }
+        Ok(())
     }
 
     pub fn changes(&mut self, git: &Git, from: &str, to: &str) -> Result<Changes> {
