@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use support::*;
 
@@ -28,20 +28,27 @@ fn need_python() -> bool {
     have_python3()
 }
 
-/// A second user of this machine (created once with `useradd`): uid and gid.
-fn other_user() -> Option<(u32, u32)> {
-    static CREATING: Mutex<()> = Mutex::new(());
-    const NAME: &str = "grove-atrest";
-    let _one_at_a_time = CREATING.lock().unwrap_or_else(|p| p.into_inner());
-    if nix::unistd::User::from_name(NAME).ok().flatten().is_none() {
+/// A second user of this machine, made for one test with `useradd` and removed with
+/// its group when dropped, even when the test fails: the run leaves no account behind.
+struct OtherUser {
+    name: String,
+    uid: u32,
+    gid: u32,
+}
+
+impl OtherUser {
+    /// `None` when it cannot be made here ([`can_run`] says why, and fails in CI).
+    fn create() -> Option<Self> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        // One name per test: tests run in parallel, and each removes its own.
+        let name = format!(
+            "grove-t{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
         let made = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/bin/false",
-                NAME,
-            ])
+            .args(["--system", "--no-create-home", "--user-group"])
+            .args(["--shell", "/bin/false", &name])
             .output();
         let why = match made {
             Ok(out) if out.status.success() => None,
@@ -54,12 +61,73 @@ fn other_user() -> Option<(u32, u32)> {
         if !can_run("another-user", why) {
             return None;
         }
+        let user = nix::unistd::User::from_name(&name)
+            .ok()
+            .flatten()
+            .expect("the user just made");
+        Some(Self {
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            name,
+        })
     }
-    let user = nix::unistd::User::from_name(NAME)
-        .ok()
-        .flatten()
-        .expect("the user just made");
-    Some((user.uid.as_raw(), user.gid.as_raw()))
+
+    /// What of the user is still on this machine.
+    fn left_behind(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        if nix::unistd::User::from_name(&self.name)
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            left.push(format!("user {}", self.name));
+        }
+        if nix::unistd::Group::from_name(&self.name)
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            left.push(format!("group {}", self.name));
+        }
+        for dir in ["/home", "/var/mail", "/var/spool/mail"] {
+            let path = Path::new(dir).join(&self.name);
+            if path.exists() {
+                left.push(path.display().to_string());
+            }
+        }
+        left
+    }
+}
+
+impl Drop for OtherUser {
+    fn drop(&mut self) {
+        let removed = Command::new("userdel").arg(&self.name).output();
+        let mut left = self.left_behind();
+        if let Ok(out) = &removed {
+            if !out.status.success() {
+                left.push(format!("userdel: {}", String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+        // A second panic while the test's own unwinds would abort the run and hide it.
+        if std::thread::panicking() {
+            if !left.is_empty() {
+                eprintln!("left on this machine: {left:?}");
+            }
+            return;
+        }
+        assert!(left.is_empty(), "left on this machine: {left:?}");
+    }
+}
+
+/// A child process killed when dropped: one still running as [`OtherUser`] would keep
+/// `userdel` from removing it.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn mode(path: &Path) -> u32 {
@@ -150,9 +218,10 @@ fn a_socket_dir_of_another_user_is_refused_by_client_and_daemon() {
     if !need_root() {
         return;
     }
-    let Some((uid, gid)) = other_user() else {
+    let Some(user) = OtherUser::create() else {
         return;
     };
+    let (uid, gid) = (user.uid, user.gid);
     let g = Grove::new();
     make_dir(&g.home, 0o700);
     nix::unistd::chown(
@@ -199,21 +268,24 @@ fn a_server_run_by_another_user_gets_nothing_from_the_client() {
     if !need_root() || !need_python() {
         return;
     }
-    let Some((uid, gid)) = other_user() else {
+    let Some(user) = OtherUser::create() else {
         return;
     };
+    let (uid, gid) = (user.uid, user.gid);
     let g = Grove::new();
     make_dir(&g.home, 0o700);
     let socket = g.home.join("grove.sock");
-    let mut server = Command::new("python3")
-        .args(["-c", FAKE_SERVER])
-        .arg(&socket)
-        .arg(uid.to_string())
-        .arg(gid.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let mut server = Killed(
+        Command::new("python3")
+            .args(["-c", FAKE_SERVER])
+            .arg(&socket)
+            .arg(uid.to_string())
+            .arg(gid.to_string())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3"),
+    );
+    let mut lines = BufReader::new(server.0.stdout.take().expect("stdout")).lines();
     assert_eq!(
         lines.next().and_then(Result::ok).as_deref(),
         Some("listening")
@@ -231,7 +303,7 @@ fn a_server_run_by_another_user_gets_nothing_from_the_client() {
         Some("read 0"),
         "the impostor read bytes from the client"
     );
-    let _ = server.wait();
+    let _ = server.0.wait();
 }
 
 #[test]
