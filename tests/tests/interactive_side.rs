@@ -463,11 +463,47 @@ fn count(file: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Waits until the counter stands still: two equal reads 500 ms apart.
-fn stands_still(file: &Path) {
-    eventually("the counter to stop", Duration::from_secs(10), || {
+/// A [`counter`] that grove does not run: while it ticks, a counter that is not
+/// stopped gets its turns too. Killed when dropped.
+struct Witness {
+    file: std::path::PathBuf,
+    shell: std::process::Child,
+}
+
+impl Witness {
+    fn start(g: &Grove) -> Self {
+        let file = g.dir.path().join("witness");
+        let shell = std::process::Command::new("sh")
+            .args(["-c", &counter(&file)])
+            .spawn()
+            .expect("sh");
+        let witness = Self { file, shell };
+        advances(&witness.file);
+        witness
+    }
+
+    /// Returns once the witness ticked `n` times more.
+    fn ticks(&self, n: u64) {
+        let from = count(&self.file);
+        eventually("the witness to tick", Duration::from_secs(30), || {
+            count(&self.file) >= from + n
+        });
+    }
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        let _ = self.shell.kill();
+        let _ = self.shell.wait();
+    }
+}
+
+/// Waits until the counter stands still: unchanged while the witness, which loops as
+/// it does, ticks three times. A load that slows both cannot make it pass.
+fn stands_still(file: &Path, witness: &Witness) {
+    eventually("the counter to stop", Duration::from_secs(30), || {
         let before = count(file);
-        std::thread::sleep(Duration::from_millis(500));
+        witness.ticks(3);
         before > 0 && count(file) == before
     });
 }
@@ -481,11 +517,12 @@ fn advances(file: &Path) {
 
 fn pause_and_resume(g: &Grove) {
     let file = g.dir.path().join("count");
+    let witness = Witness::start(g);
     let id = g.spawn(&[], &counter(&file));
     advances(&file);
     let paused = g.json(&["pause", &id]);
     assert_eq!(paused["status"], "paused");
-    stands_still(&file);
+    stands_still(&file, &witness);
     assert_eq!(g.status(&id), "paused");
     let listed = g.ok(&["list"]);
     assert!(listed.contains("paused"), "{listed}");
@@ -567,17 +604,18 @@ fn pausing_what_does_not_run_is_a_clear_error() {
 fn a_paused_agent_can_be_killed_and_survives_a_daemon_restart_paused() {
     let g = Grove::new();
     let file = g.dir.path().join("count");
+    let witness = Witness::start(&g);
     let id = g.spawn(&[], &counter(&file));
     advances(&file);
     g.ok(&["pause", &id]);
-    stands_still(&file);
+    stands_still(&file, &witness);
     g.crash_daemon();
     assert_eq!(
         g.status(&id),
         "paused",
         "the restarted daemon lost the pause"
     );
-    stands_still(&file);
+    stands_still(&file, &witness);
     g.ok(&["resume", &id]);
     advances(&file);
     // The freezer is the truth: thawed while no daemon ran, the agent is running.

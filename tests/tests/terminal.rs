@@ -394,15 +394,18 @@ fn an_agent_cannot_type_into_another_agents_terminal() {
         assert!(log.contains("send victim: 2"), "{log}");
         assert!(log.contains("send self: 4"), "{log}");
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let screen = screen_of(&g, &victim);
+    // The console still serves the daemon. The attacks' frames reached the console
+    // before the first of these lines was sent, so input they had made it take would
+    // be read no later than that line, and typed before the second: once the shell
+    // has run the second, it would have run theirs.
+    g.ok(&["send", &victim, "echo still-mine"]);
+    wait_screen(&g, &victim, "still-mine");
+    g.ok(&["send", &victim, "echo settled"]);
+    let screen = wait_screen(&g, &victim, "settled");
     assert!(
         !screen.contains("PWNED"),
         "an agent typed into another:\n{screen}"
     );
-    // The console still serves the daemon.
-    g.ok(&["send", &victim, "echo still-mine"]);
-    wait_screen(&g, &victim, "still-mine");
     g.ok(&["kill", &victim]);
 }
 
