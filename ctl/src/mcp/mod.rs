@@ -6,6 +6,8 @@
 //! starts by itself if it is not running.
 
 mod args;
+#[cfg(test)]
+mod schema_check;
 mod tools;
 mod wait;
 
