@@ -28,7 +28,7 @@ struct Args {
     /// 100,000-checkpoint read.
     #[arg(long)]
     quick: bool,
-    /// The cases to run, e.g. 1,3,4 [default: all, 1-13].
+    /// The cases to run, e.g. 1,3,4 [default: all, 1-14].
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     cases: Vec<u32>,
     /// Measured runs per case, after one warm-up (case 4, which takes milliseconds, makes ten times as many).

@@ -7,6 +7,7 @@ mod history;
 mod jail;
 mod list;
 mod memory;
+mod merge;
 mod overlaps;
 mod pool;
 mod queue;
@@ -24,7 +25,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
 
 pub struct Ctx<'a> {
     pub env: &'a Env,
@@ -80,6 +81,7 @@ pub fn title(case: u32) -> &'static str {
         11 => "the jail's cost",
         12 => "cleanup off the critical path",
         13 => "what grows with history",
+        14 => "grove merge against git merge",
         _ => "unknown case",
     }
 }
@@ -95,6 +97,7 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         11 => jail::run(ctx),
         12 => cleanup::run(ctx),
         13 => history::run(ctx),
+        14 => merge::run(ctx),
         6 => memory::run(ctx),
         7 => startup::run(ctx),
         8 => terminal::run(ctx),
@@ -103,7 +106,7 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         _ => Ok(vec![Row::not_available(
             &case.to_string(),
             "unknown case",
-            format!("no case {case}; cases are 1-13"),
+            format!("no case {case}; cases are 1-14"),
         )]),
     };
     result.unwrap_or_else(|e| {
