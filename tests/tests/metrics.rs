@@ -158,6 +158,11 @@ fn prometheus_scrapes_the_endpoint_and_counts_the_spawns() {
     });
     let up = prom_query(&web, "up{job=\"grove\"}").expect("query up");
     assert_eq!(up["data"]["result"][0]["value"][1], "1", "{up}");
+    // The service levels reach Prometheus as series the shipped rules alert on.
+    let breached = prom_query(&web, "grove_slo_breached{slo=\"agents_lost\"}").expect("query");
+    assert_eq!(breached["data"]["result"][0]["value"][1], "0", "{breached}");
+    let objective = prom_value(&web, "grove_slo_objective{slo=\"agents_lost\"}");
+    assert!(objective.is_some(), "no objective series");
     // `grove metrics --json` agrees with what was scraped.
     let metrics = g.json(&["metrics"]);
     let spawn = each(&metrics, "metrics")
@@ -512,6 +517,32 @@ fn slo_cleanup_lag_breaches_and_recovers() {
         shown.contains("last prune") && shown.contains(" ago"),
         "{shown}"
     );
+}
+
+/// The alert rules grove ships are valid, and each fires on the series that should raise
+/// it and only after its `for` (their own `promtool test rules` file).
+#[test]
+fn the_shipped_alert_rules_pass_promtool() {
+    if !have_prometheus() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/prometheus");
+    for args in [
+        &["check", "rules", "grove-alerts.yml"][..],
+        &["test", "rules", "grove-alerts.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("run promtool");
+        assert!(
+            out.status.success(),
+            "promtool {args:?} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// `promtool check metrics` on the endpoint's exposition.

@@ -260,7 +260,38 @@ pub async fn gather(ctx: &Ctx) -> Vec<Metric> {
         }
     }
     out.extend(gauges(ctx).await);
+    out.extend(slo_metrics(&slo::evaluate(ctx).await));
     out
+}
+
+/// The service levels as series, so that Prometheus can alert on them (the rules in
+/// examples/prometheus/): each one's value (when measured), objective and verdict.
+fn slo_metrics(slos: &[grove_proto::methods::SloStatus]) -> Vec<Metric> {
+    let by_slo = |value: &dyn Fn(&grove_proto::methods::SloStatus) -> Option<f64>| {
+        slos.iter()
+            .filter_map(|s| Some(labelled(&[("slo", &s.name), ("unit", &s.unit)], value(s)?)))
+            .collect()
+    };
+    vec![
+        metric(
+            "grove_slo_value",
+            "gauge",
+            "Each service level's measured value, in its unit (none before it is measured).",
+            by_slo(&|s| s.value),
+        ),
+        metric(
+            "grove_slo_objective",
+            "gauge",
+            "Each service level's threshold (settings slo_*), in its unit.",
+            by_slo(&|s| Some(s.threshold)),
+        ),
+        metric(
+            "grove_slo_breached",
+            "gauge",
+            "1 while a service level is breached, else 0.",
+            by_slo(&|s| Some(f64::from(u8::from(s.breached)))),
+        ),
+    ]
 }
 
 /// Read now from the daemon's parts.
