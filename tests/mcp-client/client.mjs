@@ -131,16 +131,15 @@ for (let i = 0; i < 200 && !screen.includes("hello mcp"); i++) {
 out.screen = screen;
 await ok("kill_agent", { id: asker.id });
 
-// An agent that asks (`grove ask`), answered here as the user; no event reaches an MCP
-// client, so it reads the agent's status until the question shows.
+// An agent that asks (`grove ask`), answered here as the user.
 const questioner = await ok("spawn_agent", {
   argv: ["sh", "-c", '"$GROVE_BIN" ask --choices ship,hold "ship it?"'],
   env: { GROVE_BIN: process.env.GROVE_BIN || "grove" },
 });
-for (let i = 0; i < 200; i++) {
-  if ((await ok("agent_status", { id: questioner.id })).question) break;
-  await new Promise((r) => setTimeout(r, 50));
-}
+// The parent waits for the question as it waits for an end: until "waiting".
+const asking = (await ok("wait_agents", { ids: [questioner.id], until: "waiting" })).agents?.[0];
+out.waited_activity = asking?.activity;
+out.waited_question = asking?.question?.text;
 out.answered = (await ok("answer_agent", { id: questioner.id, text: "ship" })).answer;
 out.asked_outcome = (await ok("wait_agents", { ids: [questioner.id] })).agents?.[0]?.outcome;
 

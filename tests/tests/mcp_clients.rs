@@ -107,6 +107,8 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
     assert!(screen.contains("hello mcp"), "{screen}");
     assert_eq!(r["answered"], "ship", "{r:#}");
     assert_eq!(r["asked_outcome"], "succeeded", "{r:#}");
+    assert_eq!(r["waited_activity"], "waiting", "{r:#}");
+    assert_eq!(r["waited_question"], "ship it?", "{r:#}");
 
     // Bad arguments are refused with words for an MCP caller.
     let bogus = r["bogus"].as_str().unwrap_or("");

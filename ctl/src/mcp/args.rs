@@ -77,6 +77,7 @@ pub struct List {
 pub struct Wait {
     pub ids: Vec<String>,
     pub mode: Option<String>,
+    pub until: Option<String>,
     pub timeout_s: Option<f64>,
 }
 

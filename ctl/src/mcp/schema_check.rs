@@ -151,7 +151,7 @@ fn pairings() -> Vec<Pairing> {
         forwarded::<m::Get>("agent_status"),
         Pairing {
             translated: &["timeout_s"],
-            left_out: &["until", "timeout_ms"],
+            left_out: &["timeout_ms"],
             ..pairing(
                 "wait_agents",
                 shape::<args::Wait>(),

@@ -204,14 +204,18 @@ pub fn all() -> Vec<Tool> {
         read_only(tool(
             "agent_status",
             "Everything grove knows about one agent: status, command, branch, head commit, \
-             files changed, insertions, deletions, exit code, its report, log path.",
+             files changed, insertions, deletions, exit code, its report, log path. A running \
+             agent's `activity` is `waiting` while it waits for input (then `question` holds \
+             what it asks, if it asked with `grove ask`) and `working` otherwise.",
             object(json!({ "id": text(AGENT_ID) }), &["id"]),
             Arc::new(as_map(record())),
         )),
         read_only(tool(
             "wait_agents",
             "Wait until the given agents have finished (mode \"all\", the default) or until one \
-             has (mode \"any\"), for at most timeout_s seconds (default 50, under the usual 60 s \
+             has (mode \"any\"); with until=\"waiting\", an agent that waits for input (its \
+             activity is `waiting`: at a prompt, or asking a question) counts as arrived too. \
+             For at most timeout_s seconds (default and most 50, under the usual 60 s \
              request timeout of MCP clients). Returns the finished agents' results in `agents` \
              (outcome, branch, head commit, diffstat, report) and the ids of those still \
              running in `still_running`: call again with those to keep waiting. Sends progress \
@@ -222,6 +226,8 @@ pub fn all() -> Vec<Tool> {
                              "description": "Agent ids (or unique prefixes, or names) to wait for." },
                     "mode": { "type": "string", "enum": ["all", "any"],
                               "description": "\"all\" (default): until every agent has finished; \"any\": until one has." },
+                    "until": { "type": "string", "enum": ["finished", "waiting"],
+                               "description": "\"finished\" (default); \"waiting\": also return once an agent waits for input or asks a question (answer it with send_input or answer_agent)." },
                     "timeout_s": { "type": "number", "minimum": 0,
                                    "description": "Return after this many seconds with what has finished so far (default 50)." },
                 }),

@@ -12,7 +12,9 @@ use rmcp::RoleServer;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-/// Under the 60 s request timeout of stock MCP clients, with room for the answer.
+/// Under the 60 s request timeout of stock MCP clients, with room for the answer: also
+/// the most a call waits, so that a longer `timeout_s` never outlives the client's
+/// request (the TypeScript SDK failed a 120 s wait at 60 s); the caller calls again.
 const DEFAULT_TIMEOUT_S: f64 = 50.0;
 const POLL: Duration = Duration::from_millis(500);
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -27,6 +29,15 @@ pub async fn run(r: args::Wait, context: RequestContext<RoleServer>) -> Answer {
             ))
         }
     };
+    let until_waiting = match r.until.as_deref() {
+        None | Some("finished") => false,
+        Some("waiting") => true,
+        Some(other) => {
+            return Err(format!(
+                "wait_agents: until `{other}` is not one of \"finished\", \"waiting\""
+            ))
+        }
+    };
     if r.ids.is_empty() {
         return Err("wait_agents: ids is empty: give the ids of the agents to wait for".into());
     }
@@ -36,18 +47,19 @@ pub async fn run(r: args::Wait, context: RequestContext<RoleServer>) -> Answer {
             "wait_agents: timeout_s {timeout_s} is not a number of seconds >= 0"
         ));
     }
-    let deadline = Instant::now() + Duration::from_secs_f64(timeout_s.min(86_400.0));
+    let deadline = Instant::now() + longest_wait(timeout_s);
     // Prefixes become full ids once, so that an unknown id fails at once.
     let ids = statuses(r.ids).await?;
     let token = context.meta.get_progress_token();
     let started = Instant::now();
     let mut last_progress: Option<Instant> = None;
     let mut current = ids;
+    let arrived = |seen: &Seen| seen.status.is_final() || (until_waiting && seen.waiting);
     loop {
         let finished: Vec<&String> = current
             .iter()
-            .filter(|(_, status)| status.is_final())
-            .map(|(id, _)| id)
+            .filter(|seen| arrived(seen))
+            .map(|seen| &seen.id)
             .collect();
         let done = if any {
             !finished.is_empty()
@@ -55,7 +67,7 @@ pub async fn run(r: args::Wait, context: RequestContext<RoleServer>) -> Answer {
             finished.len() == current.len()
         };
         if done || Instant::now() >= deadline || context.ct.is_cancelled() {
-            return result(&current, done).await;
+            return result(&current, arrived, until_waiting, done).await;
         }
         if let Some(token) = &token {
             if last_progress.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
@@ -66,8 +78,8 @@ pub async fn run(r: args::Wait, context: RequestContext<RoleServer>) -> Answer {
                     current.len(),
                     current
                         .iter()
-                        .filter(|(_, s)| !s.is_final())
-                        .map(|(id, _)| id.as_str())
+                        .filter(|seen| !arrived(seen))
+                        .map(|seen| seen.id.as_str())
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
@@ -85,12 +97,26 @@ pub async fn run(r: args::Wait, context: RequestContext<RoleServer>) -> Answer {
             _ = tokio::time::sleep(POLL) => {}
             _ = context.ct.cancelled() => {}
         }
-        current = statuses(current.into_iter().map(|(id, _)| id).collect()).await?;
+        current = statuses(current.into_iter().map(|seen| seen.id).collect()).await?;
     }
 }
 
+/// How long one call waits for `timeout_s` (a number of seconds >= 0).
+fn longest_wait(timeout_s: f64) -> Duration {
+    Duration::from_secs_f64(timeout_s.min(DEFAULT_TIMEOUT_S))
+}
+
+/// An agent as the wait last saw it.
+#[derive(serde::Deserialize)]
+struct Seen {
+    id: String,
+    status: AgentStatus,
+    /// Running and waiting for input (its terminal waits, or it asks a question).
+    waiting: bool,
+}
+
 /// Each agent's full id and status, over one connection.
-async fn statuses(ids: Vec<String>) -> Result<Vec<(String, AgentStatus)>, String> {
+async fn statuses(ids: Vec<String>) -> Result<Vec<Seen>, String> {
     let value = blocking(move || {
         let mut client = connect(&dirs()?)?;
         let mut out = Vec::new();
@@ -100,7 +126,8 @@ async fn statuses(ids: Vec<String>) -> Result<Vec<(String, AgentStatus)>, String
                 anyhow::bail!("{} (code {})", error.message, error.code);
             }
             let record = response.result.unwrap_or(Value::Null);
-            out.push(json!([record["id"], record["status"]]));
+            let waiting = record["status"] == "running" && record["activity"] == "waiting";
+            out.push(json!({ "id": record["id"], "status": record["status"], "waiting": waiting }));
         }
         Ok(Value::Array(out))
     })
@@ -108,22 +135,33 @@ async fn statuses(ids: Vec<String>) -> Result<Vec<(String, AgentStatus)>, String
     serde_json::from_value(value).map_err(|e| format!("grove: an unexpected agent record: {e}"))
 }
 
-async fn result(current: &[(String, AgentStatus)], complete: bool) -> Answer {
+async fn result(
+    current: &[Seen],
+    arrived: impl Fn(&Seen) -> bool,
+    until_waiting: bool,
+    complete: bool,
+) -> Answer {
     let finished: Vec<&String> = current
         .iter()
-        .filter(|(_, s)| s.is_final())
-        .map(|(id, _)| id)
+        .filter(|seen| arrived(seen))
+        .map(|seen| &seen.id)
         .collect();
     let still_running: Vec<&String> = current
         .iter()
-        .filter(|(_, s)| !s.is_final())
-        .map(|(id, _)| id)
+        .filter(|seen| !arrived(seen))
+        .map(|seen| &seen.id)
         .collect();
     let agents = if finished.is_empty() {
         json!([])
     } else {
-        // Returns at once: every one of them has finished.
-        let answer = rpc("agent.wait", json!({ "ids": finished, "mode": "all" })).await?;
+        // Returns at once: every one of them has finished (or waits, when asked).
+        let until = if until_waiting { "waiting" } else { "finished" };
+        let answer = rpc(
+            "agent.wait",
+            // Bounded: an agent that stopped waiting since the poll is given as it is.
+            json!({ "ids": finished, "mode": "all", "until": until, "timeout_ms": 2000 }),
+        )
+        .await?;
         answer["agents"].clone()
     };
     Ok(json!({
@@ -131,4 +169,16 @@ async fn result(current: &[(String, AgentStatus)], complete: bool) -> Answer {
         "still_running": still_running,
         "complete": complete,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn no_call_waits_past_a_stock_clients_request_timeout() {
+        assert_eq!(super::longest_wait(0.5), Duration::from_millis(500));
+        assert_eq!(super::longest_wait(120.0), Duration::from_secs(50));
+        assert!(super::longest_wait(1e12) < Duration::from_secs(60));
+    }
 }
