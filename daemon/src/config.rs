@@ -1,6 +1,9 @@
 //! The daemon's settings: defaults, then `config.toml`, then `GROVE_*` environment
 //! variables. Each value remembers where it came from (`grove config` shows it).
 
+mod text;
+pub use text::{all as settings_text, value_text};
+
 use grove_proto::paths::{Dirs, PathError};
 use grove_proto::types::Limits;
 use serde::Serialize;

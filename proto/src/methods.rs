@@ -514,6 +514,10 @@ pub struct DaemonStatusResult {
     /// How many agents the recovery still works on.
     #[serde(default)]
     pub recovery_pending: u64,
+    /// Every setting as this daemon read it at its start, as config.toml writes it: a
+    /// changed config.toml applies only at the next start, and `grove config` says so.
+    #[serde(default)]
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 /// `daemon.probe`: what this machine gives agents, probed by the daemon itself: agents'

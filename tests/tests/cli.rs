@@ -626,6 +626,44 @@ fn config_shows_values_and_their_sources() {
     assert!(bad.stderr.contains("GROVE_DISK_HIGH"), "{}", bad.stderr);
 }
 
+/// A changed config.toml applies at the next start only: `grove config` says which
+/// settings the running daemon still uses otherwise, and the restart that applies them.
+#[test]
+fn config_says_when_the_running_daemon_uses_older_settings() {
+    let g = Grove::new();
+    g.write_config("max_idle = \"12h\"\n");
+    g.ok(&["list"]);
+    let pid = g.daemon_pid();
+    g.write_config("max_idle = \"6h\"\n");
+    let out = g.run(&["config"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("running daemon (pid {pid})"))
+            && out.stderr.contains("max_idle 12h (now 6h)")
+            && out.stderr.contains("grove daemon restart"),
+        "{}",
+        out.stderr
+    );
+    let json = g.json(&["config"]);
+    assert_eq!(
+        json["running_daemon"]["differs"],
+        serde_json::json!([{"key": "max_idle", "running": "12h", "now": "6h"}]),
+        "{json}"
+    );
+    g.ok(&["daemon", "restart"]);
+    let out = g.run(&["config"]);
+    assert!(!out.stderr.contains("note:"), "{}", out.stderr);
+    assert_eq!(
+        g.json(&["config"])["running_daemon"]["differs"],
+        serde_json::json!([])
+    );
+    g.ok(&["daemon", "stop"]);
+    assert_eq!(
+        g.json(&["config"])["running_daemon"],
+        serde_json::Value::Null
+    );
+}
+
 #[test]
 fn docs_config_md_describes_every_setting() {
     let doc = include_str!("../../docs/config.md");

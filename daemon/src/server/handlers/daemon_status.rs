@@ -23,5 +23,6 @@ pub async fn handle(ctx: &Ctx) -> Result<DaemonStatusResult, Error> {
         next_prune_ms: metrics.next_prune.get(),
         last_session_gc_ms: metrics.last_session_gc.get(),
         next_session_gc_ms: metrics.next_session_gc.get(),
+        settings: crate::config::settings_text(&ctx.config),
     })
 }
