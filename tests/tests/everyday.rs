@@ -198,6 +198,20 @@ fn assert_completes_agents(id: &str, complete: impl Fn(&str) -> Vec<String>) {
     assert_eq!(complete("grove merge tab"), ["tabbed"]);
     assert_eq!(complete(&format!("grove wait {}", &id[..3])), vec![id]);
     assert!(complete("grove sho").contains(&"show".to_string()));
+    // The commands of a running agent's terminal take an agent too.
+    for command in ["attach", "send", "screen", "pause"] {
+        assert_eq!(
+            complete(&format!("grove {command} tab")),
+            ["tabbed"],
+            "{command}"
+        );
+    }
+    // The internal command the scripts ask is never offered.
+    let internal = complete("grove __");
+    assert!(
+        !internal.iter().any(|c| c.contains("__agents")),
+        "{internal:?}"
+    );
 }
 
 /// Whether `shell` runs here (CI installs zsh and fish, .ci/run).
@@ -245,6 +259,14 @@ fn bash_completion_completes_agent_ids_and_names() {
     );
     // Subcommands still complete as before.
     assert!(complete("grove sho", 1).contains(&"show".to_string()));
+    for command in ["attach", "send", "screen", "pause"] {
+        assert_eq!(
+            complete(&format!("grove {command} tab"), 2),
+            ["tabbed"],
+            "{command}"
+        );
+    }
+    assert!(!complete("grove __", 1).contains(&"__agents".to_string()));
 }
 
 /// Completes a command line in a real interactive zsh, in a pseudo-terminal (zsh's own

@@ -12,7 +12,8 @@ pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
     let mut command = Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "grove", &mut script);
-    let script = with_agents(shell, String::from_utf8_lossy(&script).into_owned());
+    let script = without_internal(shell, &String::from_utf8_lossy(&script));
+    let script = with_agents(shell, script);
     let mut out = std::io::stdout().lock();
     out.write_all(script.as_bytes())
         .and_then(|()| out.flush())
@@ -21,7 +22,36 @@ pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
 }
 
 /// The commands whose argument is an agent.
-const TAKE_AN_AGENT: &str = "show logs wait kill diff review merge discard rm";
+const TAKE_AN_AGENT: &str =
+    "show logs wait kill diff review merge discard rm attach send screen pause resume answer";
+
+/// The internal command the scripts ask for agents: never offered as a command.
+const INTERNAL: &str = "__agents";
+
+/// clap's script without [`INTERNAL`] among the commands it offers (clap lists hidden
+/// subcommands in the scripts' word lists).
+fn without_internal(shell: clap_complete::Shell, script: &str) -> String {
+    use clap_complete::Shell;
+    let offers = |line: &str| match shell {
+        Shell::Fish => line.contains(&format!("-a \"{INTERNAL}\"")),
+        Shell::Zsh => line.trim_start().starts_with(&format!("'{INTERNAL}:")),
+        _ => false,
+    };
+    let mut out = String::with_capacity(script.len());
+    for line in script.lines() {
+        if offers(line) {
+            continue;
+        }
+        if shell == Shell::Bash && line.trim_start().starts_with("opts=\"") {
+            let words: Vec<&str> = line.split(' ').filter(|w| *w != INTERNAL).collect();
+            out.push_str(&words.join(" "));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
+}
 
 /// clap's script, taught to complete agent ids and names (asked of `grove __agents`
 /// at each completion, so they are always the current ones).
