@@ -309,6 +309,16 @@ fn a_suspended_session_is_read_from_disk_and_made_active_by_any_read() {
     );
 }
 
+/// A session `clock` written once now, and its lifecycle events: the passes' clock for
+/// a test about another session.
+fn clock_session(g: &Grove) -> std::sync::mpsc::Receiver<Value> {
+    let mut c = client(g);
+    create_session(&mut c, "clock", SCHEMA);
+    let clock = lifecycle_events(g, "clock");
+    g.state_update("clock", &["count", "1"]);
+    clock
+}
+
 #[test]
 fn a_session_with_a_live_agent_stays_active() {
     let g = aging_grove(&[
@@ -320,11 +330,7 @@ fn a_session_with_a_live_agent_stays_active() {
     let id = busy_agent(&g, &gate, "");
     // Another session, written at the same time, is the clock: once it is suspended,
     // passes have run past every duration.
-    let mut c = client(&g);
-    create_session(&mut c, "clock", SCHEMA);
-    let clock = lifecycle_events(&g, "clock");
-    g.state_update("clock", &["count", "1"]);
-    wait_for(&clock, "suspended");
+    wait_for(&clock_session(&g), "suspended");
     assert_eq!(lifecycle(&g, "busy")["lifecycle"], "active");
     fs::write(&gate, "").expect("gate");
     g.wait(&id);
@@ -347,11 +353,7 @@ fn a_sessions_clock_starts_when_its_last_agent_ends() {
     let id = busy_agent(&g, &gate, "");
     // A session written after the agent's only write: once it is deleted, the agent has
     // run longer than every lifetime without writing.
-    let mut c = client(&g);
-    create_session(&mut c, "clock", SCHEMA);
-    let clock = lifecycle_events(&g, "clock");
-    g.state_update("clock", &["count", "1"]);
-    wait_for(&clock, "deleted");
+    wait_for(&clock_session(&g), "deleted");
     assert_eq!(lifecycle(&g, "busy")["lifecycle"], "active");
 
     fs::write(&gate, "").expect("gate");
