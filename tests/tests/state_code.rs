@@ -582,25 +582,7 @@ fn the_users_git_gc_never_takes_the_code_of_a_checkpoint() {
     g.git(&["gc", "--prune=now", "--quiet"]);
 
     for (n, tree) in (1..=3).zip(&recorded) {
-        let (at, retry) = (n.to_string(), format!("retry-{n}"));
-        let out = g.ok(&[
-            "--json",
-            "state",
-            "fork",
-            "--from",
-            "orig",
-            "--at",
-            &at,
-            "--session",
-            &retry,
-            "--spawn",
-            "--",
-            "sh",
-            "-c",
-            PRINT_TREE,
-        ]);
-        let record: Value = serde_json::from_str(&out).expect("the new agent's record");
-        let log = g.succeeded_log(record["id"].as_str().expect("id"));
+        let log = fork_printing_tree(&g, "orig", &n.to_string(), &format!("retry-{n}"));
         assert_eq!(
             trees_printed(&log),
             [tree.as_str()],
@@ -623,16 +605,23 @@ fn the_users_git_gc_never_takes_the_code_of_a_checkpoint() {
     wait_for_refs(&g, &[&forks[1], &forks[2]]);
     // A fork's own ref holds its code after its origin is gone.
     g.git(&["gc", "--prune=now", "--quiet"]);
+    let log = fork_printing_tree(&g, "retry-3", "1", "again");
+    assert_eq!(trees_printed(&log), [recorded[2].as_str()], "{log}");
+}
+
+/// `grove state fork --spawn` of checkpoint `at` of `from` into `session`, with an agent
+/// that prints the tree of its checkout; its log once it succeeded.
+fn fork_printing_tree(g: &Grove, from: &str, at: &str, session: &str) -> String {
     let out = g.ok(&[
         "--json",
         "state",
         "fork",
         "--from",
-        "retry-3",
+        from,
         "--at",
-        "1",
+        at,
         "--session",
-        "again",
+        session,
         "--spawn",
         "--",
         "sh",
@@ -640,8 +629,7 @@ fn the_users_git_gc_never_takes_the_code_of_a_checkpoint() {
         PRINT_TREE,
     ]);
     let record: Value = serde_json::from_str(&out).expect("the new agent's record");
-    let log = g.succeeded_log(record["id"].as_str().expect("id"));
-    assert_eq!(trees_printed(&log), [recorded[2].as_str()], "{log}");
+    g.succeeded_log(record["id"].as_str().expect("id"))
 }
 
 /// A hold a crash left after its checkpoint was stored becomes the checkpoint's ref at
