@@ -711,21 +711,33 @@ fn a_wal_cut_inside_a_frame_is_refused_until_recovered() {
 fn garbage_in_the_wal_is_refused_and_recovery_adopts_the_running_agent() {
     let g = Grove::new();
     // An agent that outlives the daemon: its records come before the damage.
-    let (id, gate) = g.spawn_gated(&[], "", "echo done > done.txt");
-    eventually("the agent runs", Duration::from_secs(30), || {
-        g.status(&id) == "running"
-    });
+    let (id, gate) = running_gated(&g);
     acknowledged_then_killed(&g, 100);
     let frames = whole_frames(&g);
     overwrite_wal(&g, frame_at(&g, frames / 2) + 100, 8192);
     refused_for(&g, "grove.db-wal is damaged", &["intact commits follow it"]);
     assert_doctor_names(&g, &["grove.db-wal", "intact commits follow it"]);
-    let head = recover(&g, "committed transactions");
+    recovered_and_adopted(&g, &id, &gate);
+}
+
+/// An agent spawned behind a gate, once it runs: its id and its gate.
+fn running_gated(g: &Grove) -> (String, std::path::PathBuf) {
+    let (id, gate) = g.spawn_gated(&[], "", "echo done > done.txt");
+    eventually("the agent runs", Duration::from_secs(30), || {
+        g.status(&id) == "running"
+    });
+    (id, gate)
+}
+
+/// `grove daemon recover` of a damaged log keeps part of 100 updates, and the gated
+/// agent that ran all along is adopted and does its work.
+fn recovered_and_adopted(g: &Grove, id: &str, gate: &Path) {
+    let head = recover(g, "committed transactions");
     assert!(head > 0 && head < 100, "{head} of 100 updates kept");
-    assert_eq!(g.status(&id), "running", "adopted: {}", g.record(&id));
-    fs::write(&gate, "").expect("gate");
-    assert_eq!(g.wait(&id)["outcome"], "succeeded");
-    assert_eq!(g.agent_file(&id, "done.txt"), "done\n");
+    assert_eq!(g.status(id), "running", "adopted: {}", g.record(id));
+    fs::write(gate, "").expect("gate");
+    assert_eq!(g.wait(id)["outcome"], "succeeded");
+    assert_eq!(g.agent_file(id, "done.txt"), "done\n");
 }
 
 /// Damage to the log under a running daemon: its mark reads the changed log within
@@ -735,10 +747,7 @@ fn garbage_in_the_wal_is_refused_and_recovery_adopts_the_running_agent() {
 #[test]
 fn damage_under_the_running_daemon_stops_it_and_the_next_start_refuses_it() {
     let g = Grove::new();
-    let (id, gate) = g.spawn_gated(&[], "", "echo done > done.txt");
-    eventually("the agent runs", Duration::from_secs(30), || {
-        g.status(&id) == "running"
-    });
+    let (id, gate) = running_gated(&g);
     acknowledge(&g, 100);
     let daemon = g.daemon_pid();
     let frames = whole_frames(&g);
@@ -757,11 +766,7 @@ fn damage_under_the_running_daemon_stops_it_and_the_next_start_refuses_it() {
         "a damaged file was sealed"
     );
     refused_for(&g, "grove.db-wal is damaged", &["intact commits follow it"]);
-    let head = recover(&g, "committed transactions");
-    assert!(head > 0 && head < 100, "{head} of 100 updates kept");
-    assert_eq!(g.status(&id), "running", "adopted: {}", g.record(&id));
-    fs::write(&gate, "").expect("gate");
-    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    recovered_and_adopted(&g, &id, &gate);
 }
 
 /// A log cut exactly between two frames reads as a crash to anyone but the daemon that
