@@ -143,7 +143,7 @@ pub fn start(
                 _ = stopped.wait_for(|stop| *stop) => return,
             }
             let path = path.clone();
-            match db.call(move |_| Ok(look(&path, seen))).await {
+            match db.call(move |conn| Ok(look(conn, &path, seen))).await {
                 Ok(Ok(now)) => seen = now,
                 Ok(Err(report)) => {
                     tracing::error!(
@@ -164,7 +164,7 @@ pub fn start(
 /// On the database thread: reads a log that changed since `seen`, and marks it if it is
 /// sound. Damage found here happened under the running daemon: its report, and the
 /// mark kept as it was, so that the next start says it too.
-fn look(db: &Path, seen: Stamp) -> Result<Stamp, String> {
+fn look(conn: &rusqlite::Connection, db: &Path, seen: Stamp) -> Result<Stamp, String> {
     let now = stamp(db);
     if now.is_none() || now == seen {
         return Ok(now);
@@ -177,11 +177,26 @@ fn look(db: &Path, seen: Stamp) -> Result<Stamp, String> {
         }
     };
     if let Some(report) = check.report() {
+        leave_as_found(conn);
         return Err(report);
     }
     let torn_at = check.own_cut().then_some(check.scan.bytes);
     mark(db, &check, torn_at);
     Ok(now)
+}
+
+/// A damaged log stays as it was found for `grove daemon recover`: the connection writes
+/// nothing more, and its close does not checkpoint the log into the file (that copied
+/// the damaged frames into the database and deleted the log, so that the next start
+/// found nothing to refuse).
+fn leave_as_found(conn: &rusqlite::Connection) {
+    use rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE;
+    if let Err(e) = conn.set_db_config(SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true) {
+        tracing::warn!(error = %e, "cannot keep the damaged log from being checkpointed at close");
+    }
+    if let Err(e) = conn.pragma_update(None, "query_only", true) {
+        tracing::warn!(error = %e, "cannot stop writes to the damaged database");
+    }
 }
 
 fn mark(db: &Path, check: &health::LogCheck, torn_at: Option<u64>) {
