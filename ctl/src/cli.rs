@@ -462,11 +462,21 @@ pub enum SessionCommand {
     Rm {
         name: String,
         /// Delete it even while agents of it are live.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "purge")]
         force: bool,
         /// Why, for the audit row.
         #[arg(long)]
         reason: Option<String>,
+        /// Delete also its checkpoints' code refs and its agents' records, logs and
+        /// branches (asks first; salvage refs stay unless --salvage-too).
+        #[arg(long)]
+        purge: bool,
+        /// With --purge: do not ask (for scripts).
+        #[arg(long, requires = "purge")]
+        yes: bool,
+        /// With --purge: delete also its agents' salvage refs.
+        #[arg(long, requires = "purge")]
+        salvage_too: bool,
     },
 }
 

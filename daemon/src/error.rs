@@ -43,6 +43,15 @@ pub enum Error {
         #[source]
         source: git2::Error,
     },
+    /// A purge could not read or delete a ref: what it was doing, which ref, where.
+    #[error("cannot {what} {name} in {}: {}; what was deleted before is in the daemon log", repo.display(), source.message())]
+    PurgeRef {
+        what: &'static str,
+        name: String,
+        repo: std::path::PathBuf,
+        #[source]
+        source: git2::Error,
+    },
     /// A value of ours that could not be encoded as JSON: a bug, kept with its cause.
     #[error("cannot encode {what}: {source}")]
     Encode {
@@ -161,7 +170,7 @@ impl Error {
             Error::NotFound(_) => codes::NOT_FOUND,
             Error::Ambiguous(_) => codes::AMBIGUOUS_ID,
             Error::InvalidState(_) => codes::INVALID_STATE,
-            Error::Git(_) | Error::CodeRef { .. } => codes::GIT_FAILED,
+            Error::Git(_) | Error::CodeRef { .. } | Error::PurgeRef { .. } => codes::GIT_FAILED,
             Error::Task(_)
             | Error::OwnerGone(_)
             | Error::Io { .. }

@@ -771,6 +771,12 @@ pub struct SessionRmParams {
     /// Why, for the audit row (default `rm`).
     #[serde(default)]
     pub reason: Option<String>,
+    /// Delete also its checkpoints' code refs, its agents' records, logs and branches.
+    #[serde(default)]
+    pub purge: bool,
+    /// With `purge`: delete also its agents' salvage refs (kept otherwise).
+    #[serde(default)]
+    pub salvage_too: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -105,6 +105,30 @@ pub struct SessionRemoval {
     /// Agents of it that were still live (a forced removal).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub live_agents: Vec<String>,
+    /// What else a purge deleted (`session rm --purge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purged: Option<Purged>,
+}
+
+/// What `session rm --purge` deleted besides the session itself.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Purged {
+    /// Agents whose records and log directories were deleted.
+    pub agents: Vec<String>,
+    /// Their branches, with the tip each had (`git branch NAME COMMIT` brings one back).
+    pub branches: Vec<DeletedRef>,
+    /// The checkpoints' code refs (`refs/grove/checkpoints/<session>/<n>`).
+    pub checkpoint_refs: Vec<DeletedRef>,
+    /// Their salvage refs, when asked (`salvage_too`).
+    pub salvage_refs: Vec<DeletedRef>,
+}
+
+/// A ref grove deleted: where, which, and the commit it named.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeletedRef {
+    pub repo: std::path::PathBuf,
+    pub name: String,
+    pub commit: String,
 }
 
 /// Which session a state call is about. Inside an agent the token says it (and an agent

@@ -17,6 +17,7 @@ mod merge;
 mod metrics;
 mod overlaps;
 mod pause;
+mod purge;
 mod queue;
 mod report;
 mod restore;

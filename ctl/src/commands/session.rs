@@ -84,21 +84,25 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
             name,
             force,
             reason,
+            purge,
+            yes,
+            salvage_too,
         } => {
+            if purge && !yes && !super::purge::confirm(&mut client, &name, salvage_too)? {
+                eprintln!("nothing was deleted");
+                return Ok(ExitCode::FAILURE);
+            }
             let done = client.call::<SessionRm>(&SessionRmParams {
                 name,
                 force,
                 reason,
+                purge,
+                salvage_too,
             })?;
             if json {
                 print_json(&done)?;
             } else {
-                println!(
-                    "deleted session {} ({} checkpoints, {})",
-                    done.session,
-                    done.checkpoints,
-                    bytes(done.bytes)
-                );
+                print!("{}", super::purge::report(&done));
             }
         }
         SessionCommand::Show { name } => {
@@ -181,11 +185,22 @@ pub fn removal_table(removals: &[grove_proto::state::SessionRemoval]) -> String 
                 safe(&r.reason),
                 r.checkpoints.to_string(),
                 bytes(r.bytes),
+                r.purged
+                    .as_ref()
+                    .map_or_else(|| "-".into(), super::purge::summary),
             ]
         })
         .collect();
     table(
-        &["WHEN", "SESSION", "BY", "WHY", "CHECKPOINTS", "SIZE"],
+        &[
+            "WHEN",
+            "SESSION",
+            "BY",
+            "WHY",
+            "CHECKPOINTS",
+            "SIZE",
+            "PURGED",
+        ],
         rows,
     )
 }

@@ -132,7 +132,13 @@ impl CoreHandle {
     }
 
     pub async fn forget(&self, ids: Vec<String>) -> Result<Vec<String>, Error> {
-        self.ask(|reply| Msg::Forget(ids, reply)).await
+        self.ask(|reply| Msg::Forget(ids, true, reply)).await
+    }
+
+    /// Forgets finished agents' records but leaves their sessions to the caller: a
+    /// purge deletes the session itself, with the audit row saying what went.
+    pub async fn forget_records(&self, ids: Vec<String>) -> Result<Vec<String>, Error> {
+        self.ask(|reply| Msg::Forget(ids, false, reply)).await
     }
 
     pub async fn snapshot(&self) -> Result<Vec<AgentRecord>, Error> {

@@ -111,7 +111,7 @@ impl Msg {
             Msg::List(_, r) => r.send(e(why)).is_ok(),
             Msg::Wait(_, r) => r.send(e(why)).is_ok(),
             Msg::Discard(_, r) => r.send(e(why)).is_ok(),
-            Msg::Forget(_, r) => r.send(e(why)).is_ok(),
+            Msg::Forget(_, _, r) => r.send(e(why)).is_ok(),
             Msg::Snapshot(r) => r.send(e(why)).is_ok(),
             Msg::SessionAgents(_, r) => r.send(e(why)).is_ok(),
             Msg::Worktrees(r) => r.send(e(why)).is_ok(),

@@ -818,8 +818,13 @@ impl Core {
         self.start_collect(&record.id, Some(reason));
     }
 
-    /// Deletes the records and logs of finished agents.
-    pub(super) async fn forget(&mut self, ids: Vec<String>) -> Result<Vec<String>, Error> {
+    /// Deletes the records of finished agents; their automatic sessions too when
+    /// `sessions` (the caller removes their directories).
+    pub(super) async fn forget(
+        &mut self,
+        ids: Vec<String>,
+        sessions: bool,
+    ) -> Result<Vec<String>, Error> {
         let ids: Vec<String> = ids
             .into_iter()
             .filter(|id| {
@@ -847,7 +852,9 @@ impl Core {
             }
         }
         // Their directories go in the janitor, off this turn (janitor/prune.rs).
-        self.forget_own_sessions(own_sessions).await;
+        if sessions {
+            self.forget_own_sessions(own_sessions).await;
+        }
         Ok(ids)
     }
 

@@ -74,8 +74,9 @@ pub enum Msg {
     ),
     /// `grove merge` says what it merged.
     Merged(grove_proto::methods::MergedParams, Reply<AgentRecord>),
-    /// Forget finished agents (records and logs) past retention.
-    Forget(Vec<String>, Reply<Vec<String>>),
+    /// Forget finished agents' records; with `true`, their automatic sessions too
+    /// (retention), without, the caller deletes the session (a purge).
+    Forget(Vec<String>, bool, Reply<Vec<String>>),
     Snapshot(Reply<Vec<AgentRecord>>),
     /// The agents of a session, oldest first.
     SessionAgents(String, Reply<Vec<grove_proto::state::SessionAgent>>),
@@ -368,8 +369,8 @@ impl Core {
             Msg::Merged(merged, reply) => {
                 let _ = reply.send(self.merged(merged).await);
             }
-            Msg::Forget(ids, reply) => {
-                let _ = reply.send(self.forget(ids).await);
+            Msg::Forget(ids, sessions, reply) => {
+                let _ = reply.send(self.forget(ids, sessions).await);
             }
             Msg::Snapshot(reply) => {
                 let _ = reply.send(Ok(self.agents.values().map(|r| r.record.clone()).collect()));

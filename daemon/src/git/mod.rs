@@ -9,6 +9,7 @@ pub mod deleter;
 pub mod lane;
 pub mod own_repo;
 pub mod pool;
+pub mod purge;
 pub mod refs;
 pub mod salvage;
 pub mod scratch;

@@ -216,7 +216,7 @@ pub fn discard(lane: &RepoLane, id: &str, branch: &str) -> Result<Discard, Error
 /// The worktree whose HEAD is `full_ref`. A linked worktree's HEAD is read from its
 /// administrative directory, so that one whose directory is gone (not yet pruned, which
 /// git still counts as checked out) is found too.
-fn checked_out_at(lane: &RepoLane, full_ref: &str) -> Option<std::path::PathBuf> {
+pub(super) fn checked_out_at(lane: &RepoLane, full_ref: &str) -> Option<std::path::PathBuf> {
     let points_here = |head: &Path| {
         std::fs::read_to_string(head)
             .is_ok_and(|text| text.trim().strip_prefix("ref: ") == Some(full_ref))

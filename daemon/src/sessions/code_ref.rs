@@ -212,3 +212,18 @@ fn adopt(path: &Path, hold: &str, commit: Oid, rows: &[(String, u64)]) -> Result
     }
     delete(&repo, hold).map_err(failed("drop a recording ref", path))
 }
+
+/// The repositories whose code checkpoints of `session` recorded: where its
+/// checkpoint refs may be.
+pub fn session_repos(conn: &rusqlite::Connection, session: &str) -> rusqlite::Result<Vec<PathBuf>> {
+    let mut stmt = conn.prepare(
+        "SELECT DISTINCT json_extract(code, '$.repo') FROM checkpoints
+         WHERE session = ?1 AND code IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([session], |r| r.get::<_, Option<String>>(0))?;
+    let mut repos = Vec::new();
+    for repo in rows {
+        repos.extend(repo?.map(PathBuf::from));
+    }
+    Ok(repos)
+}

@@ -171,7 +171,8 @@ impl StateService {
         for name in doomed {
             let from = self.sessions.get(&name).map(|s| s.lifecycle.name());
             let reason = format!("no activity for {days:.0} days (session_delete)");
-            self.remove(&name, "gc".into(), reason, Vec::new()).await?;
+            self.remove(&name, "gc".into(), reason, Vec::new(), None)
+                .await?;
             publish(
                 &self.events,
                 &name,

@@ -60,6 +60,7 @@ pub(super) enum Req {
         by: String,
         reason: String,
         live_agents: Vec<String>,
+        purged: Option<grove_proto::state::Purged>,
         reply: Reply<SessionRemoval>,
     },
     Migrate {
@@ -252,6 +253,26 @@ impl StateHandle {
             by: by.into(),
             reason: reason.into(),
             live_agents,
+            purged: None,
+            reply,
+        })
+        .await
+    }
+
+    /// Deletes a session as [`remove`](Self::remove) does, its audit row saying what
+    /// else the purge deleted before.
+    pub async fn remove_purged(
+        &self,
+        name: &str,
+        reason: &str,
+        purged: grove_proto::state::Purged,
+    ) -> Result<SessionRemoval, Error> {
+        self.ask(|reply| Req::Remove {
+            name: name.into(),
+            by: "user".into(),
+            reason: reason.into(),
+            live_agents: Vec::new(),
+            purged: Some(purged),
             reply,
         })
         .await

@@ -123,9 +123,11 @@ impl StateService {
                 by,
                 reason,
                 live_agents,
+                purged,
                 reply,
             } => {
-                let _ = reply.send(self.remove(&name, by, reason, live_agents).await);
+                let removing = self.remove(&name, by, reason, live_agents, purged);
+                let _ = reply.send(removing.await);
             }
             Req::DropUnused { name } => {
                 if self.sessions.get(&name).is_some_and(|s| s.head == 0) {
@@ -371,6 +373,7 @@ impl StateService {
         by: String,
         reason: String,
         live_agents: Vec<String>,
+        purged: Option<grove_proto::state::Purged>,
     ) -> Result<SessionRemoval, Error> {
         // An unreadable session may be deleted too: nothing of it is read.
         let Some(session) = self.sessions.get(name) else {
@@ -378,7 +381,8 @@ impl StateService {
                 "no session `{name}` (`grove session list` shows them)"
             )));
         };
-        if session.reserved {
+        // A purge keeps its audit row even when nothing was written to the session.
+        if session.reserved && purged.is_none() {
             return self.remove_reserved(name, by, reason).await;
         }
         let pinned_older = session.pins.iter().filter(|&&p| p < session.oldest).count();
@@ -395,6 +399,7 @@ impl StateService {
                     reason,
                     checkpoints,
                     live_agents,
+                    purged,
                 };
                 let code = store::remove_session(conn, &removal)?;
                 Ok((removal, code))
@@ -426,6 +431,7 @@ impl StateService {
             reason,
             checkpoints: 0,
             live_agents: Vec::new(),
+            purged: None,
         })
     }
 

@@ -34,6 +34,7 @@ pub mod salvaged;
 pub mod session_create;
 pub mod session_list;
 pub mod session_migrate;
+pub mod session_purge;
 pub mod session_rm;
 pub mod session_show;
 pub mod spawn;

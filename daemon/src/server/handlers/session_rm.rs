@@ -6,6 +6,16 @@ use grove_proto::state::SessionRemoval;
 /// `session.rm`: deletes a session's head, checkpoints and snapshots, keeping an audit
 /// row. Refused while agents of it are live, unless forced.
 pub async fn handle(ctx: &Ctx, params: SessionRmParams) -> Result<SessionRemoval, Error> {
+    if params.purge {
+        return super::session_purge::handle(ctx, params).await;
+    }
+    if params.salvage_too {
+        return Err(Error::BadInput(
+            "salvage_too goes with purge: only a purge deletes agents' refs; nothing was \
+             deleted"
+                .into(),
+        ));
+    }
     let live: Vec<String> = ctx
         .core
         .snapshot()
