@@ -400,6 +400,11 @@ pub enum StateCommand {
         /// Name of the new session.
         #[arg(long = "session")]
         new_session: String,
+        /// Give the new session the newest schema, the checkpoint's state carried
+        /// through every `session migrate` since (default: the schema the checkpoint
+        /// was written under).
+        #[arg(long)]
+        migrate: bool,
         /// Also start an agent in the new session on the code an agent had at the
         /// checkpoint (its branch and uncommitted work): the command after `--`.
         #[arg(long, requires = "command")]

@@ -895,6 +895,10 @@ pub struct StateForkParams {
     pub token: Option<String>,
     pub at: u64,
     pub new_session: String,
+    /// Start with the newest schema, the state carried through every migration after
+    /// `at`; otherwise the fork has the schema `at` was written under.
+    #[serde(default)]
+    pub migrate: bool,
 }
 
 /// `state.code`: the code recorded at a checkpoint as a commit a spawn can start from.

@@ -118,6 +118,7 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
             from,
             at,
             new_session,
+            migrate,
             spawn,
             command,
         } => {
@@ -136,6 +137,7 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
                 token: token(),
                 at,
                 new_session,
+                migrate,
             })?;
             if json {
                 // With --spawn, the agent's record is the answer.

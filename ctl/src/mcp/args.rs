@@ -163,4 +163,6 @@ pub struct StateFork {
     pub session: String,
     pub at: u64,
     pub new_session: String,
+    #[serde(default)]
+    pub migrate: bool,
 }

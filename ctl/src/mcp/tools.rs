@@ -459,6 +459,8 @@ pub fn all() -> Vec<Tool> {
                     "session": text("The session to fork."),
                     "at": integer("The checkpoint to start from."),
                     "new_session": text("Name of the new session."),
+                    "migrate": boolean("Give it the newest schema, the state carried \
+                        through the migrations since (default: the checkpoint's schema)."),
                 }),
                 &["session", "at", "new_session"],
             ),
@@ -592,7 +594,12 @@ pub async fn call(
             let r: args::StateFork = args::parse(name, arguments)?;
             rpc(
                 "state.fork",
-                json!({ "session": r.session, "at": r.at, "new_session": r.new_session }),
+                json!({
+                    "session": r.session,
+                    "at": r.at,
+                    "new_session": r.new_session,
+                    "migrate": r.migrate,
+                }),
             )
             .await
         }

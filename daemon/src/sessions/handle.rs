@@ -41,6 +41,8 @@ pub(super) enum Req {
         at: u64,
         new_session: String,
         writer: String,
+        /// Carry the state through the migrations since `at` to the newest schema.
+        migrate: bool,
         reply: Reply<SessionInfo>,
     },
     Compact {
@@ -190,12 +192,14 @@ impl StateHandle {
         at: u64,
         new_session: &str,
         writer: &str,
+        migrate: bool,
     ) -> Result<SessionInfo, Error> {
         self.ask(|reply| Req::Fork {
             session: session.into(),
             at,
             new_session: new_session.into(),
             writer: writer.into(),
+            migrate,
             reply,
         })
         .await

@@ -8,6 +8,7 @@
 pub mod code;
 pub mod code_ref;
 mod commit;
+mod eras;
 pub mod gc;
 mod handle;
 mod migrate;

@@ -97,10 +97,14 @@ impl StateService {
                 at,
                 new_session,
                 writer,
+                migrate,
                 reply,
             } => {
                 let forked = match self.use_session(&session).await {
-                    Ok(()) => self.fork(&session, at, &new_session, &writer).await,
+                    Ok(()) => {
+                        self.fork(&session, at, &new_session, &writer, migrate)
+                            .await
+                    }
                     Err(e) => Err(e),
                 };
                 if forked.is_ok() {
@@ -254,6 +258,7 @@ impl StateService {
         at: u64,
         new_name: &str,
         writer: &str,
+        migrate: bool,
     ) -> Result<SessionInfo, Error> {
         let source = self.session(name)?;
         source.check_checkpoint(at)?;
@@ -263,15 +268,23 @@ impl StateService {
                 "session `{new_name}` already exists; fork into a new name"
             )));
         }
-        let (schema, head, current) = (source.schema.clone(), source.head, source.current.clone());
-        let state = if at == head {
-            current
-        } else {
-            let (n, s) = (name.to_string(), schema.clone());
-            self.db
-                .call(move |conn| store::state_at(conn, &n, &s, at))
-                .await?
-        };
+        let (current_schema, head, current) =
+            (source.schema.clone(), source.head, source.current.clone());
+        let (n, s) = (name.to_string(), current_schema.clone());
+        // Read in one go: the state at `at` and the schemas of the eras since.
+        let (kept, state) = self
+            .db
+            .call(move |conn| {
+                let kept = super::eras::kept_after(conn, &n, at)?;
+                let state = if at == head {
+                    current
+                } else {
+                    store::state_at(conn, &n, &s, at)?
+                };
+                Ok((kept, state))
+            })
+            .await?;
+        let (schema, state) = super::eras::fork_point(name, kept, &current_schema, state, migrate)?;
         let n = name.to_string();
         // The fork starts on the code its checkpoint recorded.
         let code = self

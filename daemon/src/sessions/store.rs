@@ -320,20 +320,7 @@ pub fn state_at(
         )
         .optional()?;
     // Checkpoints before a migration read with the schema they were written with.
-    let older: Option<String> = conn
-        .prepare_cached(
-            "SELECT schema FROM session_schemas WHERE session = ?1 AND until_id > ?2
-             ORDER BY until_id LIMIT 1",
-        )?
-        .query_row(params![session, at as i64], |r| r.get(0))
-        .optional()?;
-    let older = match older {
-        Some(json) => Some(
-            Schema::from_json(&from_json::<serde_json::Value>(&json, 0)?)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?,
-        ),
-        None => None,
-    };
+    let older = super::eras::schema_at(conn, session, at)?;
     let schema = older.as_ref().unwrap_or(schema);
     let (from, mut state) = match snapshot {
         Some((id, json)) => (id as u64, from_json::<State>(&json, 1)?),

@@ -17,6 +17,7 @@ pub async fn handle(
             params.at,
             &params.new_session,
             &caller.writer,
+            params.migrate,
         )
         .await?;
     // The fork's first checkpoint carries the code of its origin: it gets a ref of its
