@@ -461,6 +461,10 @@ pub enum SessionCommand {
         /// Drop this channel of the old schema, and its value (repeatable).
         #[arg(long = "drop", value_name = "CHANNEL")]
         drop: Vec<String>,
+        /// Keep channel OLD of the old schema, with its value, as NEW of the new one
+        /// (repeatable).
+        #[arg(long = "rename", value_name = "OLD=NEW")]
+        rename: Vec<String>,
     },
     /// Delete a session: its state, checkpoints and snapshots (an audit row stays,
     /// shown by `grove gc --log`). Refused while agents of it are live.

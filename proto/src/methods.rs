@@ -748,6 +748,10 @@ pub struct SessionMigrateParams {
     /// Channels of the old schema to drop (with their values).
     #[serde(default)]
     pub drop: Vec<String>,
+    /// Channels of the old schema to keep, with their values, under new names (old
+    /// name to new).
+    #[serde(default)]
+    pub rename: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -759,6 +763,9 @@ pub struct SessionMigrateResult {
     pub dropped: Vec<String>,
     /// Channels whose reducer changed.
     pub changed: Vec<String>,
+    /// Channels renamed, old name to new.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub renamed: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -26,18 +26,18 @@ count = { reducer = "add", default = 0 }
 files = { reducer = "append" }
 "#;
 
-/// Era 3: `plan` added, `files` now a set.
+/// Era 3: `plan` added, `files` renamed `paths`, now a set.
 const V3: &str = r#"
 [state]
 version = 1
 [state.channels]
 count = { reducer = "add", default = 0 }
-files = { reducer = "union" }
+paths = { reducer = "union" }
 plan  = { reducer = "overwrite", default = "none yet" }
 "#;
 
 /// Session `s` through three eras: checkpoint 1 in the first, 2 migrates, 3 in the
-/// second, 4 migrates, 5 in the third.
+/// second, 4 migrates (renaming `files`), 5 in the third.
 fn three_eras() -> Grove {
     let g = Grove::new();
     create_session_from(&mut client(&g), "s", "v1.toml", V1);
@@ -54,13 +54,17 @@ fn three_eras() -> Grove {
     ]);
     g.state_update("s", &["count", "1", "files", r#"["a.rs", "a.rs"]"#]);
     let v3 = g.write_file("v3.toml", V3);
-    g.ok(&[
+    let done = g.json(&[
         "session",
         "migrate",
         "s",
         "--schema",
         v3.to_str().expect("utf8"),
+        "--rename",
+        "files=paths",
     ]);
+    assert_eq!(done["renamed"], json!({"files": "paths"}), "{done}");
+    assert_eq!(done["added"], json!(["plan"]), "{done}");
     g.state_update("s", &["plan", r#""ship it""#]);
     g
 }
@@ -126,21 +130,25 @@ fn a_fork_has_the_schema_of_its_checkpoints_era() {
         &g,
         "era2",
         &[("files", r#"["a.rs"]"#)],
-        &[("notes", r#"{"j": 2}"#), ("plan", r#""x""#)],
+        &[
+            ("notes", r#"{"j": 2}"#),
+            ("plan", r#""x""#),
+            ("paths", "[]"),
+        ],
     );
     assert_eq!(state(&g, "era2")["files"], json!(["a.rs", "a.rs", "a.rs"]));
 
     fork(&g, "5", "era3", &[]);
-    // A set from era 3 on: what it held stays, only new values are added.
+    // Renamed, and a set from era 3 on: what it held stays, only new values are added.
     writes(
         &g,
         "era3",
-        &[("plan", r#""again""#), ("files", r#"["a.rs", "b.rs"]"#)],
-        &[("notes", r#"{"j": 2}"#)],
+        &[("plan", r#""again""#), ("paths", r#"["a.rs", "b.rs"]"#)],
+        &[("notes", r#"{"j": 2}"#), ("files", "[]")],
     );
     assert_eq!(
         state(&g, "era3"),
-        json!({"count": 2, "files": ["a.rs", "a.rs", "b.rs"], "plan": "again"})
+        json!({"count": 2, "paths": ["a.rs", "a.rs", "b.rs"], "plan": "again"})
     );
 
     // The migration checkpoints themselves are of the era they begin.
@@ -155,18 +163,19 @@ fn a_fork_has_the_schema_of_its_checkpoints_era() {
 fn a_fork_with_migrate_has_the_newest_schema_and_the_state_carried_forward() {
     let g = three_eras();
     fork(&g, "1", "up1", &["--migrate"]);
+    // `files`, added by the first migration, renamed by the second.
     assert_eq!(
         state(&g, "up1"),
-        json!({"count": 1, "files": [], "plan": "none yet"})
+        json!({"count": 1, "paths": [], "plan": "none yet"})
     );
     writes(
         &g,
         "up1",
-        &[("plan", r#""p""#), ("files", r#"["x", "x"]"#)],
-        &[("notes", r#"{"j": 2}"#)],
+        &[("plan", r#""p""#), ("paths", r#"["x", "x"]"#)],
+        &[("notes", r#"{"j": 2}"#), ("files", "[]")],
     );
     assert_eq!(
-        state(&g, "up1")["files"],
+        state(&g, "up1")["paths"],
         json!(["x"]),
         "a set, as in era 3"
     );
@@ -174,7 +183,7 @@ fn a_fork_with_migrate_has_the_newest_schema_and_the_state_carried_forward() {
     fork(&g, "3", "up2", &["--migrate"]);
     assert_eq!(
         state(&g, "up2"),
-        json!({"count": 2, "files": ["a.rs", "a.rs"], "plan": "none yet"})
+        json!({"count": 2, "paths": ["a.rs", "a.rs"], "plan": "none yet"})
     );
     let schema = &g.json(&["session", "show", "up2"])["schema"];
     assert!(schema.to_string().contains("plan"), "{schema}");

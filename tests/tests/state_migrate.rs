@@ -110,6 +110,16 @@ fn a_migration_that_would_lose_or_misread_a_value_is_refused_and_changes_nothing
     g.refused(&migrate, "--drop notes");
     // A --drop of a channel it does not have.
     g.refused(&drop("nope"), "has no channel `nope`");
+    // Renames that do not fit the two schemas.
+    let rename = |arg| [&drop("notes")[..], &["--rename", arg]].concat();
+    g.refused(&rename("nope=plan"), "has no channel `nope`");
+    g.refused(&rename("count=plan"), "still declares `count`");
+    g.refused(&rename("notes=plan"), "also in --drop");
+    g.refused(&rename("items=nope"), "still declares `items`");
+    g.refused(&rename("notes"), "give OLD=NEW");
+    let rename = |arg| [&migrate[..], &["--rename", arg]].concat();
+    g.refused(&rename("notes=zzz"), "does not declare `zzz`");
+    g.refused(&rename("notes=items"), "already has a channel `items`");
     // A reducer the stored value does not fit: a list cannot be summed.
     fs::write(
         &file,

@@ -47,7 +47,13 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
                 );
             }
         }
-        SessionCommand::Migrate { name, schema, drop } => {
+        SessionCommand::Migrate {
+            name,
+            schema,
+            drop,
+            rename,
+        } => {
+            let rename = renames(&rename)?;
             let text = std::fs::read_to_string(&schema).map_err(|e| {
                 crate::exit::UsageError(format!("cannot read {}: {e}", schema.display()))
             })?;
@@ -59,6 +65,7 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
                     text,
                 }),
                 drop,
+                rename,
             })?;
             if json {
                 print_json(&done)?;
@@ -70,13 +77,20 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
                         v.join(", ")
                     }
                 };
+                let renamed: Vec<String> = done
+                    .renamed
+                    .iter()
+                    .map(|(from, to)| format!("{} -> {}", safe(from), safe(to)))
+                    .collect();
                 println!(
-                    "session {} migrated at checkpoint {}: added {}; dropped {}; reducer changed {}",
+                    "session {} migrated at checkpoint {}: added {}; dropped {}; reducer changed \
+                     {}; renamed {}",
                     done.session,
                     done.checkpoint,
                     list(&done.added),
                     list(&done.dropped),
-                    list(&done.changed)
+                    list(&done.changed),
+                    list(&renamed)
                 );
             }
         }
@@ -115,6 +129,29 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--rename OLD=NEW` arguments, old name to new.
+fn renames(args: &[String]) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut map = std::collections::BTreeMap::new();
+    for arg in args {
+        let Some((from, to)) = arg
+            .split_once('=')
+            .filter(|(f, t)| !f.is_empty() && !t.is_empty())
+        else {
+            return Err(crate::exit::UsageError(format!(
+                "--rename {arg}: give OLD=NEW, the channel's old name and its new one"
+            ))
+            .into());
+        };
+        if map.insert(from.to_string(), to.to_string()).is_some() {
+            return Err(crate::exit::UsageError(format!(
+                "--rename {from}=...: given twice; rename a channel once"
+            ))
+            .into());
+        }
+    }
+    Ok(map)
 }
 
 fn last_update(info: &SessionInfo) -> String {

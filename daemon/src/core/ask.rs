@@ -168,7 +168,9 @@ impl Core {
             None => {
                 let spec = ChannelSpec::new(Reducer::Append, None).map_err(Error::BadInput)?;
                 schema.channels.insert(DECISIONS.into(), spec);
-                self.state.migrate(session, schema, Vec::new()).await?;
+                self.state
+                    .migrate(session, schema, Vec::new(), Default::default())
+                    .await?;
                 tracing::info!(
                     session,
                     "added the `{DECISIONS}` channel for an agent's question"

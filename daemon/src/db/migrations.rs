@@ -119,6 +119,9 @@ const MIGRATIONS: &[&str] = &[
     // agent first writes it.
     "ALTER TABLE checkpoints ADD COLUMN code TEXT;
     ALTER TABLE sessions ADD COLUMN reserved INTEGER NOT NULL DEFAULT 0;",
+    // 12: the channels the migration that ended a kept schema's era renamed (JSON, old
+    // name to new; null: none), so that a fork carried forward through it keeps them.
+    "ALTER TABLE session_schemas ADD COLUMN renames TEXT;",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

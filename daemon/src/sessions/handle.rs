@@ -69,6 +69,7 @@ pub(super) enum Req {
         name: String,
         schema: Schema,
         drop: Vec<String>,
+        rename: std::collections::BTreeMap<String, String>,
         reply: Reply<grove_proto::methods::SessionMigrateResult>,
     },
     Gc {
@@ -288,11 +289,13 @@ impl StateHandle {
         name: &str,
         schema: Schema,
         drop: Vec<String>,
+        rename: std::collections::BTreeMap<String, String>,
     ) -> Result<grove_proto::methods::SessionMigrateResult, Error> {
         self.ask(|reply| Req::Migrate {
             name: name.into(),
             schema,
             drop,
+            rename,
             reply,
         })
         .await

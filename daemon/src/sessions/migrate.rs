@@ -11,6 +11,7 @@ use grove_agent_shim::now_ms;
 use grove_proto::methods::SessionMigrateResult;
 use grove_proto::state::CheckpointInfo;
 use grove_state::{LastChange, Schema, State};
+use std::collections::{BTreeMap, HashMap};
 
 /// What a migration changes, checked before anything is.
 struct Plan {
@@ -20,7 +21,12 @@ struct Plan {
     changed: Vec<String>,
 }
 
-fn plan(session: &Session, new: &Schema, drop: &[String]) -> Result<Plan, Error> {
+fn plan(
+    session: &Session,
+    new: &Schema,
+    drop: &[String],
+    renames: &BTreeMap<String, String>,
+) -> Result<Plan, Error> {
     let old = &session.schema;
     let name = &session.name;
     for channel in drop {
@@ -37,49 +43,103 @@ fn plan(session: &Session, new: &Schema, drop: &[String]) -> Result<Plan, Error>
             )));
         }
     }
-    let mut state = session.current.clone();
-    let mut plan = Plan {
-        state: State::new(),
-        added: Vec::new(),
-        dropped: drop.to_vec(),
-        changed: Vec::new(),
-    };
+    check_renames(session, new, drop, renames)?;
     for channel in old.channel_names() {
-        if new.channel(&channel).is_none() && !drop.contains(&channel) {
+        if new.channel(&channel).is_none()
+            && !drop.contains(&channel)
+            && !renames.contains_key(&channel)
+        {
             return Err(Error::BadInput(format!(
                 "the new schema leaves out channel `{channel}` of session `{name}`; to drop \
-                 it and its value, pass --drop {channel}; nothing was changed"
+                 it and its value, pass --drop {channel} (or --rename {channel}=NEW to keep \
+                 it under another name); nothing was changed"
             )));
         }
     }
-    for channel in drop {
-        state.remove(channel);
+    let step = super::eras::step(old, new, renames, session.current.clone()).map_err(|u| {
+        Error::BadInput(format!(
+            "channel `{}` holds {}, which reducer `{}` cannot take (it needs {}); replace \
+             its value first with {{\"__overwrite__\": value}}, or drop it; nothing was \
+             changed",
+            u.channel,
+            grove_state::json_type(&u.held),
+            u.reducer,
+            u.reducer.expected_default()
+        ))
+    })?;
+    Ok(Plan {
+        state: step.state,
+        added: step.added,
+        dropped: drop.to_vec(),
+        changed: step.changed,
+    })
+}
+
+/// A rename moves a channel of the old schema to a name only the new one declares.
+fn check_renames(
+    session: &Session,
+    new: &Schema,
+    drop: &[String],
+    renames: &BTreeMap<String, String>,
+) -> Result<(), Error> {
+    let (old, name) = (&session.schema, &session.name);
+    let mut targets = std::collections::BTreeSet::new();
+    for (from, to) in renames {
+        let why = if old.channel(from).is_none() {
+            format!("session `{name}` has no channel `{from}`")
+        } else if drop.contains(from) {
+            format!("`{from}` is also in --drop")
+        } else if new.channel(from).is_some() {
+            format!("the new schema still declares `{from}`")
+        } else if new.channel(to).is_none() {
+            format!("the new schema does not declare `{to}`")
+        } else if old.channel(to).is_some() {
+            format!("session `{name}` already has a channel `{to}`")
+        } else if !targets.insert(to) {
+            format!("another --rename also names `{to}`")
+        } else {
+            continue;
+        };
+        return Err(Error::BadInput(format!(
+            "--rename {from}={to}: {why}; nothing was changed"
+        )));
     }
-    for (channel, spec) in &new.channels {
-        match old.channel(channel) {
-            None => {
-                state.insert(channel.clone(), spec.initial_value());
-                plan.added.push(channel.clone());
-            }
-            Some(before) if before.reducer != spec.reducer => {
-                let held = state.get(channel).cloned().unwrap_or_default();
-                if !held.is_null() && !spec.reducer.accepts_default(&held) {
-                    return Err(Error::BadInput(format!(
-                        "channel `{channel}` holds {}, which reducer `{}` cannot take \
-                         (it needs {}); replace its value first with \
-                         {{\"__overwrite__\": value}}, or drop it; nothing was changed",
-                        grove_state::json_type(&held),
-                        spec.reducer,
-                        spec.reducer.expected_default()
-                    )));
-                }
-                plan.changed.push(channel.clone());
-            }
-            Some(_) => {}
+    Ok(())
+}
+
+/// The channels the migration's checkpoint `id` touches, and each channel's last
+/// change after it: a renamed channel keeps its own under its new name.
+fn touched(
+    plan: &Plan,
+    renames: &BTreeMap<String, String>,
+    before: &HashMap<String, LastChange>,
+    id: u64,
+) -> (Vec<String>, HashMap<String, LastChange>) {
+    let mut channels: Vec<String> = plan
+        .added
+        .iter()
+        .chain(&plan.dropped)
+        .chain(&plan.changed)
+        .chain(renames.keys())
+        .chain(renames.values())
+        .cloned()
+        .collect();
+    channels.sort();
+    channels.dedup();
+    let mut last_changes = before.clone();
+    last_changes.retain(|channel, _| !plan.dropped.contains(channel));
+    for (from, to) in renames {
+        if let Some(change) = last_changes.remove(from) {
+            last_changes.insert(to.clone(), change);
         }
     }
-    plan.state = state;
-    Ok(plan)
+    for channel in &channels {
+        if !plan.dropped.contains(channel) && !renames.contains_key(channel) {
+            let change = LastChange::after(last_changes.get(channel), id, "migrate");
+            last_changes.insert(channel.clone(), change);
+        }
+    }
+    (channels, last_changes)
 }
 
 impl StateService {
@@ -88,28 +148,14 @@ impl StateService {
         name: &str,
         new: Schema,
         drop: Vec<String>,
+        renames: BTreeMap<String, String>,
     ) -> Result<SessionMigrateResult, Error> {
         self.use_session(name).await?;
         let session = self.session(name)?;
-        let plan = plan(session, &new, &drop)?;
+        let plan = plan(session, &new, &drop, &renames)?;
         let id = session.head + 1;
         let at_ms = now_ms();
-        let mut channels: Vec<String> = plan
-            .added
-            .iter()
-            .chain(&plan.dropped)
-            .chain(&plan.changed)
-            .cloned()
-            .collect();
-        channels.sort();
-        let mut last_changes = session.last_changes.clone();
-        last_changes.retain(|channel, _| !drop.contains(channel));
-        for channel in &channels {
-            if !drop.contains(channel) {
-                let change = LastChange::after(last_changes.get(channel), id, "migrate");
-                last_changes.insert(channel.clone(), change);
-            }
-        }
+        let (channels, last_changes) = touched(&plan, &renames, &session.last_changes, id);
         let info = CheckpointInfo {
             id,
             parent: (id > 1).then_some(id - 1),
@@ -131,10 +177,15 @@ impl StateService {
         let head = SessionHead::new(name, id, oldest, Some(at_ms), &last_changes, bytes)
             .map_err(encode)?;
         let (old_json, new_json, version) = (session.schema.to_json(), new.to_json(), new.version);
+        let kept = store::KeptSchema {
+            schema: old_json,
+            renames: (!renames.is_empty())
+                .then(|| serde_json::to_string(&renames))
+                .transpose()
+                .map_err(encode)?,
+        };
         self.db
-            .call(move |conn| {
-                store::commit_migrate(conn, &old_json, &row, &head, &new_json, version)
-            })
+            .call(move |conn| store::commit_migrate(conn, &kept, &row, &head, &new_json, version))
             .await?;
         if let Some(session) = self.sessions.get_mut(name) {
             session.schema = new;
@@ -152,6 +203,7 @@ impl StateService {
             added: plan.added,
             dropped: plan.dropped,
             changed: plan.changed,
+            renamed: renames,
         })
     }
 }

@@ -73,9 +73,10 @@ impl StateService {
                 name,
                 schema,
                 drop,
+                rename,
                 reply,
             } => {
-                let _ = reply.send(self.migrate(&name, schema, drop).await);
+                let _ = reply.send(self.migrate(&name, schema, drop, rename).await);
             }
             Req::Gc {
                 agents,

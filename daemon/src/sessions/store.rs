@@ -570,12 +570,18 @@ pub fn set_lifecycles(
     tx.commit()
 }
 
+/// The schema a migration leaves behind, with the renames (JSON) that migration made.
+pub struct KeptSchema {
+    pub schema: serde_json::Value,
+    pub renames: Option<String>,
+}
+
 /// Stores a schema migration: the old schema kept for the checkpoints before `first`,
 /// the migration's checkpoint (with a snapshot of the migrated state), and the session
 /// with its new schema, in one transaction.
 pub fn commit_migrate(
     conn: &mut Connection,
-    old_schema: &serde_json::Value,
+    old: &KeptSchema,
     first: &CheckpointRow,
     head: &SessionHead,
     new_schema: &serde_json::Value,
@@ -583,8 +589,14 @@ pub fn commit_migrate(
 ) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     tx.execute(
-        "INSERT OR REPLACE INTO session_schemas (session, until_id, schema) VALUES (?1, ?2, ?3)",
-        params![head.name, first.info.id as i64, old_schema.to_string()],
+        "INSERT OR REPLACE INTO session_schemas (session, until_id, schema, renames)
+         VALUES (?1, ?2, ?3, ?4)",
+        params![
+            head.name,
+            first.info.id as i64,
+            old.schema.to_string(),
+            old.renames
+        ],
     )?;
     insert_checkpoint(&tx, first)?;
     advance_session(&tx, head)?;

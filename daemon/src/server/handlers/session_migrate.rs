@@ -26,5 +26,7 @@ pub async fn handle(
             ))
         }
     };
-    ctx.state.migrate(&params.name, schema, params.drop).await
+    ctx.state
+        .migrate(&params.name, schema, params.drop, params.rename)
+        .await
 }
