@@ -12,7 +12,7 @@
 
 use super::health::sibling;
 use rusqlite::Connection;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub fn path(db: &Path) -> PathBuf {
@@ -46,8 +46,34 @@ pub fn seal(conn: &Connection, db: &Path) {
         return;
     }
     let sealed = identity(db).and_then(|id| write_private(&path(db), &id));
+    let sealed = sealed.and_then(|()| wait_for_a_later_tick(db));
     if let Err(e) = sealed {
+        let _ = std::fs::remove_file(path(db));
         tracing::info!(error = %e, "cannot seal the database at stop; the next start checks every page");
+    }
+}
+
+/// Returns once the filesystem's clock gives a write a later change time than the
+/// database file has: a kernel with coarse timestamps (before Linux 6.13) gives every
+/// write within one tick (a few ms) the same time, and a write right after the seal
+/// would then look like none. The seal file's own change time is that clock.
+fn wait_for_a_later_tick(db: &Path) -> std::io::Result<()> {
+    let changed = |path: &Path| std::fs::metadata(path).map(|m| (m.ctime(), m.ctime_nsec()));
+    let sealed_at = changed(db)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
+    loop {
+        let seal = std::fs::OpenOptions::new().append(true).open(path(db))?;
+        // A change of mode, even to the same one, stamps the change time.
+        seal.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        if changed(&path(db))? > sealed_at {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(std::io::Error::other(
+                "the file clock did not move within 100 ms",
+            ));
+        }
+        std::thread::yield_now();
     }
 }
 
@@ -97,7 +123,14 @@ mod tests {
     fn a_file_as_sealed_is_vouched_for_once() {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = sealed_db(dir.path());
-        assert!(path(&db).exists());
+        let changed = |p: &Path| {
+            let m = std::fs::metadata(p).expect("meta");
+            (m.ctime(), m.ctime_nsec())
+        };
+        assert!(
+            changed(&path(&db)) > changed(&db),
+            "a write after the seal gets a later change time"
+        );
         assert!(take(&db));
         assert!(!path(&db).exists(), "taken away at once");
         assert!(!take(&db), "a second start (after a crash) checks");
