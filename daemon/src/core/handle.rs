@@ -145,6 +145,13 @@ impl CoreHandle {
         self.ask(Msg::Snapshot).await
     }
 
+    /// How many agents the core knows, by status.
+    pub async fn count_by_status(
+        &self,
+    ) -> Result<std::collections::BTreeMap<&'static str, u64>, Error> {
+        self.ask(Msg::CountByStatus).await
+    }
+
     /// The agents of session `name`, oldest first, without copying every record.
     pub async fn session_agents(&self, name: &str) -> Result<Vec<SessionAgent>, Error> {
         self.ask(|reply| Msg::SessionAgents(name.to_string(), reply))

@@ -86,6 +86,7 @@ impl Msg {
             | Msg::Merged(..)
             | Msg::Forget(..)
             | Msg::Snapshot(..)
+            | Msg::CountByStatus(..)
             | Msg::SessionAgents(..)
             | Msg::Worktrees(..)
             | Msg::Report(..)
@@ -113,6 +114,7 @@ impl Msg {
             Msg::Discard(_, r) => r.send(e(why)).is_ok(),
             Msg::Forget(_, _, r) => r.send(e(why)).is_ok(),
             Msg::Snapshot(r) => r.send(e(why)).is_ok(),
+            Msg::CountByStatus(r) => r.send(e(why)).is_ok(),
             Msg::SessionAgents(_, r) => r.send(e(why)).is_ok(),
             Msg::Worktrees(r) => r.send(e(why)).is_ok(),
             Msg::ByToken(_, r) => r.send(e(why)).is_ok(),

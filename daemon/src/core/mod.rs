@@ -78,6 +78,8 @@ pub enum Msg {
     /// (retention), without, the caller deletes the session (a purge).
     Forget(Vec<String>, bool, Reply<Vec<String>>),
     Snapshot(Reply<Vec<AgentRecord>>),
+    /// How many agents the core knows, by status (without copying their records).
+    CountByStatus(Reply<std::collections::BTreeMap<&'static str, u64>>),
     /// The agents of a session, oldest first.
     SessionAgents(String, Reply<Vec<grove_proto::state::SessionAgent>>),
     /// Every agent's repository and worktree, and whether it is still live.
@@ -375,6 +377,13 @@ impl Core {
             Msg::Snapshot(reply) => {
                 let _ = reply.send(Ok(self.agents.values().map(|r| r.record.clone()).collect()));
             }
+            Msg::CountByStatus(reply) => {
+                let mut counts = std::collections::BTreeMap::new();
+                for row in self.agents.values() {
+                    *counts.entry(row.record.status.as_str()).or_default() += 1;
+                }
+                let _ = reply.send(Ok(counts));
+            }
             Msg::SessionAgents(name, reply) => {
                 let _ = reply.send(Ok(self.session_agents(&name)));
             }
@@ -398,8 +407,7 @@ impl Core {
             Msg::ByToken(token, reply) => {
                 let found = self
                     .agents
-                    .values()
-                    .find(|row| row.token == token)
+                    .by_token(&token)
                     .map(|row| identity(&row.record));
                 if found.is_none() && self.history_loading() {
                     // A finished agent's, maybe: asked again once they are all in.

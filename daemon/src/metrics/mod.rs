@@ -296,10 +296,9 @@ fn slo_metrics(slos: &[grove_proto::methods::SloStatus]) -> Vec<Metric> {
 
 /// Read now from the daemon's parts.
 async fn gauges(ctx: &Ctx) -> Vec<Metric> {
-    let mut by_status: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for record in ctx.core.snapshot().await.unwrap_or_default() {
-        *by_status.entry(record.status.as_str()).or_default() += 1;
-    }
+    // Counted in the core: a copy of every record per scrape grew with history.
+    let by_status: BTreeMap<&'static str, u64> =
+        ctx.core.count_by_status().await.unwrap_or_default();
     let queued = ctx.core.queue().await.map(|q| q.len()).unwrap_or(0);
     // Directories on disk, not records (a collected agent's record outlives its
     // worktree): one listing of the root, off the runtime's workers.
