@@ -147,7 +147,7 @@ fn confirm(work: &Work) -> Result<bool> {
 }
 
 /// The answer to a question just asked on stderr: yes only for `y` or `yes`.
-fn yes_from(stdin: &std::io::Stdin) -> Result<bool> {
+pub(super) fn yes_from(stdin: &std::io::Stdin) -> Result<bool> {
     std::io::stderr().flush().ok();
     let mut answer = String::new();
     stdin

@@ -4,10 +4,10 @@
 
 use crate::exit::UsageError;
 use crate::output::{bytes, safe};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use grove_proto::methods::{SessionShow, SessionShowParams};
 use grove_proto::state::{Purged, SessionRemoval};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 
 /// Whether the user agrees to purge `name`; without a terminal to ask on, refused.
 pub fn confirm(client: &mut grove_proto::Client, name: &str, salvage_too: bool) -> Result<bool> {
@@ -33,16 +33,7 @@ pub fn confirm(client: &mut grove_proto::Client, name: &str, salvage_too: bool) 
         eprintln!("  and its agents' salvage refs");
     }
     eprint!("Delete all of it? [y/N] ");
-    std::io::stderr().flush().ok();
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .context("reading the answer")?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
+    super::discard::yes_from(&stdin)
 }
 
 /// What a removal deleted, a line each.
