@@ -16,7 +16,7 @@ mod run;
 mod runner;
 mod spec;
 
-pub use grove_sys::cgroup::{self, leave_agent_cgroup};
+pub use grove_sys::cgroup;
 pub use grove_sys::pids;
 pub use program::{c_main, main, shim_path, ShimProgram, SHIM_ARG};
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};

@@ -42,6 +42,13 @@ pub fn connect_existing(dirs: &Dirs) -> std::result::Result<Client, ClientError>
 /// `GROVE_RETRY_FOR` seconds, starting a daemon when none answers, and the call in
 /// flight is sent again with its idempotency key (docs/protocol.md).
 pub fn connect(dirs: &Dirs) -> Result<Client> {
+    if let Some(agent) = crate::inside_agent::agent() {
+        return match Client::connect_waiting(&dirs.socket) {
+            Err(e @ ClientError::Unreachable { .. }) => Err(anyhow::Error::from(e)
+                .context(crate::inside_agent::no_daemon_for_agent(dirs, &agent))),
+            other => Ok(other?),
+        };
+    }
     let client = match Client::connect_pipelined(&dirs.socket) {
         Ok(client) => client,
         Err(ClientError::Unreachable { .. }) => start_and_connect(dirs)?,
@@ -53,6 +60,13 @@ pub fn connect(dirs: &Dirs) -> Result<Client> {
 /// As [`connect`], for async callers (`grove mcp`). Starting a daemon waits for it, so
 /// it runs on a blocking thread.
 pub async fn connect_async(dirs: &Dirs) -> Result<AsyncClient> {
+    if let Some(agent) = crate::inside_agent::agent() {
+        return match AsyncClient::connect_waiting(&dirs.socket).await {
+            Err(e @ ClientError::Unreachable { .. }) => Err(anyhow::Error::from(e)
+                .context(crate::inside_agent::no_daemon_for_agent(dirs, &agent))),
+            other => Ok(other?),
+        };
+    }
     let client = match AsyncClient::connect(&dirs.socket).await {
         Ok(client) => client,
         Err(ClientError::Unreachable { .. }) => {

@@ -41,6 +41,7 @@ fn number_for(error: &anyhow::Error) -> u8 {
         Some(_) => UNREACHABLE,
         None if is_damage(error) => DAMAGED,
         None if error.downcast_ref::<UsageError>().is_some() => USAGE,
+        None if error.downcast_ref::<Refused>().is_some() => REFUSED,
         None if error
             .downcast_ref::<grove_proto::paths::PathError>()
             .is_some() =>
@@ -93,6 +94,11 @@ fn rpc_code(code: i64) -> u8 {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// Something grove will not do for this caller, found before talking to the daemon.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
 
 #[cfg(test)]
 mod tests {

@@ -6,6 +6,7 @@ mod connect;
 mod daemon_process;
 mod exit;
 mod gitcli;
+mod inside_agent;
 mod log_file;
 mod mcp;
 mod output;

@@ -42,13 +42,6 @@ pub async fn run(
     // before it says "stopped".
     std::mem::forget(take_instance_lock(&dirs.daemon_lock())?);
     crate::git::take_over_git_of(&dirs.state_dir, config.cgroup);
-    match grove_agent_shim::leave_agent_cgroup() {
-        Ok(true) => tracing::info!("started inside an agent's cgroup; moved out of it"),
-        Ok(false) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot leave the agent cgroup this daemon started in")
-        }
-    }
     // The socket opens before any recovery: connections wait in its backlog for the few
     // milliseconds until the server runs, never for a rollback or a collect.
     let listener = bind(&dirs.socket)?;

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::io::{self, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use crate::retry::{new_idempotency_key, retry_for_from_env, Revive, DEFAULT_RETRY_FOR};
 use crate::retry::{Next, Outgoing};
@@ -243,6 +243,23 @@ impl Client {
             other => other?,
         }
         Ok(client)
+    }
+
+    /// As [`Client::connect_pipelined`], but a daemon that does not answer is waited
+    /// for (up to `GROVE_RETRY_FOR`; a socket file removed by a stop only for a
+    /// restart's grace) instead of reported at once: for a caller that may not start
+    /// one (an agent) and counts on the user's next command to.
+    pub fn connect_waiting(path: &Path) -> Result<Client, ClientError> {
+        match Client::connect_pipelined(path) {
+            Err(e @ ClientError::Unreachable { .. }) => {
+                let retry_for = retry_for_from_env();
+                let attempts = crate::retry::Reconnect::new(Instant::now() + retry_for, e);
+                let mut client = Client::reopen(path, attempts, &mut None)?;
+                client.retry_for = retry_for;
+                Ok(client)
+            }
+            other => other,
+        }
     }
 
     /// Connects and says `hello` without waiting for the answer: the first call goes
@@ -534,6 +551,20 @@ pub struct AsyncClient {
 }
 
 impl AsyncClient {
+    /// As [`Client::connect_waiting`], for async callers.
+    pub async fn connect_waiting(path: &Path) -> Result<AsyncClient, ClientError> {
+        match AsyncClient::connect(path).await {
+            Err(e @ ClientError::Unreachable { .. }) => {
+                let retry_for = retry_for_from_env();
+                let attempts = crate::retry::Reconnect::new(Instant::now() + retry_for, e);
+                let mut client = AsyncClient::reopen(path, attempts, &mut None).await?;
+                client.retry_for = retry_for;
+                Ok(client)
+            }
+            other => other,
+        }
+    }
+
     /// Connects and waits for the answer to `hello`; later calls retry for
     /// `GROVE_RETRY_FOR` seconds.
     pub async fn connect(path: &Path) -> Result<AsyncClient, ClientError> {

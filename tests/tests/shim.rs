@@ -7,7 +7,6 @@ use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 use support::*;
 
 fn shim_pid(g: &Grove, id: &str) -> i32 {
@@ -27,15 +26,6 @@ fn args_of(pid: i32) -> Vec<String> {
         .filter(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect()
-}
-
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 fn doctor_shim(g: &Grove) -> Value {
@@ -105,50 +95,6 @@ fn without_the_shim_binary_grove_itself_holds_the_agents() {
     assert_eq!(exe_of(shim_pid(&g, &id)), dir.path().join("grove-e2e-shim"));
     g.ok(&["kill", &id]);
     assert_eq!(g.wait(&id)["outcome"], "killed");
-}
-
-/// A shim that ends up below another agent's shim (its daemon was started inside that
-/// agent, then stopped) is grove's, not that agent's: the agent's end spares it.
-#[test]
-fn an_agents_end_spares_another_agents_shim_below_it() {
-    let g = Grove::new();
-    let gates = g.make_dir("gates");
-    let gates_str = gates.display();
-    let script = format!(
-        r#"until [ -e {gates_str}/go ]; do sleep 0.05; done
-           "$GROVE_BIN" spawn -- sleep 60 > {gates_str}/inner.tmp || exit 1
-           mv {gates_str}/inner.tmp {gates_str}/inner.id
-           until [ -e {gates_str}/done ]; do sleep 0.05; done"#
-    );
-    let outer = g.spawn(&["--env", &format!("GROVE_BIN={BIN}")], &script);
-    let outer_shim = shim_pid(&g, &outer);
-    // The next daemon starts inside the outer agent, below its shim (the subreaper).
-    g.crash_daemon();
-    fs::write(gates.join("go"), "").expect("go");
-    let inner_id = gates.join("inner.id");
-    eventually("the inner spawn", Duration::from_secs(30), || {
-        inner_id.exists()
-    });
-    let inner = fs::read_to_string(&inner_id)
-        .expect("inner id")
-        .trim()
-        .to_string();
-    let inner_shim = shim_pid(&g, &inner);
-    assert!(exe_of(inner_shim).ends_with("grove-e2e-shim"));
-    // Without its daemon, the inner shim is the outer shim's child.
-    g.ok(&["daemon", "stop"]);
-    eventually("the inner shim reparented", Duration::from_secs(10), || {
-        parent_of(inner_shim) == Some(outer_shim)
-    });
-    fs::write(gates.join("done"), "").expect("done");
-    eventually("the outer shim gone", Duration::from_secs(20), || {
-        !process_exists(outer_shim)
-    });
-    assert!(process_exists(inner_shim), "the inner shim was killed");
-    assert_eq!(g.status(&inner), "running");
-    assert_eq!(g.wait(&outer)["outcome"], "succeeded");
-    g.ok(&["kill", &inner]);
-    assert_eq!(g.wait(&inner)["outcome"], "killed");
 }
 
 #[test]

@@ -13,6 +13,16 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 pub fn run(command: DaemonCommand, json: bool) -> Result<ExitCode> {
+    let starts = match command {
+        DaemonCommand::Run => Some("`grove daemon run`"),
+        DaemonCommand::Restart => Some("`grove daemon restart`"),
+        DaemonCommand::Recover => Some("`grove daemon recover`"),
+        DaemonCommand::Install { .. } => Some("`grove daemon install`"),
+        DaemonCommand::Status | DaemonCommand::Stop => None,
+    };
+    if let Some(what) = starts {
+        crate::inside_agent::refuse_daemon_start(what)?;
+    }
     match command {
         DaemonCommand::Run => {
             crate::daemon_process::run()?;

@@ -349,26 +349,17 @@ fn cgroup2_mount() -> Option<PathBuf> {
     super::proc::cgroup2_mount().map(|m| m.point)
 }
 
-/// A grove daemon started from inside an agent (a `grove` command there found no daemon)
-/// begins life in that agent's cgroup, and so would every shim it starts: killing the
-/// agent's cgroup would take them all along. It steps out, up to the cgroup above the
-/// first `grove/` level (where the agent's shim lives). Returns true if it moved.
-pub fn leave_agent_cgroup() -> io::Result<bool> {
-    let Some(own) = own_cgroup() else {
-        return Ok(false);
-    };
-    let Some(at) = own.find("/grove/") else {
-        return Ok(false);
-    };
-    let Some(mount) = cgroup2_mount() else {
-        return Ok(false);
-    };
-    let target = mount.join(own[..at].trim_start_matches('/'));
-    let procs = fs::OpenOptions::new()
-        .write(true)
-        .open(target.join("cgroup.procs"))?;
-    join_through(&procs)?;
-    Ok(true)
+/// The agent whose cgroup (`.../grove/<agent-id>`) this process is in, if any. A
+/// process cannot leave that cgroup unless it may write the cgroup above, which a
+/// jailed agent may not: unlike its environment, this says "agent" whatever it unset.
+pub fn agent_of_own_cgroup() -> Option<String> {
+    agent_in_path(&own_cgroup()?)
+}
+
+fn agent_in_path(cgroup: &str) -> Option<String> {
+    let (_, below) = cgroup.split_once("/grove/")?;
+    let agent = below.split('/').next()?;
+    (!agent.is_empty()).then(|| agent.to_string())
 }
 
 /// The shim's own cgroup v2 path.
@@ -385,5 +376,15 @@ mod tests {
         let text = "usage_usec 1310851\nuser_usec 1132686\nsystem_usec 178164\n";
         assert_eq!(stat_field(text, "usage_usec"), Some(1_310_851));
         assert_eq!(stat_field(text, "user"), None);
+    }
+
+    #[test]
+    fn an_agent_is_named_by_the_level_below_grove() {
+        assert_eq!(
+            agent_in_path("/user.slice/grove/ab12/sub").as_deref(),
+            Some("ab12")
+        );
+        assert_eq!(agent_in_path("/user.slice/grove.service"), None);
+        assert_eq!(agent_in_path("/x/grove/"), None);
     }
 }
