@@ -550,6 +550,19 @@ pub struct JailProbe {
     pub cgroup: bool,
     /// Why a jailed spawn would be refused; `None` when it would run.
     pub refusal: Option<String>,
+    /// Each guarantee of the jail (README, "Security model") and whether this machine
+    /// gives it; `--jail` is refused unless all hold.
+    #[serde(default)]
+    pub guarantees: Vec<JailGuarantee>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JailGuarantee {
+    /// What a jailed agent is held to, as the README words it.
+    pub guarantee: String,
+    pub holds: bool,
+    /// What of this machine it rests on.
+    pub rests_on: String,
 }
 
 /// `daemon.metrics`: every metric as now, and each service level against its objective.

@@ -471,6 +471,34 @@ fn doctor_checks_this_machine() {
     let old: Value = serde_json::from_str(&old_kernel.stdout).expect("json");
     let jail = doctor_check(&old, "jail");
     assert_check_says(&jail, "warn", "Landlock ABI 6");
+    // Each guarantee is named, with what it rests on: the old kernel's Landlock fails
+    // the write jail, not the view.
+    let holds = |report: &Value, needle: &str| {
+        each(&doctor_check(report, "jail")["data"], "guarantees")
+            .find(|g| g["guarantee"].as_str().unwrap_or("").contains(needle))
+            .unwrap_or_else(|| panic!("no guarantee naming {needle:?}"))["holds"]
+            .clone()
+    };
+    for needle in [
+        "Unix sockets",
+        "secrets",
+        "own processes",
+        "writes only",
+        "configures",
+    ] {
+        assert_eq!(holds(&report, needle), true, "{needle}");
+    }
+    assert_eq!(holds(&old, "writes only"), false);
+    assert_eq!(holds(&old, "own processes"), true);
+    let jail_line = line("jail");
+    let below = out.stdout.lines().skip_while(|l| *l != jail_line).nth(1);
+    assert!(
+        below.is_some_and(|l| l
+            .trim_start()
+            .starts_with("yes  reaches none of your Unix sockets")),
+        "{}",
+        out.stdout
+    );
     let used = check("disk")["data"]["used_percent"]
         .as_f64()
         .expect("usage");

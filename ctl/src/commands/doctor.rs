@@ -33,6 +33,9 @@ pub struct Check {
     pub message: String,
     /// Facts behind the message, for programs (the ABI number, the usage...).
     pub data: Value,
+    /// Lines printed below the message (in `--json`, the same facts are in `data`).
+    #[serde(skip)]
+    pub details: Vec<String>,
 }
 
 fn check(name: &'static str, status: Level, message: impl Into<String>, data: Value) -> Check {
@@ -41,6 +44,7 @@ fn check(name: &'static str, status: Level, message: impl Into<String>, data: Va
         status,
         message: message.into(),
         data,
+        details: Vec::new(),
     }
 }
 
@@ -71,6 +75,9 @@ pub fn run(json: bool) -> Result<ExitCode> {
                 c.name,
                 c.message
             );
+            for line in &c.details {
+                println!("{}  {line}", " ".repeat(4 + 2 + width));
+            }
         }
     }
     Ok(if ok {
@@ -369,8 +376,17 @@ fn landlock(probed: Probed<JailProbe>) -> Check {
         "required_abi": probe.required_abi,
         "cgroup": probe.cgroup,
         "probed_by": probed.by,
+        "guarantees": probe.guarantees,
     });
-    match probe.refusal {
+    let details = probe
+        .guarantees
+        .iter()
+        .map(|g| {
+            let mark = if g.holds { "yes" } else { "no " };
+            format!("{mark}  {} ({})", g.guarantee, g.rests_on)
+        })
+        .collect();
+    let mut jail = match probe.refusal {
         None => check(
             "jail",
             Level::Ok,
@@ -382,7 +398,9 @@ fn landlock(probed: Probed<JailProbe>) -> Check {
             data,
         ),
         Some(why) => check("jail", Level::Warn, why, data),
-    }
+    };
+    jail.details = details;
+    jail
 }
 
 /// The cgroup line: the cgroup an agent gets, made by the daemon below its own.

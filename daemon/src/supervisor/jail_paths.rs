@@ -23,7 +23,7 @@
 use crate::error::Error;
 use grove_agent_shim::jail::{describe_abi, kernel_abi, REQUIRED_ABI};
 use grove_agent_shim::JailSpec;
-use grove_proto::methods::JailProbe;
+use grove_proto::methods::{JailGuarantee, JailProbe};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -62,7 +62,62 @@ pub fn probe() -> JailProbe {
         required_abi: REQUIRED_ABI,
         cgroup: grove_agent_shim::cgroup::usable(),
         refusal,
+        guarantees: guarantees(),
     }
+}
+
+/// The guarantees `grove doctor` lists, each with what it rests on: a user can check
+/// which of them this machine gives, and why `--jail` is refused where one does not.
+fn guarantees() -> Vec<JailGuarantee> {
+    let landlock = check_kernel().is_ok();
+    let cgroup = check_cgroup().is_ok();
+    let namespaces = check_namespaces().is_ok();
+    let abi = format!("Landlock ABI {REQUIRED_ABI}+");
+    let rows: [(&str, bool, &str); 8] = [
+        (
+            "reaches none of your Unix sockets (tmux, ssh-agent, D-Bus), only grove's",
+            namespaces,
+            "user and mount namespaces",
+        ),
+        (
+            "sees none of your secrets (~/.ssh, ~/.aws, grove.db)",
+            namespaces,
+            "user and mount namespaces",
+        ),
+        ("sees only its own processes", namespaces, "a pid namespace"),
+        (
+            "writes only its worktree, its TMPDIR and --jail-write paths",
+            landlock,
+            &abi,
+        ),
+        (
+            "signals and reaches abstract sockets only inside its jail",
+            landlock,
+            &abi,
+        ),
+        (
+            "leaves nothing running after `grove kill` or its end",
+            cgroup,
+            "a cgroup v2 per agent",
+        ),
+        (
+            "acts as itself on grove's socket, never as you",
+            cgroup,
+            "a cgroup v2 per agent",
+        ),
+        (
+            "configures nothing of grove: it never starts the daemon",
+            true,
+            "grove itself",
+        ),
+    ];
+    rows.into_iter()
+        .map(|(guarantee, holds, rests_on)| JailGuarantee {
+            guarantee: guarantee.into(),
+            holds,
+            rests_on: rests_on.into(),
+        })
+        .collect()
 }
 
 /// Refuses a jailed spawn on a kernel that cannot enforce the whole jail.
