@@ -251,7 +251,7 @@ impl Client {
     /// one (an agent) and counts on the user's next command to.
     pub fn connect_waiting(path: &Path) -> Result<Client, ClientError> {
         match Client::connect_pipelined(path) {
-            Err(e @ ClientError::Unreachable { .. }) => {
+            Err(e) if e.is_daemon_down() => {
                 let retry_for = retry_for_from_env();
                 let attempts = crate::retry::Reconnect::new(Instant::now() + retry_for, e);
                 let mut client = Client::reopen(path, attempts, &mut None)?;
@@ -554,7 +554,7 @@ impl AsyncClient {
     /// As [`Client::connect_waiting`], for async callers.
     pub async fn connect_waiting(path: &Path) -> Result<AsyncClient, ClientError> {
         match AsyncClient::connect(path).await {
-            Err(e @ ClientError::Unreachable { .. }) => {
+            Err(e) if e.is_daemon_down() => {
                 let retry_for = retry_for_from_env();
                 let attempts = crate::retry::Reconnect::new(Instant::now() + retry_for, e);
                 let mut client = AsyncClient::reopen(path, attempts, &mut None).await?;
@@ -720,6 +720,16 @@ impl ClientError {
     /// True when the daemon turned the connection away at a cap, having read nothing.
     pub fn is_busy(&self) -> bool {
         self.rpc_code() == Some(crate::codes::BUSY)
+    }
+
+    /// True when no daemon is there to answer: its socket file is gone or nobody
+    /// listens on it (a crash, a restart); not when this process may not connect.
+    pub fn is_daemon_down(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Unreachable { cause, .. }
+                if matches!(cause.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused)
+        )
     }
 
     /// True for the failures a call is sent again after (see [`crate::retry`]).
