@@ -153,6 +153,49 @@ fn setup_commands_of_a_jailed_agents_child_run_in_the_jail() {
     assert_eq!(g.agent_file(&child, "setup-ran.txt"), format!("{child}\n"));
 }
 
+/// The user's own unjailed spawn on a jailed agent's branch: the agent's setup.sh runs
+/// for it, jailed, as no branch of the user's reaches it; the same script on the
+/// user's own branch is the control that shows the attack works unjailed.
+#[test]
+fn setup_on_a_jailed_agents_branch_runs_jailed_even_for_an_unjailed_spawn() {
+    let g = Grove::new();
+    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), "echo benign > setup-ran.txt\n").expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    let outside = g.dir.path().join("outside.txt");
+    let attack = format!(
+        "echo pwned > '{}' && echo outside-written\necho ran > setup-ran.txt\n",
+        outside.display()
+    );
+    let script = format!(
+        "cat > setup.sh <<'EOF'\n{attack}EOF\ngit add setup.sh && git commit -qm 'my setup'"
+    );
+    let (agent, _) = run_jailed(&g, &[], &script);
+    let branch = format!("grove/{agent}");
+    assert!(grove_branches(&g.repo).contains(&branch));
+
+    let id = g.spawn(&["--base", &branch], "cat setup-ran.txt");
+    let log = g.succeeded_log(&id);
+    assert!(
+        !outside.exists(),
+        "the agent's setup.sh wrote outside its worktree"
+    );
+    assert!(!log.contains("outside-written"), "{log}");
+    assert_holds_all(
+        &log,
+        &["is on no branch or tag of yours", "run jailed", "ran"],
+    );
+
+    // Merged into a branch of the user's, it is the user's content: it runs unjailed.
+    g.git(&["merge", "-q", "--ff-only", &branch]);
+    let id = g.spawn(&[], "cat setup-ran.txt");
+    let log = g.succeeded_log(&id);
+    assert!(outside.exists(), "the control did not write: {log}");
+    assert!(!log.contains("run jailed"), "{log}");
+}
+
 #[test]
 fn no_hook_runs_when_a_worktree_is_created() {
     let g = Grove::new();

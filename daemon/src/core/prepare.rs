@@ -8,7 +8,7 @@ use crate::git::pool::{self, Taken};
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::git::{own_repo, worktree};
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
-use crate::supervisor::jail_paths::jail_spec;
+use crate::supervisor::jail_paths::{content_jail_spec, jail_spec};
 use crate::supervisor::launch::launch;
 use grove_agent_shim::{ConsoleSpec, ShimSpec, EXIT_RECORD_FILE};
 use grove_proto::types::AgentRecord;
@@ -109,7 +109,8 @@ async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
     // Setup commands get a TMPDIR of their own: the agent's is made (and removed) by
     // its shim, which starts only after them.
     let setup_tmp = job.config.dirs.agent_dir(&record.id).join("setup-tmp");
-    let runner = setup_runner(job, &setup_tmp)?;
+    let foreign = foreign_base(job).await?;
+    let runner = setup_runner(job, &setup_tmp, foreign)?;
     tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&setup_tmp).map_err(Error::io("create", &setup_tmp))?;
         let placed = crate::worktree_setup::apply(&setup, &main, &worktree, &log, &runner);
@@ -152,13 +153,45 @@ fn as_the_agent(job: &PrepareJob, tmp: &std::path::Path) -> Result<AsTheAgent, E
 }
 
 /// Setup commands run as the agent will: in the same jail (with `tmp` for its
-/// TMPDIR) and with the same environment.
+/// TMPDIR) and with the same environment. An unjailed agent's run jailed all the same
+/// when its base is agents' content (`foreign`), which must never run as the user.
 fn setup_runner(
     job: &PrepareJob,
     tmp: &std::path::Path,
+    foreign: Option<String>,
 ) -> Result<crate::worktree_setup::Runner, Error> {
     let AsTheAgent { env, jail } = as_the_agent(job, tmp)?;
-    Ok(crate::worktree_setup::Runner { jail, env })
+    let record = &job.record;
+    let (jail, jailed_for) = match (jail, foreign) {
+        (Some(jail), _) => (Some(jail), "of a jailed agent".to_string()),
+        (None, Some(why)) => {
+            let spec = content_jail_spec(&record.worktree, tmp, &record.jail_write);
+            (Some(spec), format!("on agents' content ({why})"))
+        }
+        (None, None) => (None, String::new()),
+    };
+    Ok(crate::worktree_setup::Runner {
+        jail,
+        jailed_for,
+        env,
+    })
+}
+
+/// Why an unjailed agent's setup commands must run jailed: no ref of the user's
+/// reaches its base, only agents' work does (git/users_refs.rs).
+async fn foreign_base(job: &PrepareJob) -> Result<Option<String>, Error> {
+    let record = &job.record;
+    if record.jail || record.setup.setup.is_empty() {
+        return Ok(None);
+    }
+    let (repo, base) = (record.repo.clone(), record.base_commit.clone());
+    let own =
+        tokio::task::spawn_blocking(move || crate::git::users_refs::is_users_own(&repo, &base))
+            .await??;
+    Ok((!own).then(|| {
+        let short = record.base_commit.get(..12).unwrap_or(&record.base_commit);
+        format!("the base {short} is on no branch or tag of yours")
+    }))
 }
 
 /// The caller's directory in the agent's worktree, or the root where the checkout has

@@ -14,6 +14,7 @@ pub mod refs;
 pub mod salvage;
 pub mod scratch;
 pub mod target;
+pub mod users_refs;
 pub mod worktree;
 
 use std::ffi::OsString;

@@ -173,13 +173,19 @@ pub fn jail_spec(repo: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> Result<JailS
             repo: repo.to_path_buf(),
         });
     }
-    let mut writable = vec![repo.to_path_buf(), tmp_dir.to_path_buf()];
+    Ok(content_jail_spec(repo, tmp_dir, extra))
+}
+
+/// The jail of setup commands run for an unjailed agent on agents' content: its
+/// worktree (linked to the user's repository, whose `.git` stays closed) and `tmp`.
+pub fn content_jail_spec(worktree: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> JailSpec {
+    let mut writable = vec![worktree.to_path_buf(), tmp_dir.to_path_buf()];
     writable.extend(DEVICES.iter().map(PathBuf::from));
     writable.extend(extra.iter().cloned());
-    Ok(JailSpec {
+    JailSpec {
         writable,
         view: None,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -77,10 +77,12 @@ fn check_relative(path: &str, origin: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// How setup commands run: as the agent will, in its jail (when it has one) and with
-/// its environment, never the daemon's.
+/// How setup commands run: as the agent will, in its jail (when it has one, or when
+/// the worktree holds agents' content) and with its environment, never the daemon's.
 pub struct Runner {
     pub jail: Option<JailSpec>,
+    /// Why the commands run jailed, for the log and a refusal: "of a jailed agent".
+    pub jailed_for: String,
     pub env: Vec<(String, String)>,
 }
 
@@ -96,7 +98,7 @@ pub fn apply(
     // Built first: a jail that cannot be built means no setup at all, never an
     // unjailed one.
     let jail = match (&runner.jail, setup.setup.is_empty()) {
-        (Some(spec), false) => Some(Arc::new(setup_jail(spec)?)),
+        (Some(spec), false) => Some(Arc::new(setup_jail(spec, &runner.jailed_for)?)),
         _ => None,
     };
     let mut log_file = fs::OpenOptions::new()
@@ -104,6 +106,14 @@ pub fn apply(
         .append(true)
         .open(log)
         .map_err(Error::io("open", log))?;
+    if jail.is_some() {
+        let _ = writeln!(
+            log_file,
+            "grove: setup: commands {} run jailed (they write only the worktree and \
+             open no Unix socket)",
+            runner.jailed_for
+        );
+    }
     let roots = place::Roots::open(main, worktree)?;
     let mut placed = Vec::new();
     let mut copies = setup.copy.clone();
@@ -141,10 +151,10 @@ impl SetupJail {
     }
 }
 
-fn setup_jail(spec: &JailSpec) -> Result<SetupJail, Error> {
+fn setup_jail(spec: &JailSpec, jailed_for: &str) -> Result<SetupJail, Error> {
     let refuse = |why: String| {
         Error::Refused(format!(
-            "setup commands of a jailed agent run in its jail, and {why}; nothing was run"
+            "setup commands {jailed_for} run in a jail, and {why}; nothing was run"
         ))
     };
     let landlock = Jail::build(spec).map_err(refuse)?;
