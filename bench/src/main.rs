@@ -102,7 +102,9 @@ fn locate_grove(given: Option<PathBuf>) -> Result<PathBuf> {
             path.display()
         );
     }
-    Ok(path)
+    // The cases run grove from other directories (repos, worktrees).
+    path.canonicalize()
+        .with_context(|| format!("resolving {}", path.display()))
 }
 
 fn version(command: &str, arg: &str) -> String {
