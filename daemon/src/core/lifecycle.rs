@@ -704,7 +704,15 @@ impl Core {
                 record.branch_exists = done.branch_exists;
                 record.salvaged = record.salvaged || done.salvaged;
                 let kept = record.worktree.display().to_string();
-                record.salvage_error = if !done.left_out.is_empty() {
+                record.salvage_error = if let Some(object) = &done.oversized {
+                    Some(format!(
+                        "its branch holds an object over salvage_max_file ({max_file} bytes): \
+                         {object}; nothing of it was brought into your repository. Its own \
+                         repository is kept at {kept}: look with `git -C {kept} log`, and \
+                         bring it in with `git fetch {kept} {branch}:{branch}` if you want it",
+                        branch = record.branch
+                    ))
+                } else if !done.left_out.is_empty() {
                     Some(format!(
                         "left out {} file(s) over salvage_max_file ({} bytes): {}; \
                          the worktree is kept at {kept}",

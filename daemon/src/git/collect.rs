@@ -59,6 +59,9 @@ pub struct Collected {
     pub left_out: Vec<String>,
     /// What the agent changed of grove's git layout (the worktree is kept).
     pub tampered: Option<String>,
+    /// An object over `salvage_max_file` on a jailed agent's branch: nothing was
+    /// brought into the user's repository (the worktree is kept).
+    pub oversized: Option<String>,
     /// The removed worktree's files, for the caller to delete.
     pub trash: Option<worktree::Trash>,
 }
@@ -79,6 +82,7 @@ pub struct Salvage {
     salvaged: bool,
     left_out: Vec<String>,
     tampered: Option<String>,
+    oversized: Option<String>,
     /// The linked worktree's admin dir, verified.
     admin: Option<PathBuf>,
 }
@@ -165,8 +169,28 @@ pub fn salvage(common: &Path, job: &CollectJob) -> Result<Salvage, Error> {
     result.salvaged = staged.commit.is_some();
     result.left_out = staged.left_out;
     result.out = Some(out);
+    if result.fetch {
+        result.oversized = oversized(&scratch, [Some(out), result.head_ref], base, job.max_file)?;
+    }
     result.scratch = Some(scratch.into_dir());
     Ok(result)
+}
+
+/// The first object over `max` that the jailed agent's tips would bring in.
+fn oversized(
+    scratch: &Scratch,
+    tips: [Option<Oid>; 2],
+    base: Oid,
+    max: u64,
+) -> Result<Option<String>, Error> {
+    for tip in tips.into_iter().flatten() {
+        let found = super::object_sizes::first_oversized(scratch.repo(), tip, base, max)
+            .map_err(|e| Error::Git(format!("cannot size the agent's objects: {}", e.message())))?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
 }
 
 /// A linked worktree whose layout `collect` verified, staged on its HEAD (as the agent
@@ -243,13 +267,16 @@ pub fn finish(lane: &mut RepoLane, job: &CollectJob, salvage: Salvage) -> Result
         salvaged: salvage.salvaged,
         left_out: salvage.left_out.clone(),
         tampered: salvage.tampered.clone(),
+        oversized: salvage.oversized.clone(),
         ..Collected::default()
     };
     // Every process of the agent is gone and this lane is the only other writer of its
     // branch: a lock left on the branch (a git killed mid-commit, a daemon killed
     // mid-update) is stale and would stop the update.
     worktree::clear_stale_ref_lock(repo, &job.branch);
-    import(lane, job, &salvage)?;
+    if salvage.oversized.is_none() {
+        import(lane, job, &salvage)?;
+    }
     crate::faults::point("after_import");
     let repo = &lane.repo;
     let tip = repo
@@ -263,7 +290,8 @@ pub fn finish(lane: &mut RepoLane, job: &CollectJob, salvage: Salvage) -> Result
         result.insertions = insertions;
         result.deletions = deletions;
     }
-    let must_stay = result.tampered.is_some() || !result.left_out.is_empty();
+    let must_stay =
+        result.tampered.is_some() || result.oversized.is_some() || !result.left_out.is_empty();
     if job.keep || must_stay {
         keep(repo, job, &salvage, tip);
     } else {

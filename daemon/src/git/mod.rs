@@ -7,6 +7,7 @@ pub mod authorship;
 pub mod collect;
 pub mod deleter;
 pub mod lane;
+pub mod object_sizes;
 pub mod own_repo;
 pub mod pool;
 pub mod purge;
