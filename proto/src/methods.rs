@@ -943,6 +943,9 @@ pub struct StateCodeResult {
     pub reference: String,
     pub commit: String,
     pub tree: String,
+    /// Files over `salvage_max_file` the checkpoint left out of its code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

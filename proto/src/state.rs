@@ -55,6 +55,9 @@ pub struct CodeRef {
     /// The repository holding the tree (the user's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<std::path::PathBuf>,
+    /// Files over `salvage_max_file`, left out of the tree (paths in the worktree).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

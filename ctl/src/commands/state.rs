@@ -71,6 +71,10 @@ fn print_code(code: &StateCodeResult) {
         safe(&code.tree)
     );
     println!("  in {repo}");
+    if !code.left_out.is_empty() {
+        let files: Vec<String> = code.left_out.iter().map(|f| safe(f)).collect();
+        println!("  left out (over salvage_max_file): {}", files.join(", "));
+    }
     println!(
         "  start an agent on it: grove spawn --repo {repo} --base {} -- COMMAND",
         safe(&code.reference)

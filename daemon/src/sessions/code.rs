@@ -38,9 +38,14 @@ const CHECKPOINT_TREE: &str = "checkpoint.tree";
 const SKIP_WORKTREE: u16 = 0x4000;
 
 /// Records the code of `record` (a running agent) now, held by a ref until its
-/// checkpoint is stored (see `code_ref`). Reads the whole worktree: call it off the
-/// async threads.
-pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<(CodeRef, Held), Error> {
+/// checkpoint is stored (see `code_ref`). Files over `max_file` bytes are left out, as
+/// salvage leaves them out: each checkpoint's objects land in the user's repository.
+/// Reads the whole worktree: call it off the async threads.
+pub fn record(
+    record: &AgentRecord,
+    agent_dir: &Path,
+    max_file: u64,
+) -> Result<(CodeRef, Held), Error> {
     let lock = agent_lock(&record.id);
     // One checkpoint of an agent at a time: they share its scratch index.
     let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -55,7 +60,7 @@ pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<(CodeRef, Held),
         let _ = std::fs::remove_file(&last_tree);
         seed(record, &scratch);
     }
-    let tree = match write_tree(&repo, &record.worktree, &scratch, &last_tree) {
+    let tree = match write_tree(&repo, &record.worktree, &scratch, &last_tree, max_file) {
         Ok(tree) => tree,
         Err(e) => {
             // A scratch index a crash left half-written costs one fresh seed next time.
@@ -64,10 +69,15 @@ pub fn record(record: &AgentRecord, agent_dir: &Path) -> Result<(CodeRef, Held),
             return Err(e);
         }
     };
+    let (tree, left_out) = tree;
+    if !left_out.is_empty() {
+        tracing::warn!(agent = %record.id, files = ?left_out, max_file, "checkpoint code left out files over salvage_max_file");
+    }
     let code = CodeRef {
         commit,
         tree: tree.to_string(),
         repo: Some(record.repo.clone()),
+        left_out,
     };
     let held = super::code_ref::hold(&repo, &record.repo, &record.id, &record.session, &code)?;
     Ok((code, held))
@@ -100,7 +110,8 @@ fn write_tree(
     worktree: &Path,
     scratch: &Path,
     last_tree: &Path,
-) -> Result<Oid, Error> {
+    max_file: u64,
+) -> Result<(Oid, Vec<String>), Error> {
     let git = |step: &str, e: git2::Error| {
         Error::Git(format!(
             "{step} of {} failed: {}",
@@ -117,8 +128,9 @@ fn write_tree(
     let index_mtime = mtime_of(scratch);
     repo.set_index(&mut index)
         .map_err(|e| git("reading the scratch index", e))?;
-    let changed =
-        add_changes(repo, &mut index, index_mtime).map_err(|e| git("reading the worktree", e))?;
+    let mut left_out = Vec::new();
+    let changed = add_changes(repo, &mut index, index_mtime, max_file, &mut left_out)
+        .map_err(|e| git("reading the worktree", e))?;
     let untouched = changed.is_none();
     let changed = changed.unwrap_or_default();
     let updated = last.and_then(|last| {
@@ -143,7 +155,7 @@ fn write_tree(
             .write()
             .map_err(|e| git("saving the scratch index", e))?;
     }
-    Ok(written.tree)
+    Ok((written.tree, left_out))
 }
 
 /// A path `add_changes` changed, with its entry now (none: removed).
@@ -158,6 +170,8 @@ fn add_changes(
     repo: &Repository,
     index: &mut git2::Index,
     index_mtime: Option<(i64, i64)>,
+    max_file: u64,
+    left_out: &mut Vec<String>,
 ) -> Result<Option<Vec<Change>>, git2::Error> {
     use std::os::unix::ffi::OsStrExt;
     let entries: Vec<scan::Entry> = index.iter().map(scan_entry).collect();
@@ -194,8 +208,18 @@ fn add_changes(
         .filter(|(path, _)| !sparse.contains(path.as_os_str().as_bytes()))
         .collect();
     let mut changed = Vec::with_capacity(deltas.len());
+    let over_cap = |path: &Path| {
+        repo.workdir()
+            .and_then(|root| std::fs::symlink_metadata(root.join(path)).ok())
+            .is_some_and(|meta| meta.is_file() && meta.len() > max_file)
+    };
     for (path, exists) in deltas {
-        if exists {
+        if exists && over_cap(&path) {
+            // Out of the tree, and out of the index too, so that the next checkpoint
+            // looks at it again rather than keeping an older, smaller version.
+            let _ = index.remove_path(&path);
+            left_out.push(path.display().to_string());
+        } else if exists {
             index.add_path(&path)?;
         } else {
             index.remove_path(&path)?;

@@ -20,6 +20,7 @@ pub async fn handle(
     };
     let reference = crate::sessions::code::checkpoint_ref(&caller.session, params.at);
     let (session, at) = (caller.session.clone(), params.at);
+    let left_out = code.left_out.clone();
     let commit = {
         let repo = repo.clone();
         tokio::task::spawn_blocking(move || {
@@ -34,5 +35,6 @@ pub async fn handle(
         reference,
         commit: commit.0,
         tree: commit.1,
+        left_out,
     })
 }

@@ -60,10 +60,12 @@ async fn agent_code(ctx: &Ctx, id: &str) -> Option<(CodeRef, Held)> {
         return None;
     }
     let agent_dir = ctx.config.dirs.agent_dir(&record.id);
+    let max_file = ctx.config.salvage_max_file;
     let begun = std::time::Instant::now();
-    let recorded =
-        tokio::task::spawn_blocking(move || crate::sessions::code::record(&record, &agent_dir))
-            .await;
+    let recorded = tokio::task::spawn_blocking(move || {
+        crate::sessions::code::record(&record, &agent_dir, max_file)
+    })
+    .await;
     match recorded {
         Ok(Ok(code)) => {
             tracing::debug!(agent = %id, ms = begun.elapsed().as_millis() as u64, "code recorded");
