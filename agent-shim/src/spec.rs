@@ -61,6 +61,12 @@ pub struct ConsoleSpec {
     pub tty: Option<grove_proto::types::TtySize>,
     /// Quiet output for this long, with the agent reading its terminal, is "waiting".
     pub waiting_after_ms: u64,
+    /// Pass OSC 8 links in the agent's output on to viewers (`attach_links`).
+    #[serde(default)]
+    pub attach_links: bool,
+    /// Pass the title the agent sets (OSC 0, 1, 2) on to viewers (`attach_title`).
+    #[serde(default)]
+    pub attach_title: bool,
 }
 
 fn yes() -> bool {

@@ -18,6 +18,10 @@ pub struct Config {
     pub kill_grace: Duration,
     /// Quiet output for this long, with the agent reading its terminal, is "waiting".
     pub waiting_after: Duration,
+    /// Pass OSC 8 links in an agent's output on to `grove attach`.
+    pub attach_links: bool,
+    /// Pass the title an agent sets on to `grove attach`.
+    pub attach_title: bool,
     /// Most grove worktrees on disk at once; spawns beyond wait in the queue.
     pub max_worktrees: usize,
     /// Warm-pool worktrees kept per repository that had a spawn lately (inside the cap).
@@ -196,6 +200,8 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("retention", "GROVE_RETENTION", "30days"),
     ("kill_grace", "GROVE_KILL_GRACE", "5s"),
     ("waiting_after", "GROVE_WAITING_AFTER", "2s"),
+    ("attach_links", "GROVE_ATTACH_LINKS", "false"),
+    ("attach_title", "GROVE_ATTACH_TITLE", "false"),
     ("max_depth", "GROVE_MAX_DEPTH", "3"),
     ("agent_max_children", "GROVE_AGENT_MAX_CHILDREN", "16"),
     ("agent_max_queued", "GROVE_AGENT_MAX_QUEUED", "8"),
@@ -262,6 +268,8 @@ impl Config {
             retention: get("retention")?.duration()?,
             kill_grace: get("kill_grace")?.duration()?,
             waiting_after: get("waiting_after")?.duration()?,
+            attach_links: get("attach_links")?.boolean()?,
+            attach_title: get("attach_title")?.boolean()?,
             max_depth: get("max_depth")?.number()? as u32,
             agent_max_children: get("agent_max_children")?.number()? as usize,
             agent_max_queued: get("agent_max_queued")?.number()? as usize,

@@ -8,6 +8,8 @@
 //! Everything runs on the shim's one thread: [`Console::wait`] polls the signals the
 //! shim supervises together with the terminal and the daemon's connections.
 
+mod answers;
+mod filter;
 mod log;
 mod peers;
 mod terminal;
@@ -62,6 +64,11 @@ pub struct Console {
     pending_input: Vec<u8>,
     /// One buffer for every read of the terminal: no allocation on an echo's way.
     read_buf: Box<[u8]>,
+    /// What of the output viewers may see (see `filter`), kept across reads.
+    filter: filter::Filter,
+    /// The filtered output of one read, and the queries it held.
+    viewed: Vec<u8>,
+    queries: Vec<filter::Dropped>,
     /// The agent's side is closed by every process (EIO/EOF): nothing more to read.
     output_closed: bool,
     waiting: Waiting,
@@ -122,6 +129,9 @@ impl Console {
             log,
             pending_input: Vec::new(),
             read_buf: vec![0u8; READ_CHUNK].into_boxed_slice(),
+            filter: filter::Filter::new(spec.attach_links, spec.attach_title),
+            viewed: Vec::with_capacity(READ_CHUNK),
+            queries: Vec::new(),
             output_closed: false,
             // Without a terminal there is nothing to watch the agent read: it can say
             // itself (`grove status waiting`).
@@ -275,24 +285,46 @@ impl Console {
             Err(_) => return false,
         };
         let bytes = &buf[..n];
+        self.viewed.clear();
+        self.filter.feed(bytes, &mut self.viewed, &mut self.queries);
+        let viewed = &self.viewed[..];
         // Viewers first: an echo is on its way before the log and the screen model
         // have seen it.
         let mut frame = None;
-        for peer in self.peers.iter_mut().filter(|p| p.watching) {
+        for peer in self
+            .peers
+            .iter_mut()
+            .filter(|p| p.watching && !viewed.is_empty())
+        {
             match &mut peer.terminal {
                 Some(terminal) => {
-                    if terminal.write(bytes).is_err() {
+                    if terminal.write(viewed).is_err() {
                         peer.closed = true;
                     }
                 }
                 None => {
-                    peer.send(frame.get_or_insert_with(|| FromShim::Output(bytes.to_vec())));
+                    peer.send(frame.get_or_insert_with(|| FromShim::Output(viewed.to_vec())));
                     peer.flush();
                 }
             }
         }
         self.log.write(bytes);
-        screen.process(bytes);
+        // The screen is brought up to each query, so that a cursor position is the one
+        // the agent asked about.
+        let mut done = 0;
+        let mut answered = false;
+        for query in self.queries.drain(..) {
+            screen.process(&bytes[done..query.end]);
+            done = query.end;
+            if let Some(answer) = answers::answer(&query.bytes, screen.screen()) {
+                self.pending_input.extend_from_slice(&answer);
+                answered = true;
+            }
+        }
+        screen.process(&bytes[done..]);
+        if answered {
+            self.write_input();
+        }
         if self.waiting.output(Instant::now()) {
             self.broadcast_activity(false);
         }

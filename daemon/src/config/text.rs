@@ -30,6 +30,8 @@ pub fn value_text(config: &Config, key: &str) -> String {
         "retention" => duration(config.retention),
         "kill_grace" => duration(config.kill_grace),
         "waiting_after" => duration(config.waiting_after),
+        "attach_links" => config.attach_links.to_string(),
+        "attach_title" => config.attach_title.to_string(),
         "max_depth" => config.max_depth.to_string(),
         "agent_max_children" => config.agent_max_children.to_string(),
         "agent_max_queued" => config.agent_max_queued.to_string(),

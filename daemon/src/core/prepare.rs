@@ -264,6 +264,8 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
             socket: crate::console::socket_path(dirs, &record.id),
             tty: record.tty,
             waiting_after_ms: job.config.waiting_after.as_millis() as u64,
+            attach_links: job.config.attach_links,
+            attach_title: job.config.attach_title,
         }),
         stdin: record.stdin_bytes.map(|_| {
             dirs.agent_dir(&record.id)

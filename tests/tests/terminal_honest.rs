@@ -1,0 +1,149 @@
+//! Issue 28 item 4, issue 30 item 3: what an agent prints cannot act on the terminal of
+//! whoever watches it. `grove attach` on a real pty whose raw bytes the test reads: the
+//! agent's clipboard writes and reads, title, reports and queries never arrive, its
+//! text does; the shim answers an agent's cursor position query itself, with nobody
+//! attached; and `grove trust` shows what it approves escaped, and approves only that.
+
+mod support;
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+use support::Grove;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// `grove attach ID` on a new pty; its master side, never blocking.
+fn attach_on_pty(g: &Grove, id: &str) -> (std::fs::File, std::process::Child) {
+    let pty = nix::pty::openpty(
+        Some(&nix::pty::Winsize {
+            ws_row: 30,
+            ws_col: 100,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        }),
+        None,
+    )
+    .expect("pty");
+    let viewer_side = std::fs::File::from(pty.slave);
+    let attach = g
+        .command()
+        .args(["attach", id])
+        .stdin(viewer_side.try_clone().expect("clone"))
+        .stdout(viewer_side.try_clone().expect("clone"))
+        .stderr(viewer_side)
+        .spawn()
+        .expect("attach");
+    nix::fcntl::fcntl(
+        &pty.master,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .expect("non-blocking");
+    (std::fs::File::from(pty.master), attach)
+}
+
+/// Reads the pty into `seen` until `text` is there.
+fn read_pty_until(master: &mut std::fs::File, seen: &mut Vec<u8>, text: &str) {
+    let deadline = Instant::now() + WAIT;
+    while !String::from_utf8_lossy(seen).contains(text) {
+        assert!(
+            Instant::now() < deadline,
+            "never saw {text:?}: {:?}",
+            String::from_utf8_lossy(seen)
+        );
+        let mut buf = [0u8; 4096];
+        match master.read(&mut buf) {
+            Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn what_an_agent_prints_cannot_act_on_the_viewers_terminal() {
+    let g = Grove::new();
+    std::fs::create_dir_all(g.files()).expect("files");
+    let gate = g.files().join("gate");
+    // Printed once the viewer is there, each attack between two harmless words.
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; \
+         printf 'one\\033]52;c;aWQgPiAvdG1wL3B3bmVkCg==\\007two'; \
+         printf '\\033]52;c;?\\033\\\\three\\033]0;pwned-title\\007four'; \
+         printf '\\033[21tfive\\033P$qm\\033\\\\six\\033]10;?\\007seven'; \
+         printf '\\033]8;;http://evil.example/\\033\\\\link\\033]8;;\\033\\\\eight'; \
+         printf '\\033[1mbold\\033[0m\\n'; echo clean-$((40+2))",
+        gate.display()
+    );
+    let id = g
+        .ok(&["spawn", "--tty", "--", "sh", "-c", &script])
+        .trim()
+        .to_string();
+    let (mut master, mut attach) = attach_on_pty(&g, &id);
+    let mut seen = Vec::new();
+    read_pty_until(&mut master, &mut seen, "attached to");
+    std::fs::write(&gate, "").expect("gate");
+    read_pty_until(&mut master, &mut seen, "clean-42");
+    read_pty_until(&mut master, &mut seen, "succeeded");
+    assert!(attach.wait().expect("attach").success());
+    for (what, bytes) in [
+        ("a clipboard access", &b"\x1b]52"[..]),
+        ("a title", b"\x1b]0;"),
+        ("a title's text", b"pwned-title"),
+        ("a title report query", b"\x1b[21t"),
+        ("a DECRQSS", b"\x1bP"),
+        ("a colour query", b"\x1b]10"),
+        ("a link", b"\x1b]8"),
+        ("a link's address", b"evil.example"),
+    ] {
+        assert!(
+            !contains(&seen, bytes),
+            "{what} reached the viewer: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
+    }
+    // The text and the drawing arrive, in order.
+    assert!(
+        contains(
+            &seen,
+            b"onetwothreefourfivesixsevenlinkeight\x1b[1mbold\x1b[0m"
+        ),
+        "{:?}",
+        String::from_utf8_lossy(&seen)
+    );
+    // The log keeps everything the agent wrote: it is no terminal.
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("\x1b]52;c;?"), "{log:?}");
+}
+
+#[test]
+fn the_shim_answers_cursor_position_and_device_attributes_with_nobody_attached() {
+    let g = Grove::new();
+    // Raw, so the answers are read as they come; made visible before they are printed.
+    let script = "stty raw -echo; printf '\\033[2J\\033[3;5H\\033[6n'; \
+        cpr=$(dd bs=1 count=6 2>/dev/null); printf '\\033[c'; \
+        da=$(dd bs=1 count=9 2>/dev/null); stty sane; \
+        printf '\\nanswers:%s|%s\\n' \"$cpr\" \"$da\" | tr '\\033' 'E'";
+    let id = g
+        // Unanswered, it would wait for ever: the timeout turns that into a failure.
+        .ok(&[
+            "spawn",
+            "--tty",
+            "--timeout",
+            "20s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .trim()
+        .to_string();
+    g.wait(&id);
+    let log = g.ok(&["logs", &id]);
+    assert!(
+        log.contains("answers:E[3;5R|E[?62;22c"),
+        "the agent did not get the answers: {log:?}"
+    );
+}
