@@ -159,6 +159,9 @@ pub enum Error {
     /// Refused for capacity, disk pressure or authority.
     #[error("{0}")]
     Refused(String),
+    /// What the client showed the user is no longer what the request would act on.
+    #[error("{0}")]
+    Changed(String),
     #[error("the daemon is shutting down; start it again with any grove command")]
     ShuttingDown,
 }
@@ -193,6 +196,7 @@ impl Error {
             | Error::SessionsUnreadable(_)
             | Error::HistoryUnreadable(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
+            Error::Changed(_) => codes::CHANGED,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ShuttingDown => codes::SHUTTING_DOWN,
         }

@@ -32,3 +32,6 @@ pub const CONFLICT: i64 = -32011;
 /// A connection cap was reached before the daemon read the request, so nothing of it
 /// ran: connect again after a pause (the clients back off and retry on their own).
 pub const BUSY: i64 = -32012;
+/// What a request was to act on changed since the client showed it to the user (a
+/// `.grove.toml` to approve): nothing was done; show it again.
+pub const CHANGED: i64 = -32013;

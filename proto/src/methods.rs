@@ -695,6 +695,14 @@ pub struct TrustParams {
     /// Withdraw the approval instead of giving it.
     #[serde(default)]
     pub revoke: bool,
+    /// Only read and check the file: the answer says what would be approved (its setup
+    /// and `sha256`), and nothing is stored.
+    #[serde(default)]
+    pub preview: bool,
+    /// Approve only if the file's content still has this SHA-256 (hex): the one the
+    /// client showed the user from a preview.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -67,9 +67,11 @@ fn what_an_agent_prints_cannot_act_on_the_viewers_terminal() {
     let g = Grove::new();
     std::fs::create_dir_all(g.files()).expect("files");
     let gate = g.files().join("gate");
-    // Printed once the viewer is there, each attack between two harmless words.
+    // Printed once the viewer is there, each attack between two harmless words; without
+    // echo, as programs that query do, so the shim's answer to the colour query is not
+    // printed back.
     let script = format!(
-        "while [ ! -e '{}' ]; do sleep 0.02; done; \
+        "stty -echo; echo ready-$((1+1)); while [ ! -e '{}' ]; do sleep 0.02; done; \
          printf 'one\\033]52;c;aWQgPiAvdG1wL3B3bmVkCg==\\007two'; \
          printf '\\033]52;c;?\\033\\\\three\\033]0;pwned-title\\007four'; \
          printf '\\033[21tfive\\033P$qm\\033\\\\six\\033]10;?\\007seven'; \
@@ -83,7 +85,9 @@ fn what_an_agent_prints_cannot_act_on_the_viewers_terminal() {
         .to_string();
     let (mut master, mut attach) = attach_on_pty(&g, &id);
     let mut seen = Vec::new();
-    read_pty_until(&mut master, &mut seen, "attached to");
+    // Drawn by the shim once it holds the viewer's terminal (attach's own banner comes
+    // before): from then on output goes to the viewer.
+    read_pty_until(&mut master, &mut seen, "ready-2");
     std::fs::write(&gate, "").expect("gate");
     read_pty_until(&mut master, &mut seen, "clean-42");
     read_pty_until(&mut master, &mut seen, "succeeded");
@@ -145,5 +149,56 @@ fn the_shim_answers_cursor_position_and_device_attributes_with_nobody_attached()
     assert!(
         log.contains("answers:E[3;5R|E[?62;22c"),
         "the agent did not get the answers: {log:?}"
+    );
+}
+/// A repository whose `.grove.toml` hides a command behind a carriage return and an
+/// escape sequence that would erase the line on a terminal.
+fn hiding_grove_toml(g: &Grove) {
+    std::fs::write(
+        g.repo.join(".grove.toml"),
+        "[worktree]\nsetup = [\"id > /tmp/grove-owned\\r\\u001b[2K$ npm ci\"]\n",
+    )
+    .expect("write");
+}
+
+#[test]
+fn trust_shows_commands_escaped_and_approves_only_what_it_showed() {
+    let g = Grove::new();
+    hiding_grove_toml(&g);
+    let shown = g.ok(&["trust", "--repo", g.repo.to_str().expect("utf-8")]);
+    assert!(
+        shown.contains("id > /tmp/grove-owned\\r\\e[2K$ npm ci"),
+        "{shown:?}"
+    );
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\r'),
+        "{shown:?}"
+    );
+    let approved = g.json(&["trust", "--json", "--repo", g.repo.to_str().expect("utf-8")]);
+    let sha256 = approved["sha256"].as_str().expect("sha256").to_string();
+    assert_eq!(sha256.len(), 64, "{approved}");
+
+    // A client that shows one content and approves another is refused, and the
+    // approval stays as it was.
+    std::fs::write(
+        g.repo.join(".grove.toml"),
+        "[worktree]\nsetup = [\"echo changed\"]\n",
+    )
+    .expect("write");
+    let mut client = support::client(&g);
+    let refused = support::call(
+        &mut client,
+        "repo.trust",
+        serde_json::json!({"repo": g.repo, "sha256": sha256}),
+    )
+    .expect_err("a stale hash is refused");
+    assert_eq!(refused.code, grove_proto::codes::CHANGED, "{refused:?}");
+    assert!(refused.message.contains("changed since"), "{refused:?}");
+    let spawn = g.run(&["spawn", "--", "true"]);
+    assert_eq!(spawn.code, 4, "{}", spawn.stderr);
+    assert!(
+        spawn.stderr.contains("has changed since you approved it"),
+        "{}",
+        spawn.stderr
     );
 }

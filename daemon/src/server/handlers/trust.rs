@@ -41,10 +41,21 @@ pub async fn handle(ctx: &Ctx, params: TrustParams) -> Result<TrustResult, Error
     };
     let setup = crate::worktree_setup::parse(&text, &file.display().to_string())?;
     let sha256 = sha256_hex(&text);
-    let stored = sha256.clone();
-    ctx.db
-        .call(move |conn| trust::approve(conn, &key, &stored, now_ms()))
-        .await?;
+    if let Some(shown) = &params.sha256 {
+        if !shown.eq_ignore_ascii_case(&sha256) {
+            return Err(Error::Changed(format!(
+                "{} changed since it was shown (its SHA-256 is now {sha256}); nothing was \
+                 approved: run `grove trust` again and read it",
+                file.display()
+            )));
+        }
+    }
+    if !params.preview {
+        let stored = sha256.clone();
+        ctx.db
+            .call(move |conn| trust::approve(conn, &key, &stored, now_ms()))
+            .await?;
+    }
     Ok(TrustResult {
         file,
         setup: setup.setup,
