@@ -88,8 +88,22 @@ impl Filter {
     /// Appends to `out` what of `input` the viewer may see, and to `dropped` the
     /// sequences that could be queries.
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>, dropped: &mut Vec<Dropped>) {
-        for (i, &b) in input.iter().enumerate() {
-            self.byte(b, i + 1, out, dropped);
+        let mut i = 0;
+        while i < input.len() {
+            if self.state == State::Ground && self.continuation == 0 {
+                // Plain ASCII text, most of any output, is copied a run at a time.
+                let run = input[i..]
+                    .iter()
+                    .position(|&b| b == ESC || b >= 0x80)
+                    .unwrap_or(input.len() - i);
+                out.extend_from_slice(&input[i..i + run]);
+                i += run;
+                if i == input.len() {
+                    break;
+                }
+            }
+            self.byte(input[i], i + 1, out, dropped);
+            i += 1;
         }
     }
 
