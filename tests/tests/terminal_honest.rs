@@ -62,28 +62,23 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-#[test]
-fn what_an_agent_prints_cannot_act_on_the_viewers_terminal() {
-    let g = Grove::new();
+/// An agent that, once a viewer is attached, prints `attack` (printf's format); the
+/// agent's id and the raw bytes the viewer's terminal received.
+fn viewed(g: &Grove, attack: &str) -> (String, Vec<u8>) {
     std::fs::create_dir_all(g.files()).expect("files");
     let gate = g.files().join("gate");
-    // Printed once the viewer is there, each attack between two harmless words; without
-    // echo, as programs that query do, so the shim's answer to the colour query is not
+    // Without echo, as programs that query do, so the shim's answer to a query is not
     // printed back.
     let script = format!(
         "stty -echo; echo ready-$((1+1)); while [ ! -e '{}' ]; do sleep 0.02; done; \
-         printf 'one\\033]52;c;aWQgPiAvdG1wL3B3bmVkCg==\\007two'; \
-         printf '\\033]52;c;?\\033\\\\three\\033]0;pwned-title\\007four'; \
-         printf '\\033[21tfive\\033P$qm\\033\\\\six\\033]10;?\\007seven'; \
-         printf '\\033]8;;http://evil.example/\\033\\\\link\\033]8;;\\033\\\\eight'; \
-         printf '\\033[1mbold\\033[0m\\n'; echo clean-$((40+2))",
+         printf '{attack}'; echo clean-$((40+2))",
         gate.display()
     );
     let id = g
         .ok(&["spawn", "--tty", "--", "sh", "-c", &script])
         .trim()
         .to_string();
-    let (mut master, mut attach) = attach_on_pty(&g, &id);
+    let (mut master, mut attach) = attach_on_pty(g, &id);
     let mut seen = Vec::new();
     // Drawn by the shim once it holds the viewer's terminal (attach's own banner comes
     // before): from then on output goes to the viewer.
@@ -92,6 +87,20 @@ fn what_an_agent_prints_cannot_act_on_the_viewers_terminal() {
     read_pty_until(&mut master, &mut seen, "clean-42");
     read_pty_until(&mut master, &mut seen, "succeeded");
     assert!(attach.wait().expect("attach").success());
+    (id, seen)
+}
+
+#[test]
+fn what_an_agent_prints_cannot_act_on_the_viewers_terminal() {
+    let g = Grove::new();
+    // Each attack between two harmless words.
+    let (id, seen) = viewed(
+        &g,
+        "one\\033]52;c;aWQgPiAvdG1wL3B3bmVkCg==\\007two\\033]52;c;?\\033\\\\three\
+         \\033]0;pwned-title\\007four\\033[21tfive\\033P$qm\\033\\\\six\\033]10;?\\007seven\
+         \\033]8;;http://evil.example/\\033\\\\link\\033]8;;\\033\\\\eight\
+         \\033[1mbold\\033[0m\\n",
+    );
     for (what, bytes) in [
         ("a clipboard access", &b"\x1b]52"[..]),
         ("a title", b"\x1b]0;"),
@@ -120,6 +129,28 @@ fn what_an_agent_prints_cannot_act_on_the_viewers_terminal() {
     // The log keeps everything the agent wrote: it is no terminal.
     let log = g.succeeded_log(&id);
     assert!(log.contains("\x1b]52;c;?"), "{log:?}");
+}
+
+#[test]
+fn links_and_the_title_reach_the_viewer_only_when_opted_in() {
+    let g = Grove::new();
+    g.write_config("attach_links = true\nattach_title = true\n");
+    let (_, seen) = viewed(
+        &g,
+        "\\033]8;;http://ok.example/\\033\\\\link\\033]8;;\\033\\\\\
+         \\033]2;my-title\\007\\033]52;c;?\\007",
+    );
+    let shown = String::from_utf8_lossy(&seen);
+    assert!(
+        contains(&seen, b"\x1b]8;;http://ok.example/\x1b\\link\x1b]8;;\x1b\\"),
+        "{shown:?}"
+    );
+    assert!(contains(&seen, b"\x1b]2;my-title\x07"), "{shown:?}");
+    assert!(!contains(&seen, b"\x1b]52"), "{shown:?}");
+    assert!(
+        g.ok(&["config"]).contains("attach_links"),
+        "grove config does not show attach_links"
+    );
 }
 
 #[test]
