@@ -73,7 +73,7 @@ fn guarantees() -> Vec<JailGuarantee> {
     let cgroup = check_cgroup().is_ok();
     let namespaces = check_namespaces().is_ok();
     let abi = format!("Landlock ABI {REQUIRED_ABI}+");
-    let rows: [(&str, bool, &str); 8] = [
+    let rows: [(&str, bool, &str); 9] = [
         (
             "reaches none of your Unix sockets (tmux, ssh-agent, D-Bus), only grove's",
             namespaces,
@@ -104,6 +104,11 @@ fn guarantees() -> Vec<JailGuarantee> {
             "acts as itself on grove's socket, never as you",
             cgroup,
             "a cgroup v2 per agent",
+        ),
+        (
+            "cannot act on your terminal through `grove attach` (queries, clipboard)",
+            true,
+            "grove's shim",
         ),
         (
             "configures nothing of grove: it never starts the daemon",
