@@ -10,8 +10,10 @@
 mod console;
 mod descendants;
 pub mod jail;
+mod log;
 mod program;
 mod record;
+mod relay;
 mod run;
 mod runner;
 mod spec;
@@ -21,7 +23,7 @@ pub use grove_sys::pids;
 pub use program::{c_main, main, shim_path, ShimProgram, SHIM_ARG};
 pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
 pub use run::main_from_stdin;
-pub use spec::{ConsoleSpec, JailSpec, ShimSpec, ViewEntry};
+pub use spec::{ConsoleSpec, JailSpec, LogSpec, ShimSpec, ViewEntry};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

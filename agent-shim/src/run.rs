@@ -2,8 +2,10 @@ use crate::cgroup::{AgentCgroup, Joiner};
 use crate::console::{AgentStdio, Console};
 use crate::descendants::{descendants_of, signal_descendants};
 use crate::jail::Jail;
+use crate::log::Log;
 use crate::now_ms;
 use crate::record::ExitRecord;
+use crate::relay::Relay;
 use crate::runner::{Runner, Running};
 use crate::spec::ShimSpec;
 use grove_proto::types::{Limits, Outcome};
@@ -94,14 +96,22 @@ fn run(spec: &ShimSpec) -> i32 {
             return fail_start(spec, started_at_ms, message);
         }
     };
-    let (mut console, stdio) = match spec
-        .console
-        .as_ref()
-        .map(|c| Console::open(c, &signals))
-        .transpose()
-    {
-        Ok(Some((console, stdio))) => (Some(console), Some(stdio)),
-        Ok(None) => (None, None),
+    let opened = open_log(spec).and_then(|log| match &spec.console {
+        Some(c) => Console::open(c, &signals, log, spec.log.is_some())
+            .map(|(console, stdio)| (Some(console), None, Some(stdio))),
+        // Without a budget the agent may write to the log file itself.
+        None if spec.log.is_none() => Ok((None, None, None)),
+        None => Relay::open(log, &signals).map(|(relay, output)| {
+            let stdio = AgentStdio {
+                stdin: None,
+                output: Some(output),
+                terminal: false,
+            };
+            (None, Some(relay), Some(stdio))
+        }),
+    });
+    let (mut console, mut relay, stdio) = match opened {
+        Ok(opened) => opened,
         Err(e) => {
             if let Some(cgroup) = cgroup {
                 cgroup.remove();
@@ -112,7 +122,7 @@ fn run(spec: &ShimSpec) -> i32 {
             return fail_start(
                 spec,
                 started_at_ms,
-                format!("cannot open the agent's terminal: {e}"),
+                format!("cannot open the agent's terminal or log: {e}"),
             );
         }
     };
@@ -133,9 +143,10 @@ fn run(spec: &ShimSpec) -> i32 {
     let (exit_code, exit_signal, stop, error) =
         match start_command(spec, cgroup.as_ref(), pids.as_ref(), stdio) {
             Ok(running) => {
-                let mut waiter = match console.as_mut() {
-                    Some(console) => Waiter::Console(console),
-                    None => Waiter::Signals(&signals),
+                let mut waiter = match (console.as_mut(), relay.as_mut()) {
+                    (Some(console), _) => Waiter::Console(console),
+                    (None, Some(relay)) => Waiter::Relay(relay),
+                    (None, None) => Waiter::Signals(&signals),
                 };
                 let (code, signal, stop) = supervise(&running, spec, &mut waiter, cgroup.as_ref());
                 (code, signal, stop, None)
@@ -150,6 +161,9 @@ fn run(spec: &ShimSpec) -> i32 {
     // that the daemon learns the outcome as they see the end.
     if let Some(console) = console.as_mut() {
         console.drain();
+    }
+    if let Some(relay) = relay.as_mut() {
+        relay.drain();
     }
     let usage = measure(cgroup.as_ref());
     if let Some(cgroup) = cgroup {
@@ -199,6 +213,7 @@ fn run(spec: &ShimSpec) -> i32 {
 enum Waiter<'a> {
     Signals(&'a SigSet),
     Console(&'a mut Console),
+    Relay(&'a mut Relay),
 }
 
 impl Waiter<'_> {
@@ -206,6 +221,7 @@ impl Waiter<'_> {
         match self {
             Waiter::Signals(signals) => grove_sys::signal::wait_timeout(signals, timeout),
             Waiter::Console(console) => console.wait(timeout),
+            Waiter::Relay(relay) => relay.wait(timeout),
         }
     }
 }
@@ -232,6 +248,19 @@ fn limit_processes(
         return Ok(None);
     }
     crate::pids::PidsCgroup::create(&spec.agent_id, max).map(Some)
+}
+
+/// The agent's log: within its budget when the spec gives one, else the shim's own
+/// stdout (the log file, opened by the daemon).
+fn open_log(spec: &ShimSpec) -> io::Result<Log> {
+    match &spec.log {
+        Some(log) => Log::open(log.path.clone(), log.max_bytes, true),
+        None => {
+            use std::os::fd::AsFd;
+            let stdout = io::stdout().as_fd().try_clone_to_owned()?;
+            Ok(Log::new(std::fs::File::from(stdout)))
+        }
+    }
 }
 
 /// Writes the exit record of a start that never ran the command.
@@ -332,7 +361,7 @@ fn start_command(
         .transpose()
         .map_err(|e| cannot(format!("cannot prepare the agent's pids cgroup: {e}")))?;
     // With a console, the piped input was typed into it already (see `run`).
-    let stdin = match spec.stdin.as_ref().filter(|_| stdio.is_none()) {
+    let stdin = match spec.stdin.as_ref().filter(|_| spec.console.is_none()) {
         Some(path) => Stdio::from(take_input(path).map_err(|e| {
             cannot(format!(
                 "cannot open the agent's input {}: {e}",
@@ -346,14 +375,21 @@ fn start_command(
         .args(&spec.argv[1..])
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)));
-    let controlling_terminal = stdio.as_ref().is_some_and(|s| s.output.is_some());
+    let controlling_terminal = stdio.as_ref().is_some_and(|s| s.terminal);
     match stdio {
-        Some(AgentStdio { stdin, output }) => {
-            command.stdin(Stdio::from(stdin));
+        Some(AgentStdio {
+            stdin: console_stdin,
+            output,
+            ..
+        }) => {
+            match console_stdin {
+                Some(console_stdin) => command.stdin(Stdio::from(console_stdin)),
+                None => command.stdin(stdin),
+            };
             if let Some(output) = output {
                 let errors = output
                     .try_clone()
-                    .map_err(|e| cannot(format!("cannot share the agent's terminal: {e}")))?;
+                    .map_err(|e| cannot(format!("cannot share the agent's output: {e}")))?;
                 command
                     .stdout(Stdio::from(output))
                     .stderr(Stdio::from(errors));

@@ -49,6 +49,20 @@ pub struct ShimSpec {
     /// `None`: stdin is /dev/null and the output goes straight to the log.
     #[serde(default)]
     pub console: Option<ConsoleSpec>,
+    /// The agent's log, written by the shim within a budget; `None` (a daemon that
+    /// sends none): the output goes to the shim's stdout, the log, without one.
+    #[serde(default)]
+    pub log: Option<LogSpec>,
+}
+
+/// The agent's log and its budget (see `grove_proto::agent_log`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LogSpec {
+    /// `output.log`; the older half is beside it.
+    pub path: PathBuf,
+    /// Most bytes the log keeps (`log_max`), in two halves.
+    pub max_bytes: u64,
 }
 
 /// The agent's console (see `console`).

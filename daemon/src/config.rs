@@ -75,6 +75,8 @@ pub struct Config {
     pub env_allow: Vec<String>,
     /// Files larger than this are left out of a salvage (recorded; the worktree kept).
     pub salvage_max_file: u64,
+    /// Most bytes of output one agent's log keeps on disk (the newest half or more).
+    pub log_max: u64,
     /// Who authors the commits grove makes for agents (grove is always the committer).
     pub commit_author: crate::git::authorship::CommitAuthor,
     /// Sizes and checkpoint counts of sessions' shared state.
@@ -219,6 +221,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
     ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
+    ("log_max", "GROVE_LOG_MAX", "64M"),
     ("commit_author", "GROVE_COMMIT_AUTHOR", "user"),
     ("state_max_write", "GROVE_STATE_MAX_WRITE", "256K"),
     ("state_max_session", "GROVE_STATE_MAX_SESSION", "2M"),
@@ -304,6 +307,8 @@ impl Config {
             agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
             salvage_max_file: get("salvage_max_file")?.bytes()?,
+            // Halves smaller than 4 KiB would be mostly marker lines.
+            log_max: get("log_max")?.bytes()?.max(8 << 10),
             commit_author: get("commit_author")?.commit_author()?,
             state_limits: StateLimits {
                 max_write: get("state_max_write")?.bytes()?.max(1),

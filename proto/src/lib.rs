@@ -3,6 +3,7 @@
 //! This crate is the single source of the wire types. It holds no daemon code, so that
 //! any client (the `grove` command, a parent agent, a test) can depend on it cheaply.
 
+pub mod agent_log;
 pub mod b64;
 pub mod client;
 pub mod codes;

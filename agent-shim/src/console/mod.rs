@@ -10,11 +10,11 @@
 
 mod answers;
 mod filter;
-mod log;
 mod peers;
 mod terminal;
 mod waiting;
 
+use crate::log::Log;
 use crate::spec::ConsoleSpec;
 use grove_proto::console::{FromShim, ToShim};
 use grove_proto::types::TtySize;
@@ -36,9 +36,13 @@ const READ_CHUNK: usize = 64 << 10;
 
 /// What the agent's stdio is made of: hand these to the child.
 pub struct AgentStdio {
-    pub stdin: OwnedFd,
-    /// The terminal for stdout and stderr; `None`: the log, as without a console.
+    /// `None`: the input piped into `grove spawn`, or nothing.
+    pub stdin: Option<OwnedFd>,
+    /// Where stdout and stderr go: the terminal, or a pipe the shim copies into the
+    /// log; `None`: the shim's own (the log).
     pub output: Option<OwnedFd>,
+    /// `output` is a terminal, to become the agent's controlling terminal.
+    pub terminal: bool,
 }
 
 enum Io {
@@ -51,6 +55,9 @@ enum Io {
     },
     Pipe {
         stdin: Option<File>,
+        /// The agent's stdout and stderr, to copy into the log (`None`: they are the
+        /// log file itself).
+        output: Option<File>,
     },
 }
 
@@ -59,7 +66,7 @@ pub struct Console {
     socket: PathBuf,
     listener: UnixListener,
     peers: Vec<Peer>,
-    log: log::Log,
+    log: Log,
     /// Input not yet taken by the terminal or pipe.
     pending_input: Vec<u8>,
     /// One buffer for every read of the terminal: no allocation on an echo's way.
@@ -79,8 +86,15 @@ pub struct Console {
 }
 
 impl Console {
-    /// Opens the terminal (or pipe) and the socket, before the agent starts.
-    pub fn open(spec: &ConsoleSpec, signals: &SigSet) -> io::Result<(Console, AgentStdio)> {
+    /// Opens the terminal (or pipe) and the socket, before the agent starts. With
+    /// `relay`, a kept-open stdin's agent writes its output into a pipe that the
+    /// console copies into `log`, so the log's budget holds.
+    pub fn open(
+        spec: &ConsoleSpec,
+        signals: &SigSet,
+        log: Log,
+        relay: bool,
+    ) -> io::Result<(Console, AgentStdio)> {
         let (io, stdio) = match spec.tty {
             Some(size) => {
                 let pty = grove_sys::term::open_pty(size.rows, size.cols)?;
@@ -98,20 +112,31 @@ impl Console {
                     device,
                 };
                 let stdio = AgentStdio {
-                    stdin: pty.agent,
+                    stdin: Some(pty.agent),
                     output: Some(output),
+                    terminal: true,
                 };
                 (io, stdio)
             }
             None => {
                 let (read, write) = nix::unistd::pipe()?;
                 set_nonblocking(&write)?;
+                let (output, agent_output) = match relay {
+                    true => {
+                        let (read, write) = nix::unistd::pipe()?;
+                        set_nonblocking(&read)?;
+                        (Some(File::from(read)), Some(write))
+                    }
+                    false => (None, None),
+                };
                 let io = Io::Pipe {
                     stdin: Some(File::from(write)),
+                    output,
                 };
                 let stdio = AgentStdio {
-                    stdin: read,
-                    output: None,
+                    stdin: Some(read),
+                    output: agent_output,
+                    terminal: false,
                 };
                 (io, stdio)
             }
@@ -120,7 +145,6 @@ impl Console {
         let _ = std::fs::remove_file(&spec.socket);
         let listener = UnixListener::bind(&spec.socket)?;
         listener.set_nonblocking(true)?;
-        let log = log::Log::new(File::from(io::stdout().as_fd().try_clone_to_owned()?));
         let console = Console {
             io,
             socket: spec.socket.clone(),
@@ -194,7 +218,7 @@ impl Console {
         ];
         let io_fd = match &self.io {
             Io::Tty { master, .. } => Some(master.as_fd()),
-            Io::Pipe { stdin } => stdin.as_ref().map(|s| s.as_fd()),
+            Io::Pipe { stdin, .. } => stdin.as_ref().map(|s| s.as_fd()),
         };
         let mut io_events = PollFlags::empty();
         if matches!(self.io, Io::Tty { .. }) && !self.output_closed {
@@ -207,6 +231,16 @@ impl Console {
             fds.push(PollFd::new(fd, io_events));
             fds.len() - 1
         });
+        let output_index = match &self.io {
+            Io::Pipe {
+                output: Some(output),
+                ..
+            } if !self.output_closed => {
+                fds.push(PollFd::new(output.as_fd(), PollFlags::POLLIN));
+                Some(fds.len() - 1)
+            }
+            _ => None,
+        };
         let first_peer = fds.len();
         for peer in &self.peers {
             fds.push(PollFd::new(peer.fd(), peer.interest()));
@@ -239,6 +273,7 @@ impl Console {
         let io_ready = io_index
             .map(|i| ready(&fds[i]))
             .unwrap_or(PollFlags::empty());
+        let output_ready = output_index.is_some_and(|i| !ready(&fds[i]).is_empty());
         let peers_ready: Vec<PollFlags> =
             fds[first_peer..first_terminal].iter().map(ready).collect();
         let terminals_ready: Vec<(usize, PollFlags)> = terminals
@@ -251,9 +286,15 @@ impl Console {
         for (index, flags) in terminals_ready {
             self.serve_terminal(index, flags);
         }
-        if io_ready.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+        if matches!(self.io, Io::Tty { .. })
+            && io_ready.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+        {
             self.read_output();
         }
+        if output_ready {
+            self.read_output();
+        }
+
         if io_ready.contains(PollFlags::POLLOUT) || io_ready.contains(PollFlags::POLLERR) {
             self.write_input();
         }
@@ -271,11 +312,30 @@ impl Console {
     /// One read of the terminal: to the log, the screen and every watcher. False when
     /// there was nothing (more) to read.
     fn read_output(&mut self) -> bool {
-        let Io::Tty { master, screen, .. } = &mut self.io else {
-            return false;
-        };
         let buf = &mut self.read_buf;
-        let n = match nix::unistd::read(&*master, buf) {
+        let (master, screen) = match &mut self.io {
+            Io::Tty { master, screen, .. } => (&*master, screen),
+            Io::Pipe {
+                output: Some(output),
+                ..
+            } => {
+                // Output of a kept-open stdin's agent goes to the log only, as it did
+                // when it was the log file itself.
+                return match nix::unistd::read(&*output, buf) {
+                    Ok(0) => {
+                        self.output_closed = true;
+                        false
+                    }
+                    Ok(n) => {
+                        self.log.write(&buf[..n]);
+                        true
+                    }
+                    Err(_) => false,
+                };
+            }
+            Io::Pipe { output: None, .. } => return false,
+        };
+        let n = match nix::unistd::read(master, buf) {
             Ok(0) | Err(nix::errno::Errno::EIO) => {
                 // Every process closed its side: output is over.
                 self.output_closed = true;
@@ -334,8 +394,10 @@ impl Console {
     fn write_input(&mut self) {
         let target = match &self.io {
             Io::Tty { master, .. } => master,
-            Io::Pipe { stdin: Some(stdin) } => stdin,
-            Io::Pipe { stdin: None } => {
+            Io::Pipe {
+                stdin: Some(stdin), ..
+            } => stdin,
+            Io::Pipe { stdin: None, .. } => {
                 self.pending_input.clear();
                 return;
             }
@@ -420,7 +482,7 @@ impl Console {
                 FromShim::Activity(self.waiting.is_waiting())
             }
             ToShim::CloseInput => match &mut self.io {
-                Io::Pipe { stdin } => {
+                Io::Pipe { stdin, .. } => {
                     *stdin = None;
                     self.pending_input.clear();
                     FromShim::Accepted(0)
@@ -491,7 +553,7 @@ impl Console {
 
     fn input(&mut self, bytes: Vec<u8>) -> FromShim {
         match &self.io {
-            Io::Pipe { stdin: None } => {
+            Io::Pipe { stdin: None, .. } => {
                 return FromShim::Refused("the agent's stdin is already closed".into())
             }
             Io::Tty { .. } if self.output_closed => {

@@ -8,9 +8,9 @@
 use crate::connect::{connect, dirs};
 use anyhow::{Context, Result};
 use grove_agent_shim::EXIT_RECORD_FILE;
+use grove_proto::agent_log::{marker, LogView};
 use grove_proto::methods::{Get, IdParams};
-use std::fs::File;
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -18,7 +18,9 @@ pub fn run(id: &str, follow: bool, raw: bool, json: bool) -> Result<ExitCode> {
     let record = connect(&dirs()?)?.call::<Get>(&IdParams { id: id.into() })?;
     let log = &record.log_path;
     if json {
-        let text = std::fs::read(log).unwrap_or_default();
+        let text = LogView::open(log)
+            .and_then(|mut view| view.read_all())
+            .unwrap_or_default();
         crate::output::print_json(&serde_json::json!({
             "id": record.id,
             "path": log,
@@ -56,24 +58,38 @@ fn follow_until_exit(log: &Path, agent_dir: &Path, raw: bool) -> Result<()> {
     }
 }
 
-/// Prints what the log holds beyond `offset` and advances it.
+/// Prints what the log holds beyond logical `offset` (`grove_proto::agent_log`: its
+/// halves read as one) and advances it; output dropped meanwhile is told by the
+/// marker.
 fn copy_new(log: &Path, offset: &mut u64, raw: bool, last: bool) -> Result<()> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = match File::open(log) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", log.display())),
-    };
-    file.seek(SeekFrom::Start(*offset))?;
+    const CHUNK: u64 = 1 << 20;
+    let mut view = LogView::open(log).with_context(|| format!("reading {}", log.display()))?;
+    let end = view.end();
     let mut stdout = io::stdout().lock();
-    if raw {
-        *offset += io::copy(&mut file, &mut stdout)?;
-    } else {
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        let (shown, used) = escaped(&bytes, last);
-        stdout.write_all(&shown)?;
-        *offset += used as u64;
+    while *offset < end {
+        let (from, bytes) = view
+            .read(*offset, CHUNK)
+            .with_context(|| format!("reading {}", log.display()))?;
+        if bytes.is_empty() {
+            break;
+        }
+        if from > *offset {
+            stdout.write_all(marker(from).as_bytes())?;
+        }
+        let at_end = from + bytes.len() as u64 >= end;
+        if raw {
+            stdout.write_all(&bytes)?;
+            *offset = from + bytes.len() as u64;
+        } else {
+            // A character cut at a chunk's end is read whole with the next chunk; at
+            // the log's end it waits for the rest unless this is the last look.
+            let (shown, used) = escaped(&bytes, last && at_end);
+            stdout.write_all(&shown)?;
+            *offset = from + used as u64;
+        }
+        if at_end {
+            break;
+        }
     }
     stdout.flush()?;
     Ok(())

@@ -21,7 +21,7 @@ use grove_proto::types::{AgentRecord, AgentStatus, Outcome};
 use grove_proto::Client;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -555,11 +555,9 @@ fn rss_bytes(pid: u32) -> u64 {
 /// control character escaped (the agent's output must not move our cursor).
 fn last_line(path: &Path) -> Option<String> {
     const TAIL: u64 = 8192;
-    let mut file = std::fs::File::open(path).ok()?;
-    let len = file.metadata().ok()?.len();
-    file.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
-    let mut buf = Vec::new();
-    file.read_to_end(&mut buf).ok()?;
+    // Both halves: a half just begun may hold no whole line yet.
+    let mut view = grove_proto::agent_log::LogView::open(path).ok()?;
+    let (_, buf) = view.read(view.end().saturating_sub(TAIL), TAIL).ok()?;
     let text = String::from_utf8_lossy(&buf);
     let line = text
         .split(['\n', '\r'])

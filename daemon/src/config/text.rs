@@ -38,6 +38,7 @@ pub fn value_text(config: &Config, key: &str) -> String {
         "agent_max_connections" => config.agent_max_connections.to_string(),
         "max_connections" => config.max_connections.to_string(),
         "salvage_max_file" => config.salvage_max_file.to_string(),
+        "log_max" => config.log_max.to_string(),
         "commit_author" => config.commit_author.as_str().into(),
         "jail" => config.jail.to_string(),
         "jail_write" => list(config.jail_write.iter().map(|p| p.display().to_string())),

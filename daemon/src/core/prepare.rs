@@ -10,7 +10,7 @@ use crate::git::{own_repo, worktree};
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
 use crate::supervisor::jail_paths::{content_jail_spec, jail_spec};
 use crate::supervisor::launch::launch;
-use grove_agent_shim::{ConsoleSpec, ShimSpec, EXIT_RECORD_FILE};
+use grove_agent_shim::{ConsoleSpec, LogSpec, ShimSpec, EXIT_RECORD_FILE};
 use grove_proto::types::AgentRecord;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -266,6 +266,10 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
             waiting_after_ms: job.config.waiting_after.as_millis() as u64,
             attach_links: job.config.attach_links,
             attach_title: job.config.attach_title,
+        }),
+        log: Some(LogSpec {
+            path: record.log_path.clone(),
+            max_bytes: job.config.log_max,
         }),
         stdin: record.stdin_bytes.map(|_| {
             dirs.agent_dir(&record.id)

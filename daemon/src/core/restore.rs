@@ -94,6 +94,8 @@ impl Core {
             record.branch,
             record.worktree.display()
         );
+        // A fresh log: its older half, if any, is another life's.
+        let _ = std::fs::remove_file(grove_proto::agent_log::old_path(&record.log_path));
         if let Err(e) = std::fs::write(&record.log_path, note) {
             tracing::warn!(agent = id, error = %e, "cannot write the restored worktree's log");
         }
