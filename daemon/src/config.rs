@@ -71,6 +71,9 @@ pub struct Config {
     pub max_connections: usize,
     /// Connections one agent's processes may hold open at once.
     pub agent_max_connections: usize,
+    /// Connections the agents of one tree (a user-spawned agent and its descendants)
+    /// may hold open at once.
+    pub tree_max_connections: usize,
     /// Variables of the caller that an `--env-clear` spawn still passes on.
     pub env_allow: Vec<String>,
     /// Files larger than this are left out of a salvage (recorded; the worktree kept).
@@ -219,6 +222,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("cgroup", "GROVE_CGROUP", "true"),
     ("max_connections", "GROVE_MAX_CONNECTIONS", "512"),
     ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
+    ("tree_max_connections", "GROVE_TREE_MAX_CONNECTIONS", "128"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
     ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
     ("log_max", "GROVE_LOG_MAX", "64M"),
@@ -305,6 +309,7 @@ impl Config {
             cgroup: get("cgroup")?.boolean()?,
             max_connections: (get("max_connections")?.number()? as usize).max(1),
             agent_max_connections: (get("agent_max_connections")?.number()? as usize).max(1),
+            tree_max_connections: (get("tree_max_connections")?.number()? as usize).max(1),
             env_allow: get("env_allow")?.names()?,
             salvage_max_file: get("salvage_max_file")?.bytes()?,
             // Halves smaller than 4 KiB would be mostly marker lines.

@@ -129,7 +129,14 @@ pub async fn run(
         started_at_ms: now_ms(),
         stop: stop.clone(),
         connections: server::ConnectionSlots::new(config.max_connections),
-        agent_connections: server::AgentSlots::new(config.agent_max_connections),
+        agent_connections: server::AgentSlots::new(
+            config.agent_max_connections,
+            server::Budget::Agent,
+        ),
+        tree_connections: server::AgentSlots::new(
+            config.tree_max_connections,
+            server::Budget::Tree,
+        ),
         idempotency: Default::default(),
     });
     crate::metrics::slo::start(ctx.clone());

@@ -35,3 +35,7 @@ pub const BUSY: i64 = -32012;
 /// What a request was to act on changed since the client showed it to the user (a
 /// `.grove.toml` to approve): nothing was done; show it again.
 pub const CHANGED: i64 = -32013;
+/// An agent's tree (the agent the user spawned and all its descendants) holds all the
+/// connections it may (`tree_max_connections`): refused at `hello`, not retried, since
+/// only the tree closing some frees one.
+pub const TREE_BUSY: i64 = -32014;

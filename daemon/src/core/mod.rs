@@ -175,6 +175,9 @@ pub struct Identity {
     pub id: String,
     pub session: String,
     pub depth: u32,
+    /// The agent the user spawned at the top of its tree (itself at depth 0): the
+    /// tree shares one budget of connections.
+    pub root: String,
 }
 
 pub struct Core {
@@ -408,7 +411,7 @@ impl Core {
                 let found = self
                     .agents
                     .by_token(&token)
-                    .map(|row| identity(&row.record));
+                    .map(|row| identity(&self.agents, &row.record));
                 if found.is_none() && self.history_loading() {
                     // A finished agent's, maybe: asked again once they are all in.
                     let _ = self.defer(Msg::ByToken(token, reply));
@@ -440,7 +443,7 @@ impl Core {
                         let same = shim_started.is_none() || *shim_started == *started;
                         same.then_some(*record)
                     })
-                    .map(identity);
+                    .map(|record| identity(&self.agents, record));
                 let _ = reply.send(found);
             }
             Msg::Live(id, reply) => {
@@ -449,7 +452,7 @@ impl Core {
                     .agents
                     .get(&id)
                     .filter(|row| matches!(row.record.status, Preparing | Running | Paused))
-                    .map(|row| identity(&row.record));
+                    .map(|row| identity(&self.agents, &row.record));
                 let _ = reply.send(found);
             }
             Msg::Report(prefix, text, reply) => {
@@ -581,10 +584,20 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-fn identity(record: &AgentRecord) -> Identity {
+fn identity(agents: &table::AgentTable, record: &AgentRecord) -> Identity {
+    // Up the parents the table holds; a bounded walk (max_depth), and an ancestor not
+    // loaded yet leaves the highest one known as the root.
+    let mut root = record;
+    while let Some(parent) = root.parent.as_deref().and_then(|p| agents.get(p)) {
+        if parent.record.id == root.id {
+            break;
+        }
+        root = &parent.record;
+    }
     Identity {
         id: record.id.clone(),
         session: record.session.clone(),
         depth: record.depth,
+        root: root.id.clone(),
     }
 }

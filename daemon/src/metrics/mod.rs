@@ -9,9 +9,9 @@ pub mod record;
 pub mod slo;
 
 pub use record::{
-    agent_adopted, agent_lost, agent_running, checkpoint_saved, collected, connection_silent,
-    connection_turned_away, daemon_ready, daemon_started, left_queue, prune_due, prune_ran,
-    restored, schema_refusal,
+    agent_adopted, agent_lost, agent_running, checkpoint_saved, collected, connection_refused_tree,
+    connection_silent, connection_turned_away, daemon_ready, daemon_started, left_queue, prune_due,
+    prune_ran, restored, schema_refusal,
 };
 
 use crate::server::Ctx;
@@ -209,6 +209,11 @@ pub async fn gather(ctx: &Ctx) -> Vec<Metric> {
             "Connections turned away at a cap (max_connections, the user's reserve, \
              agent_max_connections) with nothing of them read.",
             &m.connections_turned_away,
+        ),
+        counter(
+            "grove_connections_refused_tree_total",
+            "Agents' connections refused because their tree held tree_max_connections.",
+            &m.connections_refused_tree,
         ),
         counter(
             "grove_connections_silent_total",

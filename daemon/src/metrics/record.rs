@@ -188,6 +188,7 @@ pub struct Metrics {
     pub schema_refusals: Counter,
     pub prune_passes: Counter,
     pub connections_turned_away: Counter,
+    pub connections_refused_tree: Counter,
     pub connections_silent: Counter,
     /// Daemon starts on this database after a clean stop, and after one that never
     /// recorded its stop.
@@ -220,6 +221,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     schema_refusals: Counter::default(),
     prune_passes: Counter::default(),
     connections_turned_away: Counter::default(),
+    connections_refused_tree: Counter::default(),
     connections_silent: Counter::default(),
     restarts_after_stop: Counter::default(),
     restarts_after_crash: Counter::default(),
@@ -287,6 +289,11 @@ pub fn agent_lost() {
 /// A connection was turned away at a cap (`-32012`), nothing of it read.
 pub fn connection_turned_away() {
     get().connections_turned_away.inc();
+}
+
+/// An agent's connection was refused at its tree's budget (`-32014`).
+pub fn connection_refused_tree() {
+    get().connections_refused_tree.inc();
 }
 
 /// A connection was closed for saying nothing before `hello`.

@@ -1,12 +1,22 @@
-//! Connections per agent: one agent's processes share a budget well below the daemon's
-//! own cap, so that an agent cannot hold every connection the user needs.
+//! Connections per agent and per agent tree: one agent's processes, and one tree of
+//! agents (an agent the user spawned and its descendants), share budgets well below
+//! the daemon's own cap, so that neither can hold every connection the user or
+//! another tree needs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// Whose budget a set of slots is.
+#[derive(Clone, Copy)]
+pub enum Budget {
+    Agent,
+    Tree,
+}
+
 #[derive(Clone)]
 pub struct AgentSlots {
     max: usize,
+    budget: Budget,
     open: Arc<Mutex<HashMap<String, usize>>>,
 }
 
@@ -17,9 +27,10 @@ pub struct AgentSlot {
 }
 
 impl AgentSlots {
-    pub fn new(max: usize) -> AgentSlots {
+    pub fn new(max: usize, budget: Budget) -> AgentSlots {
         AgentSlots {
             max,
+            budget,
             open: Arc::default(),
         }
     }
@@ -29,10 +40,17 @@ impl AgentSlots {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let count = open.entry(agent.to_string()).or_default();
         if *count >= self.max {
-            return Err(format!(
-                "agent {agent} already has {count} connections open, the most one agent may \
-                 (agent_max_connections); close idle ones"
-            ));
+            return Err(match self.budget {
+                Budget::Agent => format!(
+                    "agent {agent} already has {count} connections open, the most one agent \
+                     may (agent_max_connections); close idle ones"
+                ),
+                Budget::Tree => format!(
+                    "the agents of agent {agent}'s tree (it and its descendants) already hold \
+                     {count} connections, the most one tree may (tree_max_connections); close \
+                     idle ones, or kill agents of the tree (`grove kill`)"
+                ),
+            });
         }
         *count += 1;
         Ok(AgentSlot {
@@ -56,16 +74,27 @@ impl Drop for AgentSlot {
 
 #[cfg(test)]
 mod tests {
-    use super::AgentSlots;
+    use super::{AgentSlots, Budget};
 
     #[test]
     fn each_agent_has_its_own_budget_and_gets_slots_back() {
-        let slots = AgentSlots::new(2);
+        let slots = AgentSlots::new(2, Budget::Agent);
         let a1 = slots.take("a").expect("first");
         let _a2 = slots.take("a").expect("second");
         assert!(slots.take("a").is_err());
         let _b = slots.take("b").expect("another agent");
         drop(a1);
         assert!(slots.take("a").is_ok());
+    }
+
+    #[test]
+    fn a_trees_refusal_names_its_setting_and_what_to_do() {
+        let slots = AgentSlots::new(1, Budget::Tree);
+        let _root = slots.take("root").expect("first");
+        let why = slots.take("root").err().expect("refused");
+        assert!(
+            why.contains("tree_max_connections") && why.contains("grove kill"),
+            "{why}"
+        );
     }
 }

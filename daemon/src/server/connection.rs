@@ -417,7 +417,7 @@ async fn keep_reserve_for_the_user(
 fn placed_with_slot(
     placed: Result<Option<Identity>, super::peer::Refusal>,
     ctx: &Ctx,
-) -> Result<(Option<Identity>, Option<super::agent_slots::AgentSlot>), RpcError> {
+) -> Result<(Option<Identity>, Option<TreeSlots>), RpcError> {
     let agent = placed.map_err(|refusal| {
         tracing::warn!(reason = %refusal.0, "refused a connection");
         RpcError::new(codes::REFUSED, refusal.0)
@@ -430,7 +430,25 @@ fn placed_with_slot(
         crate::metrics::connection_turned_away();
         RpcError::new(codes::BUSY, why)
     })?;
-    Ok((Some(agent), Some(slot)))
+    // After the agent's share: a connection that share refuses holds nothing of its
+    // tree's. Not retried by the client: only the tree closing some frees one.
+    let tree = ctx.tree_connections.take(&agent.root).map_err(|why| {
+        crate::metrics::connection_refused_tree();
+        RpcError::new(codes::TREE_BUSY, why)
+    })?;
+    Ok((
+        Some(agent),
+        Some(TreeSlots {
+            _agent: slot,
+            _tree: tree,
+        }),
+    ))
+}
+
+/// The slots an agent's connection holds: of its agent's share and of its tree's.
+pub struct TreeSlots {
+    _agent: super::agent_slots::AgentSlot,
+    _tree: super::agent_slots::AgentSlot,
 }
 
 /// Sends the start of `line` with `fd` attached (the descriptor travels with the

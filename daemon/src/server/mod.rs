@@ -38,6 +38,8 @@ pub struct Ctx {
     pub stop: watch::Sender<bool>,
     pub connections: ConnectionSlots,
     pub agent_connections: agent_slots::AgentSlots,
+    /// Connections of each agent tree, by its root.
+    pub tree_connections: agent_slots::AgentSlots,
     pub idempotency: idempotency::KeyLocks,
 }
 
@@ -91,7 +93,7 @@ pub async fn serve(listener: UnixListener, ctx: Arc<Ctx>) {
     }
 }
 
-pub use agent_slots::AgentSlots;
+pub use agent_slots::{AgentSlots, Budget};
 pub use connection_slots::ConnectionSlots;
 
 /// One line saying why, then the connection is closed. Written without waiting: a
