@@ -172,3 +172,43 @@ wait"#,
     let child_id = child["id"].as_str().expect("id").to_string();
     g.wait(&child_id);
 }
+
+#[test]
+fn following_a_log_across_its_halves_shows_every_line_whole_or_says_what_it_skipped() {
+    let g = Grove::new().with_env(&[("GROVE_LOG_MAX", "16K")]);
+    let gate = g.files().join("go");
+    let id = g.spawn(
+        &[],
+        &format!(
+            "while [ ! -e {} ]; do sleep 0.05; done; yes grove-budget | head -c 999999; echo THE-END",
+            gate.display()
+        ),
+    );
+    let follow = g
+        .command()
+        .args(["logs", "-f", &id])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("grove logs -f");
+    std::fs::write(&gate, "").expect("gate");
+    let out = follow.wait_with_output().expect("follow");
+    let text = String::from_utf8(out.stdout).expect("utf8");
+    assert!(
+        text.ends_with("THE-END\n"),
+        "{}",
+        &text[text.len().saturating_sub(200)..]
+    );
+    let is_marker = |line: &str| line.starts_with("[grove: ") && line.ends_with(MARKER_TAIL);
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let whole = *line == "grove-budget" || *line == "THE-END";
+        // Around a skip, a line may end or begin anywhere in it.
+        let cut_before = lines.get(i + 1).is_some_and(|next| is_marker(next))
+            && "grove-budget".starts_with(line);
+        let cut_after = i > 0 && is_marker(lines[i - 1]) && "grove-budget".ends_with(line);
+        assert!(
+            whole || is_marker(line) || cut_before || cut_after,
+            "a line came out mangled: {line:?}"
+        );
+    }
+}

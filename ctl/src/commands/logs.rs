@@ -31,11 +31,11 @@ pub fn run(id: &str, follow: bool, raw: bool, json: bool) -> Result<ExitCode> {
     let agent_dir = log.parent().context("log path has no directory")?;
     let raw = raw || !io::stdout().is_terminal();
     if !follow {
-        copy_new(log, &mut 0, raw, true)?;
+        copy_new(log, &mut Position::default(), raw, true)?;
         return Ok(ExitCode::SUCCESS);
     }
     if record.status.is_final() {
-        copy_new(log, &mut 0, raw, true)?;
+        copy_new(log, &mut Position::default(), raw, true)?;
     } else {
         follow_until_exit(log, agent_dir, raw)?;
     }
@@ -47,10 +47,10 @@ fn follow_until_exit(log: &Path, agent_dir: &Path, raw: bool) -> Result<()> {
     let watch = grove_sys::watch::DirWatch::new(agent_dir)
         .with_context(|| format!("watching {}", agent_dir.display()))?;
     let exit_record = agent_dir.join(EXIT_RECORD_FILE);
-    let mut offset = 0;
+    let mut at = Position::default();
     loop {
         let finished = exit_record.exists();
-        copy_new(log, &mut offset, raw, finished)?;
+        copy_new(log, &mut at, raw, finished)?;
         if finished {
             return Ok(());
         }
@@ -61,7 +61,17 @@ fn follow_until_exit(log: &Path, agent_dir: &Path, raw: bool) -> Result<()> {
 /// Prints what the log holds beyond logical `offset` (`grove_proto::agent_log`: its
 /// halves read as one) and advances it; output dropped meanwhile is told by the
 /// marker.
-fn copy_new(log: &Path, offset: &mut u64, raw: bool, last: bool) -> Result<()> {
+/// How far a reader of the log got.
+#[derive(Default)]
+struct Position {
+    /// The logical offset (`grove_proto::agent_log`) of the next byte to print.
+    offset: u64,
+    /// What was printed last ended a line (or nothing was printed).
+    mid_line: bool,
+}
+
+fn copy_new(log: &Path, at: &mut Position, raw: bool, last: bool) -> Result<()> {
+    let offset = &mut at.offset;
     const CHUNK: u64 = 1 << 20;
     let mut view = LogView::open(log).with_context(|| format!("reading {}", log.display()))?;
     let end = view.end();
@@ -74,8 +84,13 @@ fn copy_new(log: &Path, offset: &mut u64, raw: bool, last: bool) -> Result<()> {
             break;
         }
         if from > *offset {
+            // A line of its own, even after a line cut short by what was dropped.
+            if at.mid_line {
+                stdout.write_all(b"\n")?;
+            }
             stdout.write_all(marker(from).as_bytes())?;
         }
+        at.mid_line = bytes.last() != Some(&b'\n');
         let at_end = from + bytes.len() as u64 >= end;
         if raw {
             stdout.write_all(&bytes)?;
