@@ -112,6 +112,8 @@ pub enum ViewEntry {
     Scratch { path: PathBuf },
     /// A symbolic link.
     Link { path: PathBuf, target: PathBuf },
+    /// The directory `source`, writable, at `path` (the agent's private home).
+    Bind { source: PathBuf, path: PathBuf },
 }
 
 impl ViewEntry {
@@ -119,7 +121,8 @@ impl ViewEntry {
         match self {
             ViewEntry::Show { path, .. }
             | ViewEntry::Scratch { path }
-            | ViewEntry::Link { path, .. } => path,
+            | ViewEntry::Link { path, .. }
+            | ViewEntry::Bind { path, .. } => path,
         }
     }
 
@@ -129,6 +132,7 @@ impl ViewEntry {
             ViewEntry::Show { path, writable } => Entry::Show { path, writable },
             ViewEntry::Scratch { path } => Entry::Scratch { path },
             ViewEntry::Link { path, target } => Entry::Link { path, target },
+            ViewEntry::Bind { source, path } => Entry::Bind { source, path },
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::toml_table::{flag, only_known_keys, strings};
 use std::collections::BTreeMap;
 
 /// The keys an `[agents.NAME]` table has.
-const KEYS: &[&str] = &["command", "headless", "tty", "env"];
+const KEYS: &[&str] = &["command", "headless", "tty", "env", "jail_home"];
 
 /// The placeholder of an argv template that the prompt replaces.
 pub const PROMPT: &str = "{prompt}";
@@ -26,6 +26,11 @@ pub struct Preset {
     /// Variables set for the agent (below the spawn's own `--env`).
     #[serde(skip)]
     pub env: BTreeMap<String, String>,
+    /// What its CLI keeps in `$HOME` (paths relative to it), copied into the private
+    /// home of a jailed agent (`--jail`): the CLI starts as it would unjailed, and
+    /// what the agent writes there never reaches the user's files.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub jail_home: Vec<String>,
 }
 
 /// Presets for the common coding CLIs, from their documented flags: an initial prompt
@@ -33,22 +38,41 @@ pub struct Preset {
 /// non-interactive mode (`claude -p`, `codex exec`, `gemini -p`, `aider --message`).
 /// aider has no "first message, then chat": its interactive form takes no prompt.
 pub fn builtins() -> Vec<Preset> {
-    let preset = |name: &str, command: &[&str], headless: &[&str]| Preset {
+    let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let preset = |name: &str, command: &[&str], headless: &[&str], home: &[&str]| Preset {
         name: name.into(),
         source: "built-in".into(),
-        command: command.iter().map(|s| s.to_string()).collect(),
-        headless: Some(headless.iter().map(|s| s.to_string()).collect()),
+        command: strings(command),
+        headless: Some(strings(headless)),
         tty: true,
         env: BTreeMap::new(),
+        jail_home: strings(home),
     };
+    // What each CLI reads at start in `$HOME`: its settings, login and state.
     vec![
-        preset("claude", &["claude", PROMPT], &["claude", "-p", PROMPT]),
-        preset("codex", &["codex", PROMPT], &["codex", "exec", PROMPT]),
-        preset("gemini", &["gemini", PROMPT], &["gemini", "-p", PROMPT]),
+        preset(
+            "claude",
+            &["claude", PROMPT],
+            &["claude", "-p", PROMPT],
+            &[".claude", ".claude.json"],
+        ),
+        preset(
+            "codex",
+            &["codex", PROMPT],
+            &["codex", "exec", PROMPT],
+            &[".codex"],
+        ),
+        preset(
+            "gemini",
+            &["gemini", PROMPT],
+            &["gemini", "-p", PROMPT],
+            &[".gemini"],
+        ),
         preset(
             "aider",
             &["aider"],
             &["aider", "--yes-always", "--message", PROMPT],
+            &[".aider.conf.yml", ".aider"],
         ),
     ]
 }
@@ -108,6 +132,12 @@ fn one(name: &str, value: &toml::Value, origin: &str) -> Result<Preset, String> 
             env.insert(var.clone(), value.to_string());
         }
     }
+    let jail_home = strings(table, "jail_home", &at)
+        .map_err(|_| format!("{at}: `jail_home` must be a list of paths relative to $HOME"))?
+        .unwrap_or_default();
+    for entry in &jail_home {
+        check_home_entry(entry).map_err(|e| format!("{at}: {e}"))?;
+    }
     Ok(Preset {
         name: name.into(),
         source: origin.into(),
@@ -115,7 +145,56 @@ fn one(name: &str, value: &toml::Value, origin: &str) -> Result<Preset, String> 
         headless: argv("headless")?,
         tty,
         env,
+        jail_home,
     })
+}
+
+/// Secrets never copied into a jailed agent's home, whatever a preset asks: the
+/// jail's view hides the same ones (`supervisor/jail_view.rs`, `HOME_HIDDEN`).
+pub const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".netrc",
+    ".git-credentials",
+    ".docker",
+    ".kube",
+    ".password-store",
+    ".local/share/keyrings",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+];
+
+/// A `jail_home` entry names a path below `$HOME` and no secret: an absolute path or
+/// `..` would copy any file of the user's into the jail.
+pub fn check_home_entry(entry: &str) -> Result<(), String> {
+    use std::path::{Component, Path};
+    let path = Path::new(entry);
+    let plain = !entry.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        && path.components().any(|c| matches!(c, Component::Normal(_)));
+    if !plain {
+        return Err(format!(
+            "jail_home entry `{entry}` must be a path relative to $HOME without `..`, \
+             e.g. \".claude\""
+        ));
+    }
+    let normal: std::path::PathBuf = path.components().collect();
+    if let Some(secret) = HOME_SECRETS
+        .iter()
+        .find(|s| normal.starts_with(s) || Path::new(s).starts_with(&normal))
+    {
+        return Err(format!(
+            "jail_home entry `{entry}` would copy `~/{secret}`, which a jailed agent never gets"
+        ));
+    }
+    Ok(())
 }
 
 /// Built-ins, then `user` (config.toml) over them by name, then `repo` (`.grove.toml`)
@@ -131,7 +210,10 @@ pub fn merge(user: Vec<Preset>, repo: Vec<Preset>) -> (Vec<Preset>, Vec<Preset>)
         all.insert(preset.name.clone(), preset);
     }
     let mut shadowed = Vec::new();
-    for preset in repo {
+    for mut preset in repo {
+        // A repository's file is anyone's commit: its preset must not copy files of
+        // the user's home (a login token, say) into a jail it then reads them from.
+        preset.jail_home.clear();
         if all.contains_key(&preset.name) {
             shadowed.push(preset);
         } else {
@@ -217,6 +299,31 @@ mod tests {
         assert_eq!(claude.command, ["my-claude"]);
         assert!(all.iter().any(|p| p.name == "lint"));
         assert_eq!(shadowed.len(), 1);
+    }
+
+    #[test]
+    fn jail_home_stays_below_home_and_off_secrets_and_repos() {
+        for bad in [
+            "../x",
+            "/etc",
+            "",
+            ".",
+            "a/../../b",
+            ".ssh",
+            ".ssh/id_rsa",
+            ".config",
+        ] {
+            assert!(check_home_entry(bad).is_err(), "{bad}");
+        }
+        assert!(check_home_entry(".claude").is_ok());
+        assert!(check_home_entry("./.config/foo").is_ok());
+        let text = "[agents.x]\ncommand = [\"a\"]\njail_home = [\".x\"]\n";
+        assert_eq!(parse(text, "u").expect("ok")[0].jail_home, [".x"]);
+        let bad = "[agents.x]\ncommand = [\"a\"]\njail_home = [\"../x\"]\n";
+        assert!(parse(bad, "u").expect_err("refused").contains("../x"));
+        let (all, _) = merge(Vec::new(), parse(text, "r").expect("ok"));
+        let x = all.iter().find(|p| p.name == "x").expect("x");
+        assert!(x.jail_home.is_empty(), "a repository's preset gets no home");
     }
 
     #[test]

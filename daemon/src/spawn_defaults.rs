@@ -35,6 +35,9 @@ pub fn resolve(params: &mut SpawnParams, config: &Config) -> Result<(), Error> {
             "a limit of 0 open files would keep the agent from starting".into(),
         ));
     }
+    for entry in &params.jail_home {
+        crate::presets::check_home_entry(entry).map_err(Error::BadInput)?;
+    }
     let jail = params.jail.unwrap_or(config.jail);
     params.jail = Some(jail);
     if let Some(relative) = params.jail_write.iter().find(|p| !p.is_absolute()) {

@@ -281,6 +281,10 @@ pub struct SpawnParams {
     /// More paths the jailed agent may write beneath (`--jail-write`).
     #[serde(default)]
     pub jail_write: Vec<PathBuf>,
+    /// What of `$HOME` (paths relative to it) is copied into the jailed agent's
+    /// private home: its preset's `jail_home`. Ignored without a jail.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jail_home: Vec<String>,
     /// Give the agent a terminal of its own (`--tty`): it can then be attached to,
     /// sent keys and read from.
     #[serde(default)]

@@ -229,6 +229,9 @@ pub struct AgentRecord {
     /// `jail_write` setting).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jail_write: Vec<PathBuf>,
+    /// What of the user's `$HOME` was copied into the jailed agent's private home.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jail_home: Vec<String>,
     /// CPU time (user + system) of the agent's whole process tree, in milliseconds.
     #[serde(default)]
     pub cpu_ms: Option<u64>,

@@ -49,12 +49,18 @@ pub enum Entry {
     Scratch { path: PathBuf },
     /// A symbolic link at `path` to `target`.
     Link { path: PathBuf, target: PathBuf },
+    /// The directory `source` at `path`, writable (the agent's private home at the
+    /// place of `$HOME`, with the shown toolchains of `$HOME` bound over it).
+    Bind { source: PathBuf, path: PathBuf },
 }
 
 impl Entry {
     pub fn path(&self) -> &Path {
         match self {
-            Entry::Show { path, .. } | Entry::Scratch { path } | Entry::Link { path, .. } => path,
+            Entry::Show { path, .. }
+            | Entry::Scratch { path }
+            | Entry::Link { path, .. }
+            | Entry::Bind { path, .. } => path,
         }
     }
 }

@@ -14,6 +14,7 @@ use support::*;
 const TRIES: &str = r#"
     echo x > "$OUTSIDE" && echo outside-written
     echo x > "$MAIN/intruder.txt" && echo main-written
+    s=/var/tmp/grove-intruder-$$; echo x > "$s" && echo scratch-written && rm -f "$s"
     echo hi > new.txt && git add new.txt && git commit -qm 'jailed commit' && echo committed
     echo t > "$TMPDIR/t" && echo "tmp-written $TMPDIR"
     echo y > /dev/null && echo devnull-written
@@ -53,11 +54,12 @@ fn jail_confines_writes_to_the_worktree_and_git_can_still_commit() {
     assert_eq!(record["outcome"], "succeeded", "{log}");
     assert_eq!(record["jail"], true);
 
-    // Outside the jail: an absolute path elsewhere, and the main checkout.
-    assert!(!log.contains("outside-written"), "{log}");
+    // Below $HOME (the user's file, the main checkout): $HOME is the agent's private
+    // home, so a write there lands in that copy, never in the user's files.
     assert!(!outside(&g).exists());
-    assert!(!log.contains("main-written"), "{log}");
     assert!(!g.repo.join("intruder.txt").exists());
+    // Elsewhere the jail refuses, even where the view has a writable-looking tmpfs.
+    assert!(!log.contains("scratch-written"), "{log}");
     assert!(log.contains("Permission denied"), "{log}");
 
     // Inside: git add && git commit from the worktree, onto the agent's branch.
@@ -94,6 +96,7 @@ fn without_jail_the_same_writes_succeed() {
     assert!(log.contains("outside-written"), "{log}");
     assert_eq!(fs::read_to_string(outside(&g)).ok().as_deref(), Some("x\n"));
     assert!(log.contains("main-written"), "{log}");
+    assert!(log.contains("scratch-written"), "{log}");
     assert!(log.contains("committed"), "{log}");
     // Unjailed agents get a private TMPDIR too.
     let tmp = g.home.join("agents").join(&id).join("tmp");

@@ -132,7 +132,14 @@ fn a_jailed_agent_cannot_move_or_delete_anything_of_the_users_repository() {
         fs::read_to_string(&outside).expect("read"),
         "# the user's\n"
     );
-    assert!(!log.contains("done:"), "an attempt went through: {log}");
+    // The user's repository lies below $HOME, which in the view is the agent's private
+    // home: an attempt may "go through" on the empty directories the view made there,
+    // never on the user's repository (each checked above). Outside $HOME, none does.
+    let beneath_home = g.repo.starts_with(g.dir.path());
+    assert!(
+        beneath_home || !log.contains("done:"),
+        "an attempt went through: {log}"
+    );
     g.git(&["fsck", "--strict"]);
     assert_eq!(
         g.git(&["show", "-s", "--format=%s", "HEAD"]).trim(),

@@ -47,6 +47,7 @@ pub struct Resolved {
     pub argv: Vec<String>,
     pub tty: bool,
     pub env: Vec<(String, String)>,
+    pub jail_home: Vec<String>,
 }
 
 pub fn resolve(name: &str, headless: bool, prompt: Option<&str>, repo: &Path) -> Result<Resolved> {
@@ -69,6 +70,7 @@ pub fn resolve(name: &str, headless: bool, prompt: Option<&str>, repo: &Path) ->
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        jail_home: preset.jail_home.clone(),
     })
 }
 

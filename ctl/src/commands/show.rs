@@ -92,6 +92,16 @@ fn describe(r: &AgentRecord, deleted_since: bool, discarded: Option<&str>) -> St
                 "no".into()
             },
         ),
+        (
+            "jail home",
+            if r.jail && !r.jail_home.is_empty() {
+                format!("a private copy of ~/{}", r.jail_home.join(", ~/"))
+            } else if r.jail {
+                "private and empty".into()
+            } else {
+                "-".into()
+            },
+        ),
         ("worktree", r.worktree.display().to_string()),
         ("log", r.log_path.display().to_string()),
     ];

@@ -105,7 +105,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         Some(path) => cwd.join(path),
         None => cwd.clone(),
     };
-    let (argv, tty, mut env) = match &args.agent {
+    let (argv, tty, mut env, jail_home) = match &args.agent {
         Some(name) => {
             let prompt = (!args.prompt.is_empty()).then(|| args.prompt.join(" "));
             let preset = super::agents::resolve(name, args.headless, prompt.as_deref(), &repo)?;
@@ -114,9 +114,10 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
                 .into_iter()
                 .map(|(name, value)| EnvVar { name, value })
                 .collect();
-            (preset.argv, preset.tty && !args.headless, env)
+            let tty = preset.tty && !args.headless;
+            (preset.argv, tty, env, preset.jail_home)
         }
-        None => (args.command.clone(), false, Vec::new()),
+        None => (args.command.clone(), false, Vec::new(), Vec::new()),
     };
     // The spawn's own --env comes last, so it wins over the preset's.
     for var in &args.env {
@@ -152,6 +153,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
             _ => None,
         },
         jail_write: args.jail_write.iter().map(|p| cwd.join(p)).collect(),
+        jail_home,
         tty,
         tty_size: tty
             .then(|| {

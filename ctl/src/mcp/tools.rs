@@ -624,6 +624,7 @@ fn dash_safe(tool: &str, id: String) -> Result<String, String> {
 }
 
 async fn spawn(server: &GroveTools, mut r: args::Spawn) -> Answer {
+    let mut jail_home = Vec::new();
     if let Some(name) = r.agent.take() {
         if !r.argv.is_empty() {
             return Err("spawn_agent: give argv or agent, not both".into());
@@ -632,6 +633,7 @@ async fn spawn(server: &GroveTools, mut r: args::Spawn) -> Answer {
         let preset = crate::commands::resolve_preset(&name, r.headless, r.prompt.as_deref(), &repo)
             .map_err(|e| format!("spawn_agent: {e:#}"))?;
         r.argv = preset.argv;
+        jail_home = preset.jail_home;
         r.tty = r.tty || (preset.tty && !r.headless);
         for (name, value) in preset.env {
             r.env.entry(name).or_insert(value);
@@ -685,7 +687,7 @@ async fn spawn(server: &GroveTools, mut r: args::Spawn) -> Answer {
                 "memory_bytes": r.memory_bytes, "cpu_seconds": r.cpu_seconds,
             },
             "keep": r.keep, "sparse": r.sparse,
-            "jail": r.jail, "jail_write": jail_write,
+            "jail": r.jail, "jail_write": jail_write, "jail_home": jail_home,
             "tty": r.tty, "keep_stdin": r.keep_stdin,
         }),
     )

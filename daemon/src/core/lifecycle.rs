@@ -233,6 +233,13 @@ impl Core {
             sparse: params.sparse.clone(),
             jail: params.jail.unwrap_or(false),
             jail_write: params.jail_write,
+            // A preset names what its CLI keeps in $HOME whether jailed or not; only a
+            // jail gets a private home to copy it into.
+            jail_home: if params.jail == Some(true) {
+                params.jail_home
+            } else {
+                Vec::new()
+            },
             tty: params.tty.then(|| params.tty_size.unwrap_or_default()),
             keep_stdin: params.keep_stdin && !params.tty,
             subdir: new.subdir,
@@ -298,6 +305,7 @@ impl Core {
             sparse: Vec::new(),
             jail: false,
             jail_write: Vec::new(),
+            jail_home: Vec::new(),
             cpu_ms: None,
             peak_memory_bytes: None,
             tty: None,

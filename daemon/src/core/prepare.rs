@@ -233,6 +233,21 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     let AsTheAgent { env, mut jail } = as_the_agent(job, &tmp_dir)?;
     if let Some(jail) = jail.as_mut() {
         let config = &job.config;
+        let private_home = crate::supervisor::jail_home::path(&tmp_dir);
+        let (home, entries) = (private_home.clone(), record.jail_home.clone());
+        tokio::task::spawn_blocking(move || {
+            let user_home = crate::supervisor::jail_home::user_home();
+            crate::supervisor::jail_home::make(&home, user_home.as_deref(), &entries)
+        })
+        .await?
+        .map_err(|source| Error::Io {
+            what: "make the jailed agent's private home",
+            path: private_home.clone(),
+            source,
+        })?;
+        // Bound at $HOME, it is another mount of the same directory: Landlock's rule
+        // for the TMPDIR does not reach it through that mount, its own rule does.
+        jail.writable.push(private_home.clone());
         jail.view = Some(crate::supervisor::jail_view::view(
             &crate::supervisor::jail_view::ViewInputs {
                 repo: &record.worktree,
@@ -243,6 +258,7 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
                 socket: &dirs.socket,
                 shown: &config.jail_show,
                 hidden: &config.jail_hide,
+                private_home: Some(&private_home),
             },
         ));
     }

@@ -12,7 +12,9 @@
 //! | the user's objects its repository borrows (alternates) | read-only |
 //! | the `PATH` it was given, grove's own binary | read-only |
 //! | toolchains and shell settings in `$HOME` ([`HOME_SHOWN`]), `jail_show` | read-only |
-//! | `$HOME`, `/tmp`, `/var/tmp`, `/run`, `/dev/shm` | empty, and not writable (its TMPDIR is its own) |
+//! | `$HOME` | its private home (`jail_home.rs`): a writable copy of what its preset's CLI keeps there |
+//! | `/tmp` | its TMPDIR again (codex, for one, makes its socket directory in `/tmp` whatever `TMPDIR` says) |
+//! | `/var/tmp`, `/run`, `/dev/shm` (and `$HOME` without a private home) | empty, and not writable (its TMPDIR is its own) |
 //! | grove's socket | the one socket of the state directory, through a link |
 //!
 //! Hidden even inside a shown directory: [`HOME_HIDDEN`] (keys, tokens, browser
@@ -34,7 +36,12 @@ const SYSTEM: &[&str] = &[
 ];
 
 /// Empty in the view (and not writable: the agent's TMPDIR is its own directory).
-const SCRATCH: &[&str] = &["/tmp", "/var/tmp", "/run", "/dev/shm"];
+const SCRATCH: &[&str] = &["/var/tmp", "/run", "/dev/shm"];
+
+/// Where programs put temporary files whatever `TMPDIR` says: the agent's TMPDIR is
+/// shown there too (never the user's `/tmp`). Landlock's rule for the TMPDIR holds
+/// there: the mount's root is the TMPDIR itself.
+const TMP: &str = "/tmp";
 
 /// What an agent needs of `$HOME` to build and run: toolchains and shell settings.
 pub const HOME_SHOWN: &[&str] = &[
@@ -59,24 +66,9 @@ pub const HOME_SHOWN: &[&str] = &[
     ".inputrc",
 ];
 
-/// Secrets of `$HOME`, hidden even where a shown path holds them.
-pub const HOME_HIDDEN: &[&str] = &[
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".config/gcloud",
-    ".config/gh",
-    ".netrc",
-    ".git-credentials",
-    ".docker",
-    ".kube",
-    ".password-store",
-    ".local/share/keyrings",
-    ".mozilla",
-    ".config/google-chrome",
-    ".config/chromium",
-];
+/// Secrets of `$HOME`, hidden even where a shown path holds them (and never copied
+/// into an agent's private home).
+pub const HOME_HIDDEN: &[&str] = crate::presets::HOME_SECRETS;
 
 /// What the view is made of, from the daemon's settings and the agent's spawn.
 pub struct ViewInputs<'a> {
@@ -92,6 +84,9 @@ pub struct ViewInputs<'a> {
     pub socket: &'a Path,
     pub shown: &'a [PathBuf],
     pub hidden: &'a [PathBuf],
+    /// The directory shown, writable, at `HOME` (the toolchains of `$HOME` stay
+    /// shown over it at their own places, so that `~/.cargo` and the like still work).
+    pub private_home: Option<&'a Path>,
 }
 
 /// The directory of the state directory that holds only a link to the socket: a view
@@ -118,7 +113,8 @@ pub fn view(inputs: &ViewInputs<'_>) -> Vec<ViewEntry> {
     let mut read_only: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
     // The account's own home too, where it is not `HOME`: a toolchain installed there
     // (pyenv's shims on PATH, say) runs programs from it.
-    let homes: Vec<PathBuf> = home.iter().cloned().chain(account_home()).collect();
+    let mut homes: Vec<PathBuf> = home.iter().cloned().chain(account_home()).collect();
+    homes.dedup();
     for home in &homes {
         read_only.extend(HOME_SHOWN.iter().map(|p| home.join(p)));
         hidden.extend(HOME_HIDDEN.iter().map(|p| home.join(p)));
@@ -153,8 +149,18 @@ pub fn view(inputs: &ViewInputs<'_>) -> Vec<ViewEntry> {
         entries.push(show(path, false));
     }
     entries.push(show(PathBuf::from("/dev"), true));
+    entries.push(ViewEntry::Bind {
+        source: inputs.tmp_dir.to_path_buf(),
+        path: PathBuf::from(TMP),
+    });
     for path in SCRATCH.iter().map(PathBuf::from).chain(homes) {
-        entries.push(ViewEntry::Scratch { path });
+        match inputs.private_home {
+            Some(source) if Some(&path) == home.as_ref() => entries.push(ViewEntry::Bind {
+                source: source.to_path_buf(),
+                path,
+            }),
+            _ => entries.push(ViewEntry::Scratch { path }),
+        }
     }
     for path in writable {
         entries.push(show(path, true));
@@ -269,7 +275,27 @@ mod tests {
             socket: Path::new("/s/grove.sock"),
             shown: &[],
             hidden: &[],
+            private_home: None,
         }
+    }
+
+    #[test]
+    fn a_private_home_takes_the_place_of_home_under_its_toolchains() {
+        let env = vec![("HOME".to_string(), "/home/u".to_string())];
+        let mut inputs = inputs(&env);
+        inputs.private_home = Some(Path::new("/s/agents/a/tmp/home"));
+        let entries = view(&inputs);
+        assert!(entries.contains(&ViewEntry::Bind {
+            source: "/s/agents/a/tmp/home".into(),
+            path: "/home/u".into(),
+        }));
+        assert!(!entries.contains(&ViewEntry::Scratch {
+            path: "/home/u".into(),
+        }));
+        assert!(entries.contains(&ViewEntry::Show {
+            path: "/home/u/.cargo".into(),
+            writable: false
+        }));
     }
 
     #[test]

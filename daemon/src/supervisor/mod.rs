@@ -1,6 +1,7 @@
 //! Starting shims and watching them end.
 
 pub mod environment;
+pub mod jail_home;
 pub mod jail_paths;
 pub mod jail_view;
 pub mod launch;

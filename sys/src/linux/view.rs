@@ -217,6 +217,10 @@ fn enter(view: &View, cwd: &Path, uid: u32, gid: u32) -> io::Result<()> {
                 }
             }
             Entry::Scratch { .. } => scratch(&target, source.as_ref())?,
+            Entry::Bind { .. } => match source {
+                Some(source) => bind(&source, &target, true)?,
+                None => scratch(&target, None)?,
+            },
             Entry::Link { target: to, .. } => {
                 make_parent(&target)?;
                 std::os::unix::fs::symlink(to, &target)
@@ -257,6 +261,8 @@ fn open_sources(view: &View) -> io::Result<Vec<(&Entry, Option<File>)>> {
     for entry in entries {
         let source = match entry {
             Entry::Show { path, .. } | Entry::Scratch { path } => open_path(path)?,
+            // Opened by its source; missing, the place stays an empty directory.
+            Entry::Bind { source, .. } => open_path(source)?,
             Entry::Link { .. } => None,
         };
         if matches!(entry, Entry::Show { .. }) && source.is_none() {

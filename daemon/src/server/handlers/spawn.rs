@@ -57,6 +57,24 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
     if let Some(parent) = &jailed_parent {
         params.jail = Some(true);
         params.jail_write = parent.jail_write.clone();
+        // Its child's home is copied from the user's too: no more of it than the
+        // parent itself got, or a nested spawn would reach files the parent could not.
+        if let Some(extra) = params
+            .jail_home
+            .iter()
+            .find(|entry| !parent.jail_home.contains(entry))
+        {
+            return Err(Error::Refused(format!(
+                "agent {} may give its children only what of $HOME it got itself ({}); \
+                 `{extra}` is not among it",
+                parent.id,
+                if parent.jail_home.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    parent.jail_home.join(", ")
+                }
+            )));
+        }
         let inside =
             std::fs::canonicalize(&params.repo).is_ok_and(|p| p.starts_with(&parent.worktree));
         if inside {
