@@ -65,7 +65,7 @@ out.empty_argv = await refused("spawn_agent", { argv: [] });
 // Presets: an unknown one is named; a known one resolves to its CLI (not installed here,
 // so the spawn is refused at the PATH lookup, which names the command).
 out.preset_unknown = await refused("spawn_agent", { agent: "nope" });
-out.preset_claude = await refused("spawn_agent", { agent: "claude", prompt: "fix it", headless: true });
+out.preset_missing = await refused("spawn_agent", { agent: "ghost", prompt: "fix it", headless: true });
 out.unknown_id = await refused("agent_status", { id: "zzzz" });
 out.wrong_type = await refused("wait_agents", { ids: "notalist" });
 

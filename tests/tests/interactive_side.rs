@@ -405,13 +405,13 @@ fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
         &["no agent preset `clod`", "aider, claude, codex, gemini"],
     );
     // A preset whose program is not on the caller's PATH: refused at spawn, exit 2.
-    let out = g.run_env(
-        &["spawn", "--agent", "claude", "hi"],
-        &[("PATH", "/usr/bin:/bin")],
-    );
+    // (Not a built-in's: CI installs the real CLIs, for tests/jail_clis.rs.)
+    g.write_config("[agents.ghost]\ncommand = [\"grove-test-no-such-cli\", \"{prompt}\"]\n");
+    let out = g.run(&["spawn", "--agent", "ghost", "hi"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
-        out.stderr.contains("command not found: claude"),
+        out.stderr
+            .contains("command not found: grove-test-no-such-cli"),
         "{}",
         out.stderr
     );

@@ -7,6 +7,7 @@
 mod support;
 
 use serde_json::Value;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use support::*;
@@ -76,6 +77,16 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
     // The merge commit needs an identity; the host's environment carries none.
     g.git(&["config", "user.name", "Test User"]);
     g.git(&["config", "user.email", "user@example.invalid"]);
+    // A preset whose program is on no PATH (not a built-in's: CI installs the real
+    // CLIs, for tests/jail_clis.rs).
+    let config = g.dir.path().join(".config/grove");
+    fs::create_dir_all(&config).expect("mkdir");
+    fs::write(
+        config.join("config.toml"),
+        "[agents.ghost]\ncommand = [\"grove-test-no-such-cli\", \"{prompt}\"]\n\
+         headless = [\"grove-test-no-such-cli\", \"{prompt}\"]\n",
+    )
+    .expect("config");
     let _stop = StopHostDaemon(&g);
     let client = concat!(env!("CARGO_MANIFEST_DIR"), "/mcp-client/client.mjs");
     let out = host_command("node", &g)
@@ -101,8 +112,11 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
         unknown_preset.contains("no agent preset `nope`"),
         "{unknown_preset}"
     );
-    let claude = r["preset_claude"].as_str().unwrap_or("");
-    assert!(claude.contains("command not found: claude"), "{claude}");
+    let missing = r["preset_missing"].as_str().unwrap_or("");
+    assert!(
+        missing.contains("command not found: grove-test-no-such-cli"),
+        "{missing}"
+    );
     let screen = r["screen"].as_str().unwrap_or("");
     assert!(screen.contains("hello mcp"), "{screen}");
     assert_eq!(r["answered"], "ship", "{r:#}");
