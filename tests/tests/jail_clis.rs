@@ -216,3 +216,56 @@ fn a_repositorys_preset_gets_no_copy_of_home() {
     assert!(log.contains("absent") && !log.contains("secret"), "{log}");
     assert!(g.record(&id).get("jail_home").is_none());
 }
+
+/// A jailed agent that got `~/.claude` spawns children: one asking for the same, one
+/// asking for `~/.codex`, which it never got.
+const SPAWN_CHILDREN: &str = r#"
+    child=$("$GROVE_BIN" spawn --agent claude --headless "hi") && echo "claude child: $child"
+    "$GROVE_BIN" spawn --agent codex --headless "hi"; echo "codex exit=$?"
+    exit 0
+"#;
+
+#[test]
+fn a_jailed_agents_child_gets_no_more_of_home_than_the_agent() {
+    if !have_program("claude", &["--version"])
+        || !have_program("codex", &["--version"])
+        || !can_jail()
+    {
+        return;
+    }
+    let g = Grove::new();
+    let script = g.write_file("spawn-children.sh", SPAWN_CHILDREN);
+    g.write_config(format!(
+        "[agents.parent]\ncommand = [\"sh\", \"{}\"]\njail_home = [\".claude\", \".claude.json\"]\n\
+         env = {{ GROVE_BIN = \"{BIN}\" }}\n",
+        script.display()
+    ));
+    let id = g
+        .ok(&["spawn", "--jail", "--agent", "parent"])
+        .trim()
+        .to_string();
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("claude child: "), "{log}");
+    assert!(
+        log.contains("codex exit=") && !log.contains("codex exit=0"),
+        "{log}"
+    );
+    assert!(
+        log.contains("only what of $HOME it got itself") && log.contains("`.codex`"),
+        "{log}"
+    );
+    let child = log
+        .lines()
+        .find_map(|l| l.strip_prefix("claude child: "))
+        .expect("child id")
+        .trim()
+        .to_string();
+    let record = g.record(&child);
+    assert_eq!(record["jail"], true);
+    assert_eq!(
+        record["jail_home"],
+        serde_json::json!([".claude", ".claude.json"])
+    );
+    g.wait(&child);
+    assert_eq!(g.all_agents().len(), 2, "the codex child was never made");
+}
