@@ -123,6 +123,9 @@ fn pairings() -> Vec<Pairing> {
                 "limits",
                 "tty_size",
                 "stdin_b64",
+                // The preset's (`agent`): a caller naming files of $HOME to copy into a
+                // jail is what a preset is trusted for, not a tool argument.
+                "jail_home",
             ],
             defaulted: &["argv", "repo"],
             ..pairing(
