@@ -149,7 +149,10 @@ fn a_jailed_agent_writes_its_private_home_never_the_users() {
     let record = g.record(&id);
     assert_eq!(record["jail_home"], serde_json::json!([".claude"]));
     let shown = g.ok(&["show", &id]);
-    assert!(shown.contains("a private copy of ~/.claude"), "{shown}");
+    assert!(
+        shown.contains("private, with a copy of ~/.claude"),
+        "{shown}"
+    );
 
     // Unjailed, the same agent writes the user's files: the attack is real.
     let id = g

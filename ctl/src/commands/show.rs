@@ -92,19 +92,19 @@ fn describe(r: &AgentRecord, deleted_since: bool, discarded: Option<&str>) -> St
                 "no".into()
             },
         ),
-        (
-            "jail home",
-            if r.jail && !r.jail_home.is_empty() {
-                format!("a private copy of ~/{}", r.jail_home.join(", ~/"))
-            } else if r.jail {
-                "private and empty".into()
-            } else {
-                "-".into()
-            },
-        ),
         ("worktree", r.worktree.display().to_string()),
         ("log", r.log_path.display().to_string()),
     ];
+    if r.jail {
+        lines.push((
+            "jail home",
+            if r.jail_home.is_empty() {
+                "private and empty".into()
+            } else {
+                format!("private, with a copy of ~/{}", r.jail_home.join(", ~/"))
+            },
+        ));
+    }
     if !r.env_names.is_empty() {
         lines.push(("env", r.env_names.join(", ")));
     }
