@@ -6,7 +6,8 @@
 //! | path | why |
 //! |---|---|
 //! | the agent's repository | its files and its own `.git`: grove makes each jailed agent a repository of its own (`git/own_repo.rs`) whose objects borrow the user's read-only (alternates), so committing writes only there |
-//! | `<state>/agents/<id>/tmp` | its private TMPDIR, removed when the agent ends |
+//! | `<state>/agents/<id>/tmp` | its private TMPDIR, removed when the agent ends (its view shows it at `/tmp` too) |
+//! | `<state>/agents/<id>/tmp/home` | its private home, shown at `$HOME` in its view (`jail_home.rs`); a rule of its own, added at launch (`core/prepare.rs`), since that mount's walk up never meets the TMPDIR |
 //! | `/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty` | writing to the usual sinks (`> /dev/null` opens with O_TRUNC) |
 //! | `--jail-write` paths and the `jail_write` setting | whatever else the user allows (a shared build cache, say) |
 //!
@@ -17,8 +18,8 @@
 //!
 //! Left closed on purpose: `/dev/pts` and `/dev/ptmx` (new pseudo-terminals), because
 //! write and ioctl access there reaches every terminal of the machine (TIOCSTI types
-//! into the user's shell); `/dev/shm`, shared with every other process; `/tmp`
-//! (TMPDIR points elsewhere). `--jail-write` opens any of them when an agent needs it.
+//! into the user's shell); `/dev/shm`, shared with every other process; the user's
+//! `/tmp` (setup commands, which run without a view, have only their TMPDIR). `--jail-write` opens any of them when an agent needs it.
 
 use crate::error::Error;
 use grove_agent_shim::jail::{describe_abi, kernel_abi, REQUIRED_ABI};

@@ -4,7 +4,8 @@
 //!
 //! The view is built the way bubblewrap builds one: a fresh tmpfs as the root, the
 //! paths that are shown bound into it at their own place (read-only unless writable),
-//! private tmpfs scratch directories (`/tmp`, `$HOME`, ...), a `/proc` of the new pid
+//! a directory of the agent's own bound writable at another place (its private home at
+//! `$HOME`), private tmpfs scratch directories (`/run`, ...), a `/proc` of the new pid
 //! namespace, then `pivot_root` and the old root detached. What is not shown does not
 //! exist for the agent: a Unix socket it cannot name, it cannot connect to (Landlock up
 //! to ABI 7 cannot refuse a connect by path), a secret it cannot open, it cannot read.
