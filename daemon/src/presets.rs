@@ -6,7 +6,14 @@ use crate::toml_table::{flag, only_known_keys, strings};
 use std::collections::BTreeMap;
 
 /// The keys an `[agents.NAME]` table has.
-const KEYS: &[&str] = &["command", "headless", "tty", "env", "jail_home"];
+const KEYS: &[&str] = &[
+    "command",
+    "headless",
+    "tty",
+    "env",
+    "jail_home",
+    "cli_files",
+];
 
 /// The placeholder of an argv template that the prompt replaces.
 pub const PROMPT: &str = "{prompt}";
@@ -31,6 +38,10 @@ pub struct Preset {
     /// what the agent writes there never reaches the user's files.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub jail_home: Vec<String>,
+    /// What its CLI writes into the worktree for itself (paths relative to it: its chat
+    /// history, caches, per-project settings): never salvaged onto the agent's branch.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cli_files: Vec<String>,
 }
 
 /// Presets for the common coding CLIs, from their documented flags: an initial prompt
@@ -39,40 +50,52 @@ pub struct Preset {
 /// aider has no "first message, then chat": its interactive form takes no prompt.
 pub fn builtins() -> Vec<Preset> {
     let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let preset = |name: &str, command: &[&str], headless: &[&str], home: &[&str]| Preset {
+    let preset = |name: &str, command: &[&str], headless: &[&str], files: [&[&str]; 2]| Preset {
         name: name.into(),
         source: "built-in".into(),
         command: strings(command),
         headless: Some(strings(headless)),
         tty: true,
         env: BTreeMap::new(),
-        jail_home: strings(home),
+        jail_home: strings(files[0]),
+        cli_files: strings(files[1]),
     };
-    // What each CLI reads at start in `$HOME`: its settings, login and state.
+    // What each CLI reads at start in `$HOME` (its settings, login and state), then
+    // what it writes into the worktree for itself.
     vec![
         preset(
             "claude",
             &["claude", PROMPT],
             &["claude", "-p", PROMPT],
-            &[".claude", ".claude.json"],
+            [
+                &[".claude", ".claude.json"],
+                &[".claude/settings.local.json"],
+            ],
         ),
         preset(
             "codex",
             &["codex", PROMPT],
             &["codex", "exec", PROMPT],
-            &[".codex"],
+            [&[".codex"], &[]],
         ),
         preset(
             "gemini",
             &["gemini", PROMPT],
             &["gemini", "-p", PROMPT],
-            &[".gemini"],
+            [&[".gemini"], &[".gemini"]],
         ),
         preset(
             "aider",
             &["aider"],
             &["aider", "--yes-always", "--message", PROMPT],
-            &[".aider.conf.yml", ".aider"],
+            [
+                &[".aider.conf.yml", ".aider"],
+                &[
+                    ".aider.chat.history.md",
+                    ".aider.input.history",
+                    ".aider.tags.cache.v4",
+                ],
+            ],
         ),
     ]
 }
@@ -138,6 +161,12 @@ fn one(name: &str, value: &toml::Value, origin: &str) -> Result<Preset, String> 
     for entry in &jail_home {
         check_home_entry(entry).map_err(|e| format!("{at}: {e}"))?;
     }
+    let cli_files = strings(table, "cli_files", &at)
+        .map_err(|_| format!("{at}: `cli_files` must be a list of paths relative to the worktree"))?
+        .unwrap_or_default();
+    for entry in &cli_files {
+        check_cli_file(entry).map_err(|e| format!("{at}: {e}"))?;
+    }
     Ok(Preset {
         name: name.into(),
         source: origin.into(),
@@ -146,6 +175,7 @@ fn one(name: &str, value: &toml::Value, origin: &str) -> Result<Preset, String> 
         tty,
         env,
         jail_home,
+        cli_files,
     })
 }
 
@@ -172,14 +202,9 @@ pub const HOME_SECRETS: &[&str] = &[
 /// A `jail_home` entry names a path below `$HOME` and no secret: an absolute path or
 /// `..` would copy any file of the user's into the jail.
 pub fn check_home_entry(entry: &str) -> Result<(), String> {
-    use std::path::{Component, Path};
+    use std::path::Path;
     let path = Path::new(entry);
-    let plain = !entry.is_empty()
-        && path
-            .components()
-            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-        && path.components().any(|c| matches!(c, Component::Normal(_)));
-    if !plain {
+    if !plain_relative(entry) {
         return Err(format!(
             "jail_home entry `{entry}` must be a path relative to $HOME without `..`, \
              e.g. \".claude\""
@@ -195,6 +220,29 @@ pub fn check_home_entry(entry: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A `cli_files` entry names a path inside the worktree.
+pub fn check_cli_file(entry: &str) -> Result<(), String> {
+    if plain_relative(entry) {
+        return Ok(());
+    }
+    Err(format!(
+        "cli_files entry `{entry}` must be a path relative to the worktree without `..`, \
+         e.g. \".aider.chat.history.md\""
+    ))
+}
+
+/// A relative path of plain names: no root, no `..`, not empty.
+fn plain_relative(entry: &str) -> bool {
+    use std::path::{Component, Path};
+    let path = Path::new(entry);
+    !entry.is_empty()
+        && !entry.contains('\0')
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+        && path.components().any(|c| matches!(c, Component::Normal(_)))
 }
 
 /// Built-ins, then `user` (config.toml) over them by name, then `repo` (`.grove.toml`)
@@ -214,6 +262,8 @@ pub fn merge(user: Vec<Preset>, repo: Vec<Preset>) -> (Vec<Preset>, Vec<Preset>)
         // A repository's file is anyone's commit: its preset must not copy files of
         // the user's home (a login token, say) into a jail it then reads them from.
         preset.jail_home.clear();
+        // Nor hide an agent's work from salvage: what is left out is never saved.
+        preset.cli_files.clear();
         if all.contains_key(&preset.name) {
             shadowed.push(preset);
         } else {
@@ -324,6 +374,26 @@ mod tests {
         let (all, _) = merge(Vec::new(), parse(text, "r").expect("ok"));
         let x = all.iter().find(|p| p.name == "x").expect("x");
         assert!(x.jail_home.is_empty(), "a repository's preset gets no home");
+    }
+
+    #[test]
+    fn cli_files_stay_inside_the_worktree_and_repos_get_none() {
+        for bad in ["../x", "/etc/passwd", "", "a/../../b"] {
+            assert!(check_cli_file(bad).is_err(), "{bad}");
+        }
+        assert!(builtin("aider")
+            .cli_files
+            .contains(&".aider.chat.history.md".to_string()));
+        let text = "[agents.x]\ncommand = [\"a\"]\ncli_files = [\"notes.log\"]\n";
+        assert_eq!(parse(text, "u").expect("ok")[0].cli_files, ["notes.log"]);
+        let bad = "[agents.x]\ncommand = [\"a\"]\ncli_files = [\"/x\"]\n";
+        assert!(parse(bad, "u").expect_err("refused").contains("/x"));
+        let (all, _) = merge(Vec::new(), parse(text, "r").expect("ok"));
+        let x = all.iter().find(|p| p.name == "x").expect("x");
+        assert!(
+            x.cli_files.is_empty(),
+            "a repository's preset hides nothing from salvage"
+        );
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub fn resolve(params: &mut SpawnParams, config: &Config) -> Result<(), Error> {
     for entry in &params.jail_home {
         crate::presets::check_home_entry(entry).map_err(Error::BadInput)?;
     }
+    for entry in &params.cli_files {
+        crate::presets::check_cli_file(entry).map_err(Error::BadInput)?;
+    }
     let jail = params.jail.unwrap_or(config.jail);
     params.jail = Some(jail);
     if let Some(relative) = params.jail_write.iter().find(|p| !p.is_absolute()) {

@@ -285,6 +285,10 @@ pub struct SpawnParams {
     /// private home: its preset's `jail_home`. Ignored without a jail.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jail_home: Vec<String>,
+    /// Paths in the worktree its preset's CLI writes for itself (history, caches):
+    /// never salvaged onto its branch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cli_files: Vec<String>,
     /// Give the agent a terminal of its own (`--tty`): it can then be attached to,
     /// sent keys and read from.
     #[serde(default)]

@@ -397,6 +397,49 @@ fn a_repository_preset_adds_names_but_never_replaces_a_known_one() {
     assert!(g.succeeded_log(&id).contains("linting"));
 }
 
+/// What a preset's CLI writes into the worktree for itself (`cli_files`: aider's chat
+/// history, a cache directory) never comes back as work; a repository's preset cannot
+/// hide anything from salvage that way.
+#[test]
+fn a_presets_cli_files_are_never_salvaged_onto_its_branch() {
+    let g = Grove::new();
+    let work = "echo hist > .notes.history; mkdir -p .cli-cache; echo c > .cli-cache/x; \
+                echo work > work.txt";
+    g.write_config(format!(
+        "[agents.notes]\ncommand = [\"sh\", \"-c\", \"{work}\"]\n\
+         cli_files = [\".notes.history\", \".cli-cache\"]\n"
+    ));
+    let id = g.ok(&["spawn", "--agent", "notes"]).trim().to_string();
+    g.succeeded_log(&id);
+    let files = g.git(&["ls-tree", "-r", "--name-only", &format!("grove/{id}")]);
+    assert!(files.lines().any(|f| f == "work.txt"), "{files}");
+    assert!(
+        !files.contains(".notes.history") && !files.contains(".cli-cache"),
+        "{files}"
+    );
+
+    fs::write(
+        g.repo.join(".grove.toml"),
+        format!(
+            "[agents.hide]\ncommand = [\"sh\", \"-c\", \"{work}\"]\n\
+             cli_files = [\"work.txt\", \".notes.history\"]\n"
+        ),
+    )
+    .expect("write");
+    g.git(&["add", ".grove.toml"]);
+    g.git(&["commit", "-qm", "a preset"]);
+    let id = g.ok(&["spawn", "--agent", "hide"]).trim().to_string();
+    g.succeeded_log(&id);
+    let files = g.git(&["ls-tree", "-r", "--name-only", &format!("grove/{id}")]);
+    assert!(
+        files.lines().any(|f| f == "work.txt") && files.contains(".notes.history"),
+        "a repository's preset hid work from salvage: {files}"
+    );
+    // Bad entries are refused where they are read.
+    g.write_config("[agents.bad]\ncommand = [\"true\"]\ncli_files = [\"../up\"]\n");
+    g.refused_all(&["spawn", "--agent", "bad"], &["cli_files entry `../up`"]);
+}
+
 #[test]
 fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
     let g = Grove::new();

@@ -48,6 +48,7 @@ pub struct Resolved {
     pub tty: bool,
     pub env: Vec<(String, String)>,
     pub jail_home: Vec<String>,
+    pub cli_files: Vec<String>,
 }
 
 pub fn resolve(name: &str, headless: bool, prompt: Option<&str>, repo: &Path) -> Result<Resolved> {
@@ -71,6 +72,7 @@ pub fn resolve(name: &str, headless: bool, prompt: Option<&str>, repo: &Path) ->
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         jail_home: preset.jail_home.clone(),
+        cli_files: preset.cli_files.clone(),
     })
 }
 

@@ -105,7 +105,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         Some(path) => cwd.join(path),
         None => cwd.clone(),
     };
-    let (argv, tty, mut env, jail_home) = match &args.agent {
+    let (argv, tty, mut env, jail_home, cli_files) = match &args.agent {
         Some(name) => {
             let prompt = (!args.prompt.is_empty()).then(|| args.prompt.join(" "));
             let preset = super::agents::resolve(name, args.headless, prompt.as_deref(), &repo)?;
@@ -115,9 +115,15 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
                 .map(|(name, value)| EnvVar { name, value })
                 .collect();
             let tty = preset.tty && !args.headless;
-            (preset.argv, tty, env, preset.jail_home)
+            (preset.argv, tty, env, preset.jail_home, preset.cli_files)
         }
-        None => (args.command.clone(), false, Vec::new(), Vec::new()),
+        None => (
+            args.command.clone(),
+            false,
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        ),
     };
     // The spawn's own --env comes last, so it wins over the preset's.
     for var in &args.env {
@@ -154,6 +160,7 @@ fn params(args: &SpawnArgs) -> Result<SpawnParams> {
         },
         jail_write: args.jail_write.iter().map(|p| cwd.join(p)).collect(),
         jail_home,
+        cli_files,
         tty,
         tty_size: tty
             .then(|| {

@@ -126,6 +126,8 @@ fn pairings() -> Vec<Pairing> {
                 // The preset's (`agent`): a caller naming files of $HOME to copy into a
                 // jail is what a preset is trusted for, not a tool argument.
                 "jail_home",
+                // Also the preset's: which files of a worktree are its CLI's own.
+                "cli_files",
             ],
             defaulted: &["argv", "repo"],
             ..pairing(

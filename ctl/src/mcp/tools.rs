@@ -624,7 +624,7 @@ fn dash_safe(tool: &str, id: String) -> Result<String, String> {
 }
 
 async fn spawn(server: &GroveTools, mut r: args::Spawn) -> Answer {
-    let mut jail_home = Vec::new();
+    let (mut jail_home, mut cli_files) = (Vec::new(), Vec::new());
     if let Some(name) = r.agent.take() {
         if !r.argv.is_empty() {
             return Err("spawn_agent: give argv or agent, not both".into());
@@ -634,6 +634,7 @@ async fn spawn(server: &GroveTools, mut r: args::Spawn) -> Answer {
             .map_err(|e| format!("spawn_agent: {e:#}"))?;
         r.argv = preset.argv;
         jail_home = preset.jail_home;
+        cli_files = preset.cli_files;
         r.tty = r.tty || (preset.tty && !r.headless);
         for (name, value) in preset.env {
             r.env.entry(name).or_insert(value);
@@ -687,7 +688,7 @@ async fn spawn(server: &GroveTools, mut r: args::Spawn) -> Answer {
                 "memory_bytes": r.memory_bytes, "cpu_seconds": r.cpu_seconds,
             },
             "keep": r.keep, "sparse": r.sparse,
-            "jail": r.jail, "jail_write": jail_write, "jail_home": jail_home,
+            "jail": r.jail, "jail_write": jail_write, "jail_home": jail_home, "cli_files": cli_files,
             "tty": r.tty, "keep_stdin": r.keep_stdin,
         }),
     )

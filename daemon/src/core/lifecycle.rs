@@ -230,6 +230,8 @@ impl Core {
             parent: new.parent,
             depth: new.depth,
             setup: new.setup,
+            // Never salvaged, as what setup places is not.
+            placed: params.cli_files.clone(),
             sparse: params.sparse.clone(),
             jail: params.jail.unwrap_or(false),
             jail_write: params.jail_write,
@@ -338,7 +340,12 @@ impl Core {
                     crate::metrics::agent_running(row.record.created_at_ms, pooled);
                 }
                 if let Some(row) = self.agents.get_mut(id) {
-                    row.record.placed = prepared.placed;
+                    let placed = &mut row.record.placed;
+                    for path in prepared.placed {
+                        if !placed.contains(&path) {
+                            placed.push(path);
+                        }
+                    }
                 }
                 let started = self.started(id, prepared.pid).await;
                 if let Some(reply) = waiting {
