@@ -383,18 +383,6 @@ fn one_agent_cannot_hold_every_connection() {
     assert_eq!(counts["refused"], 12, "{counts}");
 }
 
-/// The value of counter `name` in `grove metrics`.
-fn counter(g: &Grove, name: &str) -> f64 {
-    let metrics = g.json(&["metrics"]);
-    let metric = each(&metrics, "metrics")
-        .find(|m| m["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
-        .clone();
-    each(&metric, "series")
-        .filter_map(|s| s["value"].as_f64())
-        .sum()
-}
-
 /// Fills every connection slot with connections that never say `hello` (issue 29,
 /// item 5): they are closed within seconds, and the command made behind them waits
 /// for its turn instead of failing.
@@ -434,10 +422,10 @@ fn silent_connections_are_closed_and_a_command_behind_them_waits() {
         "{closed_silent} of 16 closed for silence"
     );
     assert_eq!(
-        counter(&g, "grove_connections_silent_total"),
+        metric_sum(&g, "grove_connections_silent_total"),
         f64::from(closed_silent)
     );
-    assert!(counter(&g, "grove_connections_turned_away_total") >= 1.0);
+    assert!(metric_sum(&g, "grove_connections_turned_away_total") >= 1.0);
 }
 
 /// An agent holds every connection it can get (issue 29, item 5): the last eighth of
@@ -502,7 +490,7 @@ fn agents_never_take_the_users_reserve_and_their_commands_wait_for_a_slot() {
     eventually(
         "the agent's own grove list turned away",
         Duration::from_secs(120),
-        || counter(&g, "grove_connections_turned_away_total") >= 2.0,
+        || metric_sum(&g, "grove_connections_turned_away_total") >= 2.0,
     );
     g.ok(&["list"]);
     fs::write(&release, "").expect("release");

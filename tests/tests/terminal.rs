@@ -9,6 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::pty::{attach_on_pty, read_pty_until};
 use support::{can_run, eventually, have_program, have_python3, output_fed, stdout_of, Grove};
 
 const SCREEN_WAIT: Duration = Duration::from_secs(15);
@@ -477,9 +478,9 @@ fn a_jailed_agent_cannot_reach_its_viewers_terminal() {
 fn attempt_on_viewers_terminal(g: &Grove, options: &[&str]) -> String {
     let id = spawn_bash(g, options);
     wait_screen(g, &id, PROMPT);
-    let (mut master, mut attach) = attach_on_pty(g, &id);
+    let (mut master, mut attach) = attach_on_pty(g, &id, 33, 111);
     let mut seen = Vec::new();
-    read_pty_until(&mut master, &mut seen, "attached to");
+    read_pty_until(&mut master, &mut seen, "attached to", SCREEN_WAIT);
     // Typed text is echoed: the payload is put together so that only a write that went
     // around the agent's own terminal shows the whole word.
     let attack = "for f in /proc/$PPID/fd/*; do t=$(readlink $f 2>/dev/null); \
@@ -488,60 +489,11 @@ fn attempt_on_viewers_terminal(g: &Grove, options: &[&str]) -> String {
         echo scan-$((1+1))-done\r";
     use std::io::Write;
     master.write_all(attack.as_bytes()).expect("type");
-    read_pty_until(&mut master, &mut seen, "scan-2-done");
+    read_pty_until(&mut master, &mut seen, "scan-2-done", SCREEN_WAIT);
     master.write_all(b"exit\r").expect("type");
-    read_pty_until(&mut master, &mut seen, "succeeded");
+    read_pty_until(&mut master, &mut seen, "succeeded", SCREEN_WAIT);
     assert!(attach.wait().expect("attach").success());
     String::from_utf8_lossy(&seen).into_owned()
-}
-
-/// `grove attach ID` on a new pty of 33 rows and 111 columns; its master side, never
-/// blocking.
-fn attach_on_pty(g: &Grove, id: &str) -> (std::fs::File, std::process::Child) {
-    let pty = nix::pty::openpty(
-        Some(&nix::pty::Winsize {
-            ws_row: 33,
-            ws_col: 111,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        }),
-        None,
-    )
-    .expect("pty");
-    let agent_side = std::fs::File::from(pty.slave);
-    let attach = g
-        .command()
-        .args(["attach", id])
-        .stdin(agent_side.try_clone().expect("clone"))
-        .stdout(agent_side.try_clone().expect("clone"))
-        .stderr(agent_side)
-        .spawn()
-        .expect("attach");
-    // Never blocked in a read past the deadline.
-    nix::fcntl::fcntl(
-        &pty.master,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-    )
-    .expect("non-blocking");
-    (std::fs::File::from(pty.master), attach)
-}
-
-/// Reads the pty into `seen` until `text` is there.
-fn read_pty_until(master: &mut std::fs::File, seen: &mut Vec<u8>, text: &str) {
-    use std::io::Read;
-    let deadline = Instant::now() + SCREEN_WAIT;
-    while !String::from_utf8_lossy(seen).contains(text) {
-        assert!(
-            Instant::now() < deadline,
-            "never saw {text:?}: {}",
-            String::from_utf8_lossy(seen)
-        );
-        let mut buf = [0u8; 4096];
-        match master.read(&mut buf) {
-            Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
-            _ => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
 }
 
 #[test]
@@ -552,17 +504,17 @@ fn attach_on_a_pty_drives_a_jailed_agent() {
     }
     let id = spawn_bash(&g, &["--jail"]);
     wait_screen(&g, &id, PROMPT);
-    let (mut master, mut attach) = attach_on_pty(&g, &id);
+    let (mut master, mut attach) = attach_on_pty(&g, &id, 33, 111);
     let mut seen = Vec::new();
-    read_pty_until(&mut master, &mut seen, "attached to");
+    read_pty_until(&mut master, &mut seen, "attached to", SCREEN_WAIT);
     use std::io::Write;
     master
         .write_all(b"stty size; echo jailed-$((40+2))\r")
         .expect("type");
-    read_pty_until(&mut master, &mut seen, "33 111");
-    read_pty_until(&mut master, &mut seen, "jailed-42");
+    read_pty_until(&mut master, &mut seen, "33 111", SCREEN_WAIT);
+    read_pty_until(&mut master, &mut seen, "jailed-42", SCREEN_WAIT);
     master.write_all(b"exit\r").expect("type");
-    read_pty_until(&mut master, &mut seen, "succeeded");
+    read_pty_until(&mut master, &mut seen, "succeeded", SCREEN_WAIT);
     assert!(attach.wait().expect("attach").success());
 }
 

@@ -6,57 +6,11 @@
 
 mod support;
 
-use std::io::Read;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use support::pty::{attach_on_pty, read_pty_until};
 use support::Grove;
 
 const WAIT: Duration = Duration::from_secs(15);
-
-/// `grove attach ID` on a new pty; its master side, never blocking.
-fn attach_on_pty(g: &Grove, id: &str) -> (std::fs::File, std::process::Child) {
-    let pty = nix::pty::openpty(
-        Some(&nix::pty::Winsize {
-            ws_row: 30,
-            ws_col: 100,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        }),
-        None,
-    )
-    .expect("pty");
-    let viewer_side = std::fs::File::from(pty.slave);
-    let attach = g
-        .command()
-        .args(["attach", id])
-        .stdin(viewer_side.try_clone().expect("clone"))
-        .stdout(viewer_side.try_clone().expect("clone"))
-        .stderr(viewer_side)
-        .spawn()
-        .expect("attach");
-    nix::fcntl::fcntl(
-        &pty.master,
-        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-    )
-    .expect("non-blocking");
-    (std::fs::File::from(pty.master), attach)
-}
-
-/// Reads the pty into `seen` until `text` is there.
-fn read_pty_until(master: &mut std::fs::File, seen: &mut Vec<u8>, text: &str) {
-    let deadline = Instant::now() + WAIT;
-    while !String::from_utf8_lossy(seen).contains(text) {
-        assert!(
-            Instant::now() < deadline,
-            "never saw {text:?}: {:?}",
-            String::from_utf8_lossy(seen)
-        );
-        let mut buf = [0u8; 4096];
-        match master.read(&mut buf) {
-            Ok(n) if n > 0 => seen.extend_from_slice(&buf[..n]),
-            _ => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-}
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
@@ -78,14 +32,14 @@ fn viewed(g: &Grove, attack: &str) -> (String, Vec<u8>) {
         .ok(&["spawn", "--tty", "--", "sh", "-c", &script])
         .trim()
         .to_string();
-    let (mut master, mut attach) = attach_on_pty(g, &id);
+    let (mut master, mut attach) = attach_on_pty(g, &id, 30, 100);
     let mut seen = Vec::new();
     // Drawn by the shim once it holds the viewer's terminal (attach's own banner comes
     // before): from then on output goes to the viewer.
-    read_pty_until(&mut master, &mut seen, "ready-2");
+    read_pty_until(&mut master, &mut seen, "ready-2", WAIT);
     std::fs::write(&gate, "").expect("gate");
-    read_pty_until(&mut master, &mut seen, "clean-42");
-    read_pty_until(&mut master, &mut seen, "succeeded");
+    read_pty_until(&mut master, &mut seen, "clean-42", WAIT);
+    read_pty_until(&mut master, &mut seen, "succeeded", WAIT);
     assert!(attach.wait().expect("attach").success());
     (id, seen)
 }

@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+pub mod pty;
 mod tmpfs;
 #[allow(unused_imports)]
 pub use tmpfs::{small_fs, Tmpfs};
@@ -1009,4 +1010,16 @@ pub fn tool_names(report: &Value) -> Vec<&str> {
         .iter()
         .filter_map(Value::as_str)
         .collect()
+}
+
+/// The sum of every series of the metric `name` in `grove metrics`.
+pub fn metric_sum(g: &Grove, name: &str) -> f64 {
+    let metrics = g.json(&["metrics"]);
+    let metric = each(&metrics, "metrics")
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+        .clone();
+    each(&metric, "series")
+        .filter_map(|s| s["value"].as_f64())
+        .sum()
 }
