@@ -161,6 +161,15 @@ fn run(spec: &ShimSpec) -> i32 {
     // that the daemon learns the outcome as they see the end.
     if let Some(console) = console.as_mut() {
         console.drain();
+        let kept = spec
+            .exit_record
+            .with_file_name(grove_proto::console::LAST_SCREEN_FILE);
+        if let Err(e) = console.keep_last_screen(&kept) {
+            eprintln!(
+                "grove shim: cannot keep the last screen in {}: {e}",
+                kept.display()
+            );
+        }
     }
     if let Some(relay) = relay.as_mut() {
         relay.drain();

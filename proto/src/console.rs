@@ -13,6 +13,22 @@ pub const MAX_FRAME: usize = 1 << 20;
 /// The file name of the console socket in the agent's state directory.
 pub const SOCKET_FILE: &str = "console.sock";
 
+/// A tty agent's last screen, beside its exit record, written by its shim as it ends:
+/// the screen that often says why it stopped outlives the console.
+pub const LAST_SCREEN_FILE: &str = "last-screen.json";
+
+/// What [`LAST_SCREEN_FILE`] holds.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct LastScreen {
+    pub size: TtySize,
+    /// Row and column of the cursor, from 0.
+    pub cursor: (u16, u16),
+    /// Rows separated by newlines (trailing blanks trimmed).
+    pub text: String,
+    /// The same with the escape sequences for colours and attributes.
+    pub ansi: String,
+}
+
 /// What the daemon asks of the shim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToShim {

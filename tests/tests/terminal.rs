@@ -343,6 +343,41 @@ fn an_agent_without_a_terminal_takes_input_through_its_open_stdin() {
     assert!(g.ok(&["logs", &id]).contains("got one and two"));
 }
 
+/// The screen a tty agent ended on, often the one that says why, outlives its console:
+/// `grove screen` shows it and `grove show` says it was kept.
+#[test]
+fn the_last_screen_of_a_tty_agent_is_kept_after_it_ends() {
+    let g = Grove::new();
+    let id = spawn_tty(
+        &g,
+        &[
+            "sh",
+            "-c",
+            "printf '\\033[1mError:\\033[0m quota exceeded\\n'; exit 3",
+        ],
+    );
+    assert_eq!(g.wait(&id)["outcome"], "failed");
+    let screen = g.ok(&["screen", &id]);
+    assert!(screen.contains("Error: quota exceeded"), "{screen}");
+    let ansi = g.json(&["screen", "--ansi", &id]);
+    assert!(
+        ansi["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\u{1b}["),
+        "{ansi}"
+    );
+    let shown = g.ok(&["show", &id]);
+    assert!(
+        shown.contains(&format!("kept: `grove screen {id}` shows it")),
+        "{shown}"
+    );
+    // An agent without a terminal still has no screen, ended or not.
+    let plain = g.spawn(&[], "true");
+    g.wait(&plain);
+    g.refused(&["screen", &plain], "--tty");
+}
+
 #[test]
 fn terminal_commands_refuse_what_cannot_be_and_say_why() {
     let g = Grove::new();

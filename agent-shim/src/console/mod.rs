@@ -611,6 +611,25 @@ impl Console {
         }
     }
 
+    /// Keeps the screen as the agent left it in `path` (written whole, then renamed, so
+    /// a reader never sees half of it). Without a terminal there is nothing to keep.
+    pub fn keep_last_screen(&self, path: &std::path::Path) -> io::Result<()> {
+        let Io::Tty { screen, size, .. } = &self.io else {
+            return Ok(());
+        };
+        let screen = screen.screen();
+        let last = grove_proto::console::LastScreen {
+            size: *size,
+            cursor: screen.cursor_position(),
+            text: screen.contents(),
+            ansi: screen.contents_formatted(),
+        };
+        let bytes = serde_json::to_vec(&last).map_err(io::Error::other)?;
+        let partial = path.with_extension("json.tmp");
+        std::fs::write(&partial, bytes)?;
+        std::fs::rename(&partial, path)
+    }
+
     fn snapshot(&self) -> Result<FromShim, FromShim> {
         let Io::Tty { screen, size, .. } = &self.io else {
             return Err(no_terminal());

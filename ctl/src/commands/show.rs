@@ -105,6 +105,20 @@ fn describe(r: &AgentRecord, deleted_since: bool, discarded: Option<&str>) -> St
             },
         ));
     }
+    if r.tty.is_some() && !r.status.is_running() {
+        let kept = r
+            .log_path
+            .with_file_name(grove_proto::console::LAST_SCREEN_FILE)
+            .exists();
+        lines.push((
+            "last screen",
+            if kept {
+                format!("kept: `grove screen {}` shows it", r.id)
+            } else {
+                "not kept".into()
+            },
+        ));
+    }
     if !r.env_names.is_empty() {
         lines.push(("env", r.env_names.join(", ")));
     }

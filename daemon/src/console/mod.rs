@@ -22,18 +22,18 @@ pub fn socket_path(dirs: &Dirs, id: &str) -> PathBuf {
 
 /// Why a console cannot be reached for this agent, if it cannot.
 pub fn check_reachable(record: &AgentRecord, want_terminal: bool) -> Result<(), Error> {
-    if !record.status.is_running() {
-        return Err(Error::InvalidState(format!(
-            "agent {} is {}, not running: its console is gone",
-            record.id,
-            record.status_text()
-        )));
-    }
     if want_terminal && record.tty.is_none() {
         return Err(Error::InvalidState(format!(
             "agent {} has no terminal: it was spawned without --tty (spawn it with \
              `grove spawn --tty`; `grove logs {}` shows its output)",
             record.id, record.id
+        )));
+    }
+    if !record.status.is_running() {
+        return Err(Error::InvalidState(format!(
+            "agent {} is {}, not running: its console is gone",
+            record.id,
+            record.status_text()
         )));
     }
     if record.tty.is_none() && !record.keep_stdin {
