@@ -331,6 +331,39 @@ fn a_read_is_waiting_within_three_seconds_and_working_once_input_arrives() {
     g.ok(&["kill", &id]);
 }
 
+/// A program whose main thread waits on a lock while another thread reads the terminal
+/// (plainly, or in an epoll wait as tokio and node do) is waiting too: every thread of
+/// the foreground process is looked at, not only the main one.
+#[test]
+fn a_thread_other_than_the_main_one_reading_the_terminal_is_waiting() {
+    if !have_python3() {
+        return;
+    }
+    let reader = "import threading, sys\n\
+                  def read(): print('got', sys.stdin.readline().strip(), flush=True); done.set()\n\
+                  done = threading.Event()\n\
+                  threading.Thread(target=read).start()\n\
+                  print('ready', flush=True)\n\
+                  done.wait()\n";
+    let epoll = "import threading, selectors, sys\n\
+                 def read():\n\
+                 \x20   sel = selectors.EpollSelector(); sel.register(sys.stdin, selectors.EVENT_READ)\n\
+                 \x20   sel.select(); print('got', sys.stdin.readline().strip(), flush=True); done.set()\n\
+                 done = threading.Event()\n\
+                 threading.Thread(target=read).start()\n\
+                 print('ready', flush=True)\n\
+                 done.wait()\n";
+    let g = Grove::new();
+    for program in [reader, epoll] {
+        let id = spawn_tty(&g, &["python3", "-c", program]);
+        let waited = g.json(&["wait", "--until", "waiting", "--timeout", "20s", &id]);
+        assert_eq!(waited["agents"][0]["activity"], "waiting", "{waited}");
+        g.ok(&["send", &id, "yes"]);
+        assert_eq!(g.wait(&id)["outcome"], "succeeded");
+        assert!(g.ok(&["logs", &id]).contains("got yes"));
+    }
+}
+
 #[test]
 fn an_agent_without_a_terminal_takes_input_through_its_open_stdin() {
     let g = Grove::new();

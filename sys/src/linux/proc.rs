@@ -441,6 +441,14 @@ mod tests {
     }
 
     #[test]
+    fn an_epoll_fdinfo_names_its_targets() {
+        let text = "pos:\t0\nflags:\t02\nmnt_id:\t15\nino:\t1057\n\
+                    tfd:        0 events:       19 data:                0  pos:0 ino:3 sdev:18\n\
+                    tfd:       12 events:       19 data:                c  pos:0 ino:9 sdev:d\n";
+        assert_eq!(epoll_fds(text), [0, 12]);
+    }
+
+    #[test]
     fn own_argv_is_read() {
         let argv = argv(std::process::id()).expect("own argv");
         let exe = std::env::args_os().next().expect("argv[0]");
@@ -451,12 +459,24 @@ mod tests {
     }
 }
 
-/// True when `pid` sleeps waiting for input from the terminal `tty` (its device
-/// number): in a read of it, or in a poll, select or epoll wait while the terminal is
-/// its stdin (an event loop such as node's waits there for every source at once).
-/// From /proc/<pid>/syscall, which the agent's ancestors may read.
+/// True when a thread of `pid` sleeps waiting for input from the terminal `tty` (its
+/// device number): in a read of it, in an epoll wait whose set holds it (an event loop
+/// such as node's or tokio's), or, for the main thread, in a poll or select while the
+/// terminal is its stdin (their sets are in the process's memory, out of reach). Every
+/// thread counts: a program may read the terminal on any of them while its main thread
+/// waits on a lock. From /proc/<pid>/task/*/syscall, which the agent's ancestors may read.
 pub fn waiting_on_terminal(pid: u32, tty: u64) -> bool {
-    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/syscall")) else {
+    let Ok(threads) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    threads
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<u32>().ok())
+        .any(|tid| thread_waits_on_terminal(pid, tid, tty))
+}
+
+fn thread_waits_on_terminal(pid: u32, tid: u32, tty: u64) -> bool {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")) else {
         return false;
     };
     let mut fields = text.split_whitespace();
@@ -473,7 +493,30 @@ pub fn waiting_on_terminal(pid: u32, tty: u64) -> bool {
     if syscalls::READS.contains(&number) {
         return fd_arg.is_some_and(is_tty);
     }
-    syscalls::WAITS.contains(&number) && is_tty(0)
+    if syscalls::EPOLL_WAITS.contains(&number) {
+        return fd_arg.is_some_and(|epoll| epoll_targets(pid, epoll).into_iter().any(is_tty));
+    }
+    syscalls::WAITS.contains(&number) && tid == pid && is_tty(0)
+}
+
+/// The descriptors an epoll instance of `pid` watches (`tfd:` lines of its fdinfo).
+fn epoll_targets(pid: u32, epoll: u64) -> Vec<u64> {
+    fs::read_to_string(format!("/proc/{pid}/fdinfo/{epoll}"))
+        .map(|text| epoll_fds(&text))
+        .unwrap_or_default()
+}
+
+fn epoll_fds(fdinfo: &str) -> Vec<u64> {
+    fdinfo
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("tfd:")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
 }
 
 /// System call numbers that read a file descriptor (its first argument) and that wait
@@ -482,15 +525,21 @@ mod syscalls {
     #[cfg(target_arch = "x86_64")]
     pub const READS: &[i64] = &[0, 17, 19, 295, 327];
     #[cfg(target_arch = "x86_64")]
-    pub const WAITS: &[i64] = &[7, 23, 232, 270, 271, 281, 441];
+    pub const WAITS: &[i64] = &[7, 23, 270, 271];
+    #[cfg(target_arch = "x86_64")]
+    pub const EPOLL_WAITS: &[i64] = &[232, 281, 441];
     #[cfg(target_arch = "aarch64")]
     pub const READS: &[i64] = &[63, 65, 67, 69, 286];
     #[cfg(target_arch = "aarch64")]
-    pub const WAITS: &[i64] = &[22, 72, 73, 441];
+    pub const WAITS: &[i64] = &[72, 73];
+    #[cfg(target_arch = "aarch64")]
+    pub const EPOLL_WAITS: &[i64] = &[22, 441];
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     pub const READS: &[i64] = &[];
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     pub const WAITS: &[i64] = &[];
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    pub const EPOLL_WAITS: &[i64] = &[];
 }
 
 /// True when `entry` (`NAME=value`) is in the environment `pid` started with.
