@@ -364,6 +364,34 @@ fn a_thread_other_than_the_main_one_reading_the_terminal_is_waiting() {
     }
 }
 
+/// `grove send TEXT` presses Enter as a key of its own, as a person does: a TUI that
+/// takes an Enter within 120 ms of the last character as part of a paste (Codex does)
+/// gets the line submitted. The program here decides the way Codex's composer does.
+#[test]
+fn send_presses_enter_apart_from_the_text_so_a_paste_detector_submits() {
+    if !have_python3() {
+        return;
+    }
+    let composer = "import os, sys, time, tty\n\
+                    tty.setraw(0)\n\
+                    os.write(1, b'composer ready\\r\\n')\n\
+                    text, last = b'', 0.0\n\
+                    while True:\n\
+                    \x20   b = os.read(0, 1)\n\
+                    \x20   now = time.monotonic()\n\
+                    \x20   if b == b'\\r':\n\
+                    \x20       verdict = b'pasted-newline' if now - last < 0.12 else b'submitted'\n\
+                    \x20       os.write(1, verdict + b':' + text + b'\\r\\n'); break\n\
+                    \x20   text, last = text + b, now\n";
+    let g = Grove::new();
+    let id = spawn_tty(&g, &["python3", "-c", composer]);
+    wait_screen(&g, &id, "composer ready");
+    g.ok(&["send", &id, "fix the tests"]);
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    let log = g.ok(&["logs", &id]);
+    assert!(log.contains("submitted:fix the tests"), "{log}");
+}
+
 #[test]
 fn an_agent_without_a_terminal_takes_input_through_its_open_stdin() {
     let g = Grove::new();

@@ -12,6 +12,11 @@ use grove_proto::methods::{attach, SendParams, SendResult};
 /// belong in a terminal).
 const MAX_SEND: usize = 256 << 10;
 
+/// How long after the text Enter is pressed on a terminal. TUIs that tell a paste from
+/// typing by timing (Codex takes an Enter within 120 ms of the last character as a
+/// newline in the paste) must see the Enter as a key of its own, as a person's is.
+const ENTER_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+
 pub async fn handle(ctx: &Ctx, conn: &Conn, params: SendParams) -> Result<SendResult, Error> {
     let mut bytes = match (&params.text, &params.data) {
         (Some(text), None) => text.as_bytes().to_vec(),
@@ -32,8 +37,10 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SendParams) -> Result<SendRe
     };
     let record = descendant(ctx, conn, &params.id).await?;
     console::check_reachable(&record, false)?;
-    if params.enter {
-        // A terminal's Enter key sends a carriage return; a pipe reader wants a newline.
+    // A terminal's Enter key sends a carriage return, typed apart from the text; a pipe
+    // reader wants a newline with it.
+    let enter_key = params.enter && record.tty.is_some() && !bytes.is_empty();
+    if params.enter && !enter_key {
         bytes.push(if record.tty.is_some() { b'\r' } else { b'\n' });
     }
     if bytes.len() > MAX_SEND {
@@ -43,11 +50,25 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SendParams) -> Result<SendRe
             bytes.len()
         )));
     }
-    match console::ask(&ctx.config.dirs, &record, ToShim::Input(bytes)).await? {
-        FromShim::Accepted(n) => Ok(SendResult {
-            id: record.id,
-            bytes: n,
-        }),
+    let mut sent = typed(ctx, &record, bytes).await?;
+    if enter_key {
+        tokio::time::sleep(ENTER_AFTER).await;
+        sent += typed(ctx, &record, b"\r".to_vec()).await?;
+    }
+    Ok(SendResult {
+        id: record.id,
+        bytes: sent,
+    })
+}
+
+/// Hands `bytes` to the agent's terminal or stdin; how many it took.
+async fn typed(
+    ctx: &Ctx,
+    record: &grove_proto::types::AgentRecord,
+    bytes: Vec<u8>,
+) -> Result<u64, Error> {
+    match console::ask(&ctx.config.dirs, record, ToShim::Input(bytes)).await? {
+        FromShim::Accepted(n) => Ok(n),
         other => Err(Error::ConsoleAnswer {
             asked: "input",
             answer: format!("{other:?}"),
