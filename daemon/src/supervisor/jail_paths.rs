@@ -53,26 +53,26 @@ pub fn landlock_abi() -> i32 {
 /// `grove doctor` (through `daemon.probe`), so that what it says and what a spawn does
 /// never differ.
 pub fn probe() -> JailProbe {
-    let refusal = check_kernel()
-        .and_then(|()| check_cgroup())
-        .and_then(|()| check_namespaces())
-        .err()
+    let (kernel, cgroup, namespaces) = (check_kernel(), check_cgroup(), check_namespaces());
+    let guarantees = guarantees(kernel.is_ok(), cgroup.is_ok(), namespaces.is_ok());
+    let cgroup_usable = cgroup.is_ok();
+    let refusal = [kernel, cgroup, namespaces]
+        .into_iter()
+        .find_map(Result::err)
         .map(|e| e.to_string());
     JailProbe {
         abi: landlock_abi(),
         required_abi: REQUIRED_ABI,
-        cgroup: grove_agent_shim::cgroup::usable(),
+        cgroup: cgroup_usable,
         refusal,
-        guarantees: guarantees(),
+        guarantees,
     }
 }
 
-/// The guarantees `grove doctor` lists, each with what it rests on: a user can check
-/// which of them this machine gives, and why `--jail` is refused where one does not.
-fn guarantees() -> Vec<JailGuarantee> {
-    let landlock = check_kernel().is_ok();
-    let cgroup = check_cgroup().is_ok();
-    let namespaces = check_namespaces().is_ok();
+/// The guarantees `grove doctor` lists, each with what it rests on (the results of the
+/// checks above): a user can check which of them this machine gives, and why `--jail`
+/// is refused where one does not.
+fn guarantees(landlock: bool, cgroup: bool, namespaces: bool) -> Vec<JailGuarantee> {
     let abi = format!("Landlock ABI {REQUIRED_ABI}+");
     let rows: [(&str, bool, &str); 9] = [
         (
