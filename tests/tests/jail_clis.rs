@@ -175,10 +175,10 @@ fn a_jail_home_outside_home_is_refused_and_nothing_is_made() {
         g.write_config(format!(
             "[agents.bad]\ncommand = [\"true\"]\njail_home = [\"{bad}\"]\n"
         ));
-        let out = g.run(&["spawn", "--no-jail", "--agent", "bad"]);
-        assert_ne!(out.code, 0, "{bad}: {}", out.stdout);
-        assert!(out.stderr.contains(bad), "{bad}: {}", out.stderr);
-        assert!(out.stderr.contains("jail_home"), "{bad}: {}", out.stderr);
+        g.fails(
+            &["spawn", "--no-jail", "--agent", "bad"],
+            &[bad, "jail_home"],
+        );
         assert!(g.all_agents().is_empty(), "{bad}: no agent");
     }
     // Past the client too: the daemon checks what a request names.
