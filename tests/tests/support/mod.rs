@@ -22,6 +22,13 @@ pub const SHIM_BIN: &str = env!("CARGO_BIN_EXE_grove-e2e-shim");
 /// the agent identity, `grove_proto::env::AGENT_IDENTITY_VARS`).
 const OUTER_GROVE_SETTINGS: &[&str] = &["GROVE_WORKTREE_ROOT", "GROVE_TEST_PROTOCOL_VERSION"];
 
+/// Whether the outer environment's variable says "a CI machine runs this". The agent
+/// CLIs read these and change what they are (Gemini CLI goes headless on `CI=true`,
+/// ink stops drawing on any `CI_*`): agents must start as on a user's machine.
+fn marks_ci(var: &str) -> bool {
+    matches!(var, "CI" | "CONTINUOUS_INTEGRATION" | "GITHUB_ACTIONS") || var.starts_with("CI_")
+}
+
 pub struct Grove {
     pub dir: TempDir,
     pub home: PathBuf,
@@ -141,6 +148,11 @@ impl Grove {
             .chain(OUTER_GROVE_SETTINGS)
         {
             command.env_remove(var);
+        }
+        for (var, _) in std::env::vars_os() {
+            if var.to_str().is_some_and(marks_ci) {
+                command.env_remove(var);
+            }
         }
         command
             .env("GROVE_HOME", &self.home)
