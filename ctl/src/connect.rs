@@ -117,6 +117,12 @@ fn start_and_connect(dirs: &Dirs) -> Result<Client> {
         Err(ClientError::Unreachable { .. }) => {}
         Err(e) => return Err(e.into()),
     }
+    // A daemon that no longer answers but still holds its lock is stopping (its socket
+    // goes first, the lock with the process): a daemon started now would find the lock
+    // taken and fail, so the start waits for it to go.
+    if crate::daemon_lock::lock_holder(&dirs.daemon_lock()).is_some() {
+        crate::daemon_lock::wait_until_gone(&dirs.daemon_lock(), START_TIMEOUT)?;
+    }
     spawn_daemon(dirs)?;
     Ok(connect_existing(dirs)?)
 }

@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod connect;
+mod daemon_lock;
 mod daemon_process;
 mod exit;
 mod gitcli;

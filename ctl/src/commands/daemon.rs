@@ -1,5 +1,6 @@
 use crate::cli::DaemonCommand;
 use crate::connect::{connect, connect_existing, dirs};
+use crate::daemon_lock::{lock_holder, wait_until_gone};
 use crate::exit::{AGENT_FAILED, UNREACHABLE};
 use crate::output::{age, print_json};
 use anyhow::{anyhow, Context, Result};
@@ -9,7 +10,6 @@ use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::mpsc;
 use std::time::Duration;
 
 pub fn run(command: DaemonCommand, json: bool) -> Result<ExitCode> {
@@ -126,7 +126,7 @@ fn stop_daemon(dirs: &grove_proto::paths::Dirs) -> Result<Option<u32>> {
         Err(e) if e.is_protocol_mismatch() => terminate_by_lock_pid(&dirs.daemon_lock())?,
         Err(e) => return Err(e.into()),
     };
-    wait_until_gone(&dirs.daemon_lock())?;
+    wait_until_gone(&dirs.daemon_lock(), Duration::from_secs(15))?;
     // The lock goes as the process exits, a moment before it has: "stopped" is said
     // once the kernel says it is gone.
     if let Some(pidfd) = exited {
@@ -488,33 +488,6 @@ fn terminate_by_lock_pid(lock_path: &std::path::Path) -> Result<u32> {
         nix::sys::signal::Signal::SIGTERM,
     )?;
     Ok(pid)
-}
-
-/// The pid of the daemon holding the instance lock, if one does (the lock file holds
-/// the pid of whoever locked it). Also `grove doctor`'s.
-pub(crate) fn lock_holder(lock_path: &std::path::Path) -> Option<u32> {
-    let file = File::open(lock_path).ok()?;
-    match Flock::lock(file, FlockArg::LockSharedNonblock) {
-        // Nobody holds it: no daemon (ours is released when dropped).
-        Ok(_) => None,
-        Err(_) => std::fs::read_to_string(lock_path).ok()?.trim().parse().ok(),
-    }
-}
-
-/// The daemon holds its lock until it exits: taking the lock is how we learn it is gone.
-fn wait_until_gone(lock_path: &std::path::Path) -> Result<()> {
-    let file = File::open(lock_path)?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(Flock::lock(file, FlockArg::LockShared).is_ok());
-    });
-    match rx.recv_timeout(Duration::from_secs(15)) {
-        Ok(_) => Ok(()),
-        Err(_) => Err(anyhow!(
-            "the daemon did not exit within 15s; see {}",
-            lock_path.with_file_name("daemon.log").display()
-        )),
-    }
 }
 
 /// A time in the past or future, relative to now.

@@ -686,7 +686,7 @@ fn daemon(dirs: &Dirs) -> Check {
 /// A daemon that holds this state directory's lock while our socket is unreachable:
 /// its pid (from the lock file) and the Unix sockets it listens on.
 fn daemon_elsewhere(dirs: &Dirs) -> Option<(i32, Vec<PathBuf>)> {
-    let pid = super::daemon::lock_holder(&dirs.daemon_lock())? as i32;
+    let pid = crate::daemon_lock::lock_holder(&dirs.daemon_lock())? as i32;
     Some((pid, listening_sockets(pid)))
 }
 
