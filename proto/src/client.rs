@@ -349,7 +349,7 @@ impl Client {
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
         self.retrying(Outgoing::new(method, params), |client, method, params| {
             client.send_request(method, params)?;
-            client.next_response()
+            unless_stopping(client.next_response()?)
         })
     }
 
@@ -623,7 +623,11 @@ impl AsyncClient {
     pub async fn call_raw(&mut self, method: &str, params: Value) -> Result<Response, ClientError> {
         let mut outgoing = Outgoing::new(method, params);
         loop {
-            match self.call_once(method, outgoing.attempt()).await {
+            match self
+                .call_once(method, outgoing.attempt())
+                .await
+                .and_then(unless_stopping)
+            {
                 Err(e) if e.is_retried() => {
                     let attempts = outgoing.failed(self.retry_for, e)?;
                     self.reconnect(attempts).await?;
@@ -711,6 +715,17 @@ async fn run_revive(revive: &mut Option<Revive>, path: &Path) -> Result<(), Clie
     }
 }
 
+/// A stopping daemon's refusal (it ran nothing) is a failure to retry with the next
+/// daemon, not the call's answer.
+fn unless_stopping(response: Response) -> Result<Response, ClientError> {
+    match response {
+        Response {
+            error: Some(error), ..
+        } if error.code == crate::codes::SHUTTING_DOWN => Err(ClientError::Rpc(error)),
+        answered => Ok(answered),
+    }
+}
+
 impl ClientError {
     /// True when the daemon refused our protocol version.
     pub fn is_protocol_mismatch(&self) -> bool {
@@ -732,8 +747,14 @@ impl ClientError {
         )
     }
 
+    /// True when the daemon refused the request because it is stopping: nothing of it
+    /// ran, and the next daemon takes it.
+    pub fn is_shutting_down(&self) -> bool {
+        self.rpc_code() == Some(crate::codes::SHUTTING_DOWN)
+    }
+
     /// True for the failures a call is sent again after (see [`crate::retry`]).
     fn is_retried(&self) -> bool {
-        matches!(self, ClientError::Io(_)) || self.is_busy()
+        matches!(self, ClientError::Io(_)) || self.is_busy() || self.is_shutting_down()
     }
 }

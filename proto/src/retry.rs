@@ -124,8 +124,9 @@ impl<'a> Outgoing<'a> {
     /// After an attempt failed: until when to try reconnecting, counted from the first
     /// failure; the error back when this request is not sent again. A lost connection
     /// is retried unless the method never is (the request may have run; the
-    /// idempotency key makes running it twice safe); a connection turned away at a cap
-    /// always is, as the daemon read nothing of it.
+    /// idempotency key makes running it twice safe), and so is one a stopping daemon
+    /// refused; a connection turned away at a cap always is, as the daemon read
+    /// nothing of it.
     pub(crate) fn failed(
         &mut self,
         retry_for: Duration,
@@ -133,6 +134,8 @@ impl<'a> Outgoing<'a> {
     ) -> Result<Reconnect, ClientError> {
         let again = match &e {
             ClientError::Io(_) => !NEVER_RETRIED.contains(&self.method),
+            // A stopping daemon ran nothing of it, but a stop it refused is done.
+            e if e.is_shutting_down() => !NEVER_RETRIED.contains(&self.method),
             e => e.is_busy(),
         };
         if !again || retry_for.is_zero() {
@@ -206,6 +209,8 @@ impl Reconnect {
             // Turned away at a cap: it clears as connections close (a silent one is
             // closed within seconds), so this is waited out like a restart.
             e if e.is_busy() => Next::Again,
+            // Refused by a daemon on its way out: the next one answers.
+            e if e.is_shutting_down() => Next::Again,
             _ => return Err(e),
         };
         self.last = e;
@@ -265,6 +270,23 @@ mod tests {
         let refused = ClientError::Rpc(crate::RpcError::new(crate::codes::REFUSED, "no"));
         assert!(stop.failed(Duration::from_secs(60), refused).is_err());
         assert!(stop.failed(Duration::ZERO, busy()).is_err());
+    }
+
+    #[test]
+    fn a_request_a_stopping_daemon_refused_is_sent_again_but_a_stop_is_not() {
+        let stopping = || {
+            ClientError::Rpc(crate::RpcError::new(
+                crate::codes::SHUTTING_DOWN,
+                "stopping",
+            ))
+        };
+        let mut update = Outgoing::new("state.update", json!({"session": "s"}));
+        let mut again = update
+            .failed(Duration::from_secs(60), stopping())
+            .expect("retried");
+        assert_eq!(again.failed(stopping()).ok(), Some(Next::Again));
+        let mut stop = Outgoing::new("daemon.stop", json!({}));
+        assert!(stop.failed(Duration::from_secs(60), stopping()).is_err());
     }
 
     #[test]
