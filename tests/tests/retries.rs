@@ -376,3 +376,128 @@ fn a_spawn_sent_again_while_its_agent_is_prepared_answers_once_it_runs() {
     let agents = g.all_agents();
     assert_eq!(agents.len(), 1, "one agent: {agents:?}");
 }
+
+/// One agent of the chaos run: single `grove state update` calls, no retry loop of its
+/// own; a call that fails is written down with what it printed.
+const UPDATER: &str = r#"
+i=0
+while [ ! -e "$STOP" ]; do
+  i=$((i + 1))
+  if ! out=$("$GROVE_BIN" state update n "$i" 2>&1); then
+    printf 'agent %s call %s: %s\n' "$GROVE_AGENT_ID" "$i" "$out" >> "$FAILED"
+  fi
+  echo "$i" > "$CALLS-$GROVE_AGENT_ID"
+done
+"#;
+
+/// What the user's commands of the chaos run do, one kind per thread.
+const USER_CALLS: [&[&str]; 3] = [
+    &["list"],
+    &["state", "update", "--session", "c", "x", "1"],
+    &["--json", "list", "--all"],
+];
+
+/// Issue 29, item 7: the clients' chaos run. Agents and the user's commands call the
+/// daemon without pause while it is restarted eight times, four by `grove daemon
+/// restart` and four by kill -9; not one call fails.
+#[test]
+fn eight_restarts_under_busy_clients_fail_no_call() {
+    let g = Grove::new().with_env(&[("GROVE_BIN", BIN)]);
+    Raw::open(&g).create_session("c");
+    let stop = g.dir.path().join("stop");
+    let failed = g.dir.path().join("failed");
+    let calls = g.dir.path().join("calls");
+    let env = |name: &str, path: &std::path::Path| format!("{name}={}", path.display());
+    let (stop_env, failed_env, calls_env) = (
+        env("STOP", &stop),
+        env("FAILED", &failed),
+        env("CALLS", &calls),
+    );
+    let schema = g.write_file(
+        "counter.toml",
+        "[state]\nversion = 1\n[state.channels]\nn = { reducer = \"overwrite\" }\n",
+    );
+    let schema = schema.display().to_string();
+    let agents: Vec<String> = (0..3)
+        .map(|_| {
+            let args = [
+                "--schema",
+                &schema,
+                "--env",
+                &stop_env,
+                "--env",
+                &failed_env,
+                "--env",
+                &calls_env,
+            ];
+            g.spawn(&args, UPDATER)
+        })
+        .collect();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let user_failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for args in USER_CALLS {
+            let (g, stop, done, user_failures) = (&g, &stop, &done, &user_failures);
+            scope.spawn(move || {
+                while !stop.exists() {
+                    let out = g.run(args);
+                    if out.code != 0 {
+                        let failure = format!("{args:?}: exit {}: {}", out.code, out.stderr);
+                        user_failures.lock().expect("lock").push(failure);
+                    }
+                    done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+        let agent_calls = || -> usize {
+            agents
+                .iter()
+                .map(|id| {
+                    let file = format!("{}-{id}", calls.display());
+                    let text = fs::read_to_string(file).unwrap_or_default();
+                    text.trim().parse::<usize>().unwrap_or(0)
+                })
+                .sum()
+        };
+        for restart in 0..8 {
+            // Each restart lands among calls: some of every kind were made since the last.
+            let (users, agents_then) = (
+                done.load(std::sync::atomic::Ordering::SeqCst),
+                agent_calls(),
+            );
+            eventually("calls between restarts", Duration::from_secs(60), || {
+                done.load(std::sync::atomic::Ordering::SeqCst) >= users + 6
+                    && agent_calls() >= agents_then + 3
+            });
+            if restart % 2 == 0 {
+                g.ok(&["daemon", "restart"]);
+            } else {
+                g.crash_daemon();
+            }
+        }
+        let (users, agents_then) = (
+            done.load(std::sync::atomic::Ordering::SeqCst),
+            agent_calls(),
+        );
+        eventually(
+            "calls after the last restart",
+            Duration::from_secs(60),
+            || {
+                done.load(std::sync::atomic::Ordering::SeqCst) >= users + 6
+                    && agent_calls() >= agents_then + 3
+            },
+        );
+        fs::write(&stop, "").expect("stop");
+    });
+    for id in &agents {
+        assert_eq!(g.wait(id)["outcome"], "succeeded", "agent {id}");
+    }
+    let agent_failures = fs::read_to_string(&failed).unwrap_or_default();
+    let user_failures = user_failures.into_inner().expect("lock");
+    assert!(
+        agent_failures.is_empty() && user_failures.is_empty(),
+        "calls failed across 8 restarts:\n{agent_failures}\n{}\ndaemon log:\n{}",
+        user_failures.join("\n"),
+        fs::read_to_string(g.home.join("daemon.log")).unwrap_or_default()
+    );
+}
