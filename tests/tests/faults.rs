@@ -913,3 +913,63 @@ fn a_client_riding_out_a_restart_stops_at_a_damaged_database() {
         "{stderr}"
     );
 }
+
+/// Issue 29, item 2: output a headless agent writes while grove's disk is full is not
+/// dropped silently: once space comes back, its log says how many bytes are missing
+/// where they were, between what was saved before and after.
+#[test]
+fn output_written_while_the_disk_is_full_is_a_gap_of_known_size_in_the_log() {
+    let Some((_scratch, _home, home_fs)) = small_home("gg") else {
+        return;
+    };
+    let mut g = Grove::new().with_env(&[("GROVE_DISK_HIGH", "100"), ("GROVE_DISK_LOW", "99")]);
+    g.home = home_fs.join("h");
+    let (full, during, freed) = (
+        g.dir.path().join("full"),
+        g.dir.path().join("during"),
+        g.dir.path().join("freed"),
+    );
+    let wait_for =
+        |file: &Path| format!("while [ ! -e '{}' ]; do sleep 0.02; done", file.display());
+    let script = format!(
+        "echo saved-before; {}; i=0; while [ $i -lt 1000 ]; do echo lost-line-$i; i=$((i+1)); \
+         done; touch '{}'; {}; echo saved-after",
+        wait_for(&full),
+        during.display(),
+        wait_for(&freed)
+    );
+    let id = g.spawn(&[], &script);
+    eventually("the first line is saved", Duration::from_secs(10), || {
+        g.run(&["logs", &id]).stdout.contains("saved-before")
+    });
+    let filler = fill_up(&home_fs);
+    fs::write(&full, "").expect("gate");
+    eventually(
+        "the agent wrote while the disk was full",
+        Duration::from_secs(10),
+        || during.exists(),
+    );
+    fs::remove_file(filler).expect("free");
+    fs::write(&freed, "").expect("gate");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    let log = g.ok(&["logs", &id]);
+    let (before, rest) = log.split_once("saved-before").expect("first line");
+    let gap = rest.find("bytes of output are missing here");
+    let after = rest.find("saved-after");
+    assert!(
+        gap.is_some() && after.is_some() && gap < after && before.is_empty(),
+        "no gap line between the saved lines:\n{log}"
+    );
+    // 1000 lines of `lost-line-N\n` (12 to 14 bytes), more than the page the log
+    // already had can take: what the gap lines say is missing is the rest of them.
+    let lost = 10 * 12 + 90 * 13 + 900 * 14;
+    let said: usize = rest
+        .split("[grove: ")
+        .skip(1)
+        .filter_map(|s| s.split(' ').next()?.parse::<usize>().ok())
+        .sum();
+    assert!(
+        said > 0 && said <= lost,
+        "said {said} of {lost} bytes missing:\n{log}"
+    );
+}
