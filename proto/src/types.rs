@@ -323,10 +323,13 @@ impl AgentRecord {
             },
             (status, _) => status.as_str().into(),
         };
-        match (self.tampered, &self.salvage_error) {
-            (true, _) => format!("{text}, tampered"),
-            (false, Some(_)) => format!("{text}, salvage failed"),
-            (false, None) => text,
+        match (self.tampered, &self.salvage_error, self.status) {
+            (true, _, _) => format!("{text}, tampered"),
+            // Not final: a collect that failed for a passing cause runs again, and the
+            // work is still in the worktree (`salvage_error` says when it tries).
+            (false, Some(_), AgentStatus::Exited) => format!("{text}, collecting"),
+            (false, Some(_), _) => format!("{text}, salvage failed"),
+            (false, None, _) => text,
         }
     }
 

@@ -233,6 +233,12 @@ fn a_collect_that_finds_the_disk_full_is_retried_until_space_comes_back() {
     );
     let record = g.record(&id);
     assert_eq!(record["status"], "exited", "{record}");
+    // Shown as what it is, a collect still to come, never as a final failure.
+    let shown = g.ok(&["list", "--all"]);
+    assert!(
+        shown.contains("collecting") && !shown.contains("salvage failed"),
+        "{shown}"
+    );
     let worktree = PathBuf::from(record["worktree"].as_str().expect("worktree"));
     assert!(
         worktree.join("work.txt").exists(),
