@@ -139,6 +139,7 @@ pub async fn run(
         ),
         idempotency: Default::default(),
     });
+    let slo_window_ms = ctx.config.slo.window.as_millis() as u64;
     crate::metrics::slo::start(ctx.clone());
     if let Some(listener) = metrics_listener {
         tracing::info!(address = ?listener.local_addr().ok(), "serving metrics at /metrics");
@@ -157,6 +158,7 @@ pub async fn run(
         }
     }
     let _ = stop.send(true);
+    crate::metrics::window::keep(&dirs.state_dir, slo_window_ms);
     // The warm pool is removed if that is quick. Bounded: a stop returns within
     // seconds whatever the repository's size, and what is left (a pool worktree, files
     // set aside to be deleted) is recognisable by its name and the next start's work.

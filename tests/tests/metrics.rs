@@ -364,6 +364,69 @@ fn slo_start_to_ready_breaches_and_recovers() {
     );
 }
 
+/// Issue 34, item 6: "cold start" as the seed means it, the first answer of a session
+/// that is not in memory (here: not read since the daemon started), not the daemon's
+/// own start.
+#[test]
+fn slo_session_cold_start_breaches_and_recovers() {
+    let g = watched(&[("GROVE_SLO_COLD_START_P99", "0")]);
+    create_session(&g, "s");
+    g.state_update("s", &["count", "1"]);
+    g.ok(&["daemon", "restart"]);
+    let rx = subscribe(&g);
+    assert_eq!(
+        g.json(&["state", "get", "--session", "s"])["state"]["count"],
+        1
+    );
+    let breach = slo_changed(&g, &rx, "cold_start_p99", "session cold start", true);
+    assert!(breach.contains("BREACHED"), "{breach}");
+    slo_changed(&g, &rx, "cold_start_p99", "session cold start", false);
+    assert!(
+        metric_value(&g, "grove_session_cold_start_seconds", &[]) >= 1.0,
+        "the cold start is also a histogram"
+    );
+}
+
+/// Issue 34, item 6: the window a service level is taken over outlives a restart, so
+/// a breach is not ended by restarting the daemon: a schema mismatch counted by one
+/// daemon still breaches the next, though the next refuses nothing.
+#[test]
+fn a_breach_is_still_breached_after_a_restart() {
+    let g = watched(&[("GROVE_SLO_WINDOW", "1h")]);
+    create_session(&g, "s");
+    g.state_update("s", &["count", "1"]);
+    let version: i64 = g
+        .stopped_db()
+        .query_row(
+            "SELECT schema_version FROM sessions WHERE name = 's'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("version");
+    g.alter_stopped_db("UPDATE sessions SET schema_version = 99 WHERE name = 's'");
+    let out = g.run(&["state", "get", "--session", "s"]);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    let mismatches = |g: &Grove| -> Value {
+        let metrics = g.json(&["metrics"]);
+        metrics["slos"]
+            .as_array()
+            .and_then(|all| {
+                all.iter()
+                    .find(|s| s["name"] == "schema_mismatches")
+                    .cloned()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(mismatches(&g)["breached"], true);
+    g.alter_stopped_db(&format!(
+        "UPDATE sessions SET schema_version = {version} WHERE name = 's'"
+    ));
+    g.state_update("s", &["count", "2"]);
+    let after = mismatches(&g);
+    assert_eq!(after["breached"], true, "{after}");
+    assert_eq!(after["value"], 1.0, "{after}");
+}
+
 #[test]
 fn slo_schema_mismatch_breaches_and_recovers() {
     let g = watched(&[]);
@@ -488,6 +551,23 @@ fn spawn_latency_is_split_by_pool_hits_and_misses() {
         metric_value(&g, "grove_agents", &[("status", "collected")]),
         2.0
     );
+}
+
+/// Issue 34, item 6: the cleanup lag is every collector's, the sessions' lifecycle GC
+/// too: with the prune pass an hour away, a GC pass held past its due time breaches it.
+#[test]
+fn slo_cleanup_lag_counts_the_session_gc() {
+    let g = watched(&[
+        ("GROVE_PRUNE_FIRST_DELAY", "1h"),
+        ("GROVE_SESSION_GC_INTERVAL", "1s"),
+        ("GROVE_SLO_CLEANUP_LAG", "1s"),
+    ]);
+    let rx = subscribe(&g);
+    let pid = nix::unistd::Pid::from_raw(g.daemon_pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_secs(3));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    breach_then_recover(&g, &rx, "cleanup_lag", "cleanup lag", || {});
 }
 
 #[test]

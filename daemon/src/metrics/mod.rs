@@ -7,6 +7,7 @@
 pub mod http;
 pub mod record;
 pub mod slo;
+pub mod window;
 
 pub use record::{
     agent_adopted, agent_lost, agent_running, checkpoint_saved, collected, connection_refused_tree,
@@ -157,6 +158,11 @@ pub async fn gather(ctx: &Ctx) -> Vec<Metric> {
             "grove_start_ready_seconds",
             "Time from daemon start to accepting connections.",
             &m.start_ready,
+        ),
+        histogram(
+            "grove_session_cold_start_seconds",
+            "Time to bring back a session that was not in memory, for the request that needed it.",
+            &m.session_cold_start,
         ),
         counter(
             "grove_pool_hits_total",

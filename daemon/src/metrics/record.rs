@@ -47,26 +47,42 @@ impl Ring {
 
 impl Recent {
     fn push(&self, value: f64) {
+        self.push_at(now_ms().max(1), value);
+    }
+
+    /// A sample recorded at `at_ms`: a previous daemon's, read back at start.
+    pub fn push_at(&self, at_ms: u64, value: f64) {
         let ring = self.ring.get_or_init(Ring::new);
         let slot = self.next.fetch_add(1, Ordering::Relaxed) % RECENT;
         ring.values[slot].store(value.to_bits(), Ordering::Relaxed);
-        ring.at[slot].store(now_ms().max(1), Ordering::Release);
+        ring.at[slot].store(at_ms.max(1), Ordering::Release);
     }
 
     /// Values recorded at or after `since_ms`.
     pub fn since(&self, since_ms: u64) -> Vec<f64> {
+        self.samples_since(since_ms)
+            .into_iter()
+            .map(|(_, value)| value)
+            .collect()
+    }
+
+    /// (when, value) of the samples recorded at or after `since_ms`, oldest first.
+    pub fn samples_since(&self, since_ms: u64) -> Vec<(u64, f64)> {
         let Some(ring) = self.ring.get() else {
             return Vec::new();
         };
-        ring.at
+        let mut samples: Vec<(u64, f64)> = ring
+            .at
             .iter()
             .zip(ring.values.iter())
-            .filter(|(at, _)| {
+            .map(|(at, value)| {
                 let at = at.load(Ordering::Acquire);
-                at != 0 && at >= since_ms
+                (at, f64::from_bits(value.load(Ordering::Relaxed)))
             })
-            .map(|(_, value)| f64::from_bits(value.load(Ordering::Relaxed)))
-            .collect()
+            .filter(|(at, _)| *at != 0 && *at >= since_ms)
+            .collect();
+        samples.sort_by_key(|(at, _)| *at);
+        samples
     }
 }
 
@@ -177,6 +193,9 @@ pub struct Metrics {
     pub checkpoint_save: Histogram,
     pub restore: Histogram,
     pub start_ready: Histogram,
+    /// How long bringing back a session that was not in memory took (its first answer
+    /// after it was suspended, archived or evicted).
+    pub session_cold_start: Histogram,
     pub pool_hits: Counter,
     pub pool_misses: Counter,
     pub collects: Counter,
@@ -196,6 +215,8 @@ pub struct Metrics {
     pub restarts_after_crash: Counter,
     /// How late each prune pass started after it was due, in seconds.
     pub prune_lateness: Recent,
+    /// Likewise each pass of the sessions' lifecycle GC.
+    pub session_gc_lateness: Recent,
     pub last_prune: Stamp,
     pub next_prune: Stamp,
     pub last_session_gc: Stamp,
@@ -210,6 +231,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     checkpoint_save: Histogram::new(SECONDS),
     restore: Histogram::new(SECONDS),
     start_ready: Histogram::new(SECONDS),
+    session_cold_start: Histogram::new(SECONDS),
     pool_hits: Counter::default(),
     pool_misses: Counter::default(),
     collects: Counter::default(),
@@ -226,6 +248,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     restarts_after_stop: Counter::default(),
     restarts_after_crash: Counter::default(),
     prune_lateness: Recent::default(),
+    session_gc_lateness: Recent::default(),
     last_prune: Stamp::default(),
     next_prune: Stamp::default(),
     last_session_gc: Stamp::default(),
@@ -338,12 +361,25 @@ pub fn prune_due(at_ms: u64) {
     get().next_prune.set(at_ms);
 }
 
-/// For the sessions' garbage collection, when it runs (being built elsewhere).
-#[allow(dead_code)]
-pub fn session_gc_ran(next_ms: u64) {
+/// A pass of the sessions' lifecycle GC that began at `started_ms` is done; the next is
+/// due at `next_ms`.
+pub fn session_gc_ran(started_ms: u64, next_ms: u64) {
     let m = get();
+    if let Some(due) = m.next_session_gc.get() {
+        m.session_gc_lateness
+            .push(started_ms.saturating_sub(due) as f64 / 1000.0);
+    }
     m.last_session_gc.set(now_ms());
     m.next_session_gc.set(next_ms);
+}
+
+pub fn session_gc_due(at_ms: u64) {
+    get().next_session_gc.set(at_ms);
+}
+
+/// A session that was not in memory was brought back for a request, from `start`.
+pub fn session_cold_start(start: Instant) {
+    get().session_cold_start.since(start);
 }
 
 /// The restarts the database counted when this daemon started.

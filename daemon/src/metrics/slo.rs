@@ -91,16 +91,20 @@ pub async fn evaluate(ctx: &Ctx) -> Vec<SloStatus> {
     let sessions = super::sessions(ctx).await;
     let bytes = quantile(sessions.iter().map(|s| s.0 as f64).collect(), 0.99);
     let checkpoints = quantile(sessions.iter().map(|s| s.1 as f64).collect(), 0.99);
-    // The pass due now and not yet run, or one in the window that started late.
-    let overdue = m
-        .next_prune
-        .get()
-        .map_or(0.0, |due| now_ms().saturating_sub(due) as f64 / 1000.0);
-    let lag = m
-        .prune_lateness
-        .since(since)
-        .into_iter()
-        .fold(overdue, f64::max);
+    // Of every collector: the pass due now and not yet run, or one in the window that
+    // started late.
+    let lag = [
+        (&m.next_prune, &m.prune_lateness),
+        (&m.next_session_gc, &m.session_gc_lateness),
+    ]
+    .into_iter()
+    .map(|(next, lateness)| {
+        let overdue = next
+            .get()
+            .map_or(0.0, |due| now_ms().saturating_sub(due) as f64 / 1000.0);
+        lateness.since(since).into_iter().fold(overdue, f64::max)
+    })
+    .fold(0.0, f64::max);
     vec![
         latency(
             "checkpoint_save_p95",
@@ -126,6 +130,14 @@ pub async fn evaluate(ctx: &Ctx) -> Vec<SloStatus> {
             since,
             slo.start_ready_p99,
         ),
+        latency(
+            "cold_start_p99",
+            "session cold start",
+            0.99,
+            &m.session_cold_start.recent,
+            since,
+            slo.cold_start_p99,
+        ),
         below(
             "session_state_p99",
             format!("session state p99 < {} bytes", slo.session_state_p99),
@@ -143,7 +155,7 @@ pub async fn evaluate(ctx: &Ctx) -> Vec<SloStatus> {
         at_most(
             "cleanup_lag",
             format!(
-                "cleanup lag <= {}",
+                "cleanup lag (prune, session GC) <= {}",
                 humantime::format_duration(slo.cleanup_lag)
             ),
             lag,
@@ -170,6 +182,9 @@ pub async fn evaluate(ctx: &Ctx) -> Vec<SloStatus> {
 /// Checks the service levels every `slo_check_interval` until the daemon stops.
 pub fn start(ctx: Arc<Ctx>) {
     let mut stop = ctx.stop.subscribe();
+    let window_ms = ctx.config.slo.window.as_millis() as u64;
+    let state_dir = ctx.config.dirs.state_dir.clone();
+    super::window::load(&state_dir, window_ms);
     tokio::spawn(async move {
         let mut breached: HashSet<String> = HashSet::new();
         // The first check waits one interval: what start-up found (lost agents) is
@@ -185,6 +200,8 @@ pub fn start(ctx: Arc<Ctx>) {
             for status in evaluate(&ctx).await {
                 announce(&ctx, &mut breached, status);
             }
+            // Also written at the stop (`instance.rs`); this covers a crash.
+            super::window::keep(&state_dir, window_ms);
         }
     });
 }

@@ -53,17 +53,20 @@ pub fn start(
     lifecycle: SessionLifecycle,
     mut stopped: watch::Receiver<bool>,
 ) {
+    let every = lifecycle.gc_interval.as_millis() as u64;
+    crate::metrics::record::session_gc_due(now_ms() + every);
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = tokio::time::sleep(lifecycle.gc_interval) => {}
                 _ = stopped.wait_for(|stop| *stop) => return,
             }
+            // How late a pass starts is the cleanup lag of this collector.
+            let started = now_ms();
             if let Err(e) = pass(&state, &core, lifecycle).await {
                 tracing::warn!(error = %e, "session lifecycle pass failed; the next one retries");
             }
-            let next = grove_agent_shim::now_ms() + lifecycle.gc_interval.as_millis() as u64;
-            crate::metrics::record::session_gc_ran(next);
+            crate::metrics::record::session_gc_ran(started, now_ms() + every);
         }
     });
 }
@@ -188,7 +191,9 @@ impl StateService {
     /// Reads the head of a session that is not in memory, and marks the session used
     /// (and active, if it was not).
     pub(super) async fn use_session(&mut self, name: &str) -> Result<(), Error> {
+        let begun = std::time::Instant::now();
         let session = self.session(name)?;
+        let cold = !session.loaded;
         if !session.loaded {
             let (owned, schema, head) = (name.to_string(), session.schema.clone(), session.head);
             let current = if head == 0 {
@@ -217,6 +222,9 @@ impl StateService {
             self.db
                 .call(move |conn| store::set_lifecycles(conn, &row))
                 .await?;
+        }
+        if cold {
+            crate::metrics::record::session_cold_start(begun);
         }
         Ok(())
     }

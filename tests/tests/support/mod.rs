@@ -176,6 +176,7 @@ impl Grove {
             .env("GROVE_SLO_START_READY_P99", "60s")
             .env("GROVE_SLO_CHECKPOINT_SAVE_P95", "60s")
             .env("GROVE_SLO_RESTORE_P95", "60s")
+            .env("GROVE_SLO_COLD_START_P99", "60s")
             .env("GROVE_LOG", "debug")
             // Files the tests hand their agents (scripts, gates): a jailed agent's
             // view shows these, read-only, and nothing else of the test's $HOME.
