@@ -166,14 +166,18 @@ fn apply(
                 check_same_keys(&write.channel, slot, &write.value)?;
             }
         }
-        *slot = match replacement {
-            Some(value) => value.clone(),
-            None => reduce(
-                spec.reducer,
-                &write.channel,
-                std::mem::take(slot),
-                &write.value,
-            )?,
+        *slot = match (
+            replacement,
+            spec.same_key,
+            &write.value,
+            std::mem::take(slot),
+        ) {
+            (Some(value), ..) => value.clone(),
+            (None, SameKey::Merge, Value::Object(write), Value::Object(mut held)) => {
+                merge_deep(&mut held, write);
+                Value::Object(held)
+            }
+            (None, _, _, held) => reduce(spec.reducer, &write.channel, held, &write.value)?,
         };
     }
     Ok(next)
@@ -192,6 +196,19 @@ fn check_exact_sum(channel: &str, held: &Value, write: &Value) -> Result<(), Bat
             integer,
         }),
         None => Ok(()),
+    }
+}
+
+/// Behaviour 34: `same_key = "merge"`: where both sides hold an object under a key, the
+/// two are merged the same way; anything else is replaced by the write.
+fn merge_deep(held: &mut serde_json::Map<String, Value>, write: &serde_json::Map<String, Value>) {
+    for (key, written) in write {
+        match (held.get_mut(key), written) {
+            (Some(Value::Object(inner)), Value::Object(written)) => merge_deep(inner, written),
+            _ => {
+                held.insert(key.clone(), written.clone());
+            }
+        }
     }
 }
 

@@ -39,6 +39,9 @@ pub enum SameKey {
     Replace,
     /// A different value is refused as a conflict: the first writer of a key keeps it.
     Refuse,
+    /// Objects on both sides are merged key by key, to any depth (a deep merge); any
+    /// other value replaces the held one.
+    Merge,
 }
 
 impl SameKey {
@@ -46,6 +49,7 @@ impl SameKey {
         match self {
             SameKey::Replace => "replace",
             SameKey::Refuse => "refuse",
+            SameKey::Merge => "merge",
         }
     }
 
@@ -54,9 +58,10 @@ impl SameKey {
         let mode = match text {
             Some("replace") => SameKey::Replace,
             Some("refuse") => SameKey::Refuse,
+            Some("merge") => SameKey::Merge,
             _ => {
                 return Err(format!(
-                    "`same_key` of channel `{name}` must be \"replace\" or \"refuse\""
+                    "`same_key` of channel `{name}` must be \"replace\", \"refuse\" or \"merge\""
                 ))
             }
         };

@@ -247,9 +247,15 @@ fn same_key_is_read_for_merge_channels_and_refused_elsewhere() {
         "[state]\nversion = 1\n[state.channels]\nm = { reducer = \"merge\", same_key = \"keep\" }\n",
     );
     assert!(
-        error.reason.contains("\"replace\" or \"refuse\""),
+        error
+            .reason
+            .contains("\"replace\", \"refuse\" or \"merge\""),
         "{error}"
     );
+    let deep = "[state]\nversion = 1\n[state.channels]\nm = { reducer = \"merge\", same_key = \"merge\" }\n";
+    let deep = Schema::from_toml(deep, ".grove.toml").unwrap().unwrap();
+    assert_eq!(deep.channels["m"].same_key, SameKey::Merge);
+    assert_eq!(Schema::from_json(&deep.to_json()).unwrap(), deep);
     let json_error = Schema::from_json(&json!({
         "version": 1, "channels": {"m": {"reducer": "merge", "same_key": 1}}
     }))

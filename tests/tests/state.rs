@@ -418,6 +418,50 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
     );
 }
 
+/// Behaviour 34 on a real daemon: two agents report findings per file into a `merge`
+/// channel declared `same_key = "merge"`; their nested objects are merged, where the
+/// default `"replace"` would keep only the second agent's object for the file. A replay
+/// of the history reads the same (a checkpoint before the second write).
+#[test]
+fn b34_a_deep_merge_channel_merges_nested_objects() {
+    let schema = r#"
+[state]
+version = 1
+[state.channels]
+findings = { reducer = "merge", same_key = "merge" }
+"#;
+    let (g, mut c) = grove_with_session("deep", schema);
+    let first = spawn_in_session(
+        &g,
+        "deep",
+        r#""$GROVE_BIN" state update findings '{"a.rs": {"lint": 2, "notes": {"x": 1}}}'"#,
+    );
+    g.succeeded_log(&first);
+    let second = spawn_in_session(
+        &g,
+        "deep",
+        r#""$GROVE_BIN" state update findings '{"a.rs": {"tests": 5, "notes": {"y": 2}}, "b.rs": 1}'"#,
+    );
+    g.succeeded_log(&second);
+    let merged = json!({"a.rs": {"lint": 2, "tests": 5, "notes": {"x": 1, "y": 2}}, "b.rs": 1});
+    assert_eq!(get(&mut c, "deep", None)["findings"], merged);
+    assert_eq!(
+        get(&mut c, "deep", Some(1))["findings"],
+        json!({"a.rs": {"lint": 2, "notes": {"x": 1}}})
+    );
+    // A non-object replaces an object, as any other value does.
+    update(
+        &mut c,
+        "deep",
+        json!([{"channel": "findings", "value": {"a.rs": "gone"}}]),
+    );
+    assert_eq!(get(&mut c, "deep", None)["findings"]["a.rs"], "gone");
+    g.refused(
+        &["state", "update", "--session", "deep", "findings", "[1]"],
+        "findings",
+    );
+}
+
 /// Behaviour 31 on a real daemon: agents claim files in a `merge` channel that refuses a
 /// held key; the second claim of one file is refused as a conflict (exit 4 inside the
 /// agent, -32011 on the socket) naming the key and its holder, and changes nothing.
