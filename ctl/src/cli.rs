@@ -330,6 +330,10 @@ pub enum DaemonCommand {
     Stop,
     /// Stop the daemon, then start a new one (it adopts the running agents).
     Restart,
+    /// Apply a changed config.toml (or GROVE_* settings): check it, then restart the
+    /// daemon if its settings differ (running agents keep running). A config that
+    /// cannot be read changes nothing.
+    Reload,
     /// Replace a damaged database with what is readable of it, keeping a copy of the
     /// damaged files, then start the daemon (it adopts the running agents).
     Recover,

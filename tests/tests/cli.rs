@@ -656,6 +656,41 @@ fn config_shows_values_and_their_sources() {
 
 /// A changed config.toml applies at the next start only: `grove config` says which
 /// settings the running daemon still uses otherwise, and the restart that applies them.
+/// Issue 30, item 8: `grove daemon reload` applies a changed config.toml with running
+/// agents kept, does nothing when nothing changed, and refuses a config it cannot read
+/// without touching the running daemon.
+#[test]
+fn daemon_reload_applies_a_changed_config_and_refuses_a_broken_one() {
+    let g = Grove::new();
+    g.write_config("max_idle = \"12h\"\n");
+    let agent = g.spawn(&[], "sleep 60");
+    let first = g.daemon_pid();
+    let same = g.json(&["daemon", "reload"]);
+    assert_eq!(same["reloaded"], false, "{same}");
+    assert_eq!(g.daemon_pid(), first);
+
+    g.write_config("max_idle = \"6h\"\n");
+    let reloaded = g.json(&["daemon", "reload"]);
+    assert_eq!(reloaded["reloaded"], true, "{reloaded}");
+    assert_eq!(
+        reloaded["changed"],
+        serde_json::json!(["max_idle 12h -> 6h"])
+    );
+    let second = g.daemon_pid();
+    assert_ne!(second, first);
+    assert_eq!(
+        g.json(&["config"])["running_daemon"]["differs"],
+        serde_json::json!([])
+    );
+    assert_eq!(g.status(&agent), "running", "the agent kept running");
+
+    g.write_config("max_idle = \"soon\"\n");
+    g.run(&["daemon", "reload"])
+        .assert_exit(2, &["max_idle", "keeps its settings"]);
+    assert_eq!(g.daemon_pid(), second, "the daemon was not touched");
+    g.ok(&["kill", &agent]);
+}
+
 #[test]
 fn config_says_when_the_running_daemon_uses_older_settings() {
     let g = Grove::new();
@@ -668,7 +703,7 @@ fn config_says_when_the_running_daemon_uses_older_settings() {
     assert!(
         out.stderr.contains(&format!("running daemon (pid {pid})"))
             && out.stderr.contains("max_idle 12h (now 6h)")
-            && out.stderr.contains("grove daemon restart"),
+            && out.stderr.contains("grove daemon reload"),
         "{}",
         out.stderr
     );
@@ -678,7 +713,7 @@ fn config_says_when_the_running_daemon_uses_older_settings() {
         serde_json::json!([{"key": "max_idle", "running": "12h", "now": "6h"}]),
         "{json}"
     );
-    g.ok(&["daemon", "restart"]);
+    g.ok(&["daemon", "reload"]);
     let out = g.run(&["config"]);
     assert!(!out.stderr.contains("note:"), "{}", out.stderr);
     assert_eq!(

@@ -96,12 +96,28 @@ pub fn run(json: bool) -> Result<ExitCode> {
                 .collect();
             eprintln!(
                 "note: the running daemon (pid {}) uses the settings it read at its start: {}; \
-                 `grove daemon restart` applies these (running agents keep running)",
+                 `grove daemon reload` applies these (running agents keep running)",
                 running.pid,
                 changes.join(", ")
             );
         }
     })
+}
+
+/// What `grove daemon reload` would change: the running daemon's pid and its settings
+/// that differ from this shell's view; None when no daemon answers. A config that
+/// cannot be read is the error, and nothing is changed.
+pub(crate) fn pending_changes() -> Result<Option<(u32, Vec<String>)>> {
+    let config = Config::from_env()?;
+    let settings = settings(&config);
+    Ok(running(&config, &settings).map(|running| {
+        let changes = running
+            .differs
+            .iter()
+            .map(|d| format!("{} {} -> {}", d.key, d.running, d.now))
+            .collect();
+        (running.pid, changes)
+    }))
 }
 
 /// The running daemon's settings against `settings`; none when no daemon answers

@@ -16,6 +16,7 @@ pub fn run(command: DaemonCommand, json: bool) -> Result<ExitCode> {
     let starts = match command {
         DaemonCommand::Run => Some("`grove daemon run`"),
         DaemonCommand::Restart => Some("`grove daemon restart`"),
+        DaemonCommand::Reload => Some("`grove daemon reload`"),
         DaemonCommand::Recover => Some("`grove daemon recover`"),
         DaemonCommand::Install { .. } => Some("`grove daemon install`"),
         DaemonCommand::Status | DaemonCommand::Stop => None,
@@ -31,6 +32,7 @@ pub fn run(command: DaemonCommand, json: bool) -> Result<ExitCode> {
         DaemonCommand::Status => status(json),
         DaemonCommand::Stop => stop(json),
         DaemonCommand::Restart => restart(json),
+        DaemonCommand::Reload => reload(json),
         DaemonCommand::Recover => recover(json),
         DaemonCommand::Install { enable } => install(enable, json),
     }
@@ -172,6 +174,20 @@ fn stop(json: bool) -> Result<ExitCode> {
 /// Stop, then start through the normal auto-start path; the new daemon adopts the
 /// agents that kept running.
 fn restart(json: bool) -> Result<ExitCode> {
+    let (old, new) = restart_daemon()?;
+    if json {
+        print_json(&serde_json::json!({ "stopped": old, "pid": new, "running": true }))?;
+    } else {
+        match old {
+            Some(old) => println!("grove daemon: restarted (pid {old} -> {new})"),
+            None => println!("grove daemon: was not running; started (pid {new})"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stops the daemon that runs (if one does) and starts a new one: (old pid, new pid).
+fn restart_daemon() -> Result<(Option<u32>, u32)> {
     let dirs = dirs()?;
     let running = connect_existing(&dirs)
         .ok()
@@ -185,14 +201,49 @@ fn restart(json: bool) -> Result<ExitCode> {
         _ => stop_daemon(&dirs)?,
     };
     let mut client = connect(&dirs)?;
-    let new = client.hello()?.pid;
-    if json {
-        print_json(&serde_json::json!({ "stopped": old, "pid": new, "running": true }))?;
-    } else {
-        match old {
-            Some(old) => println!("grove daemon: restarted (pid {old} -> {new})"),
-            None => println!("grove daemon: was not running; started (pid {new})"),
+    Ok((old, client.hello()?.pid))
+}
+
+/// Restarts the daemon only when the settings it runs with differ from this shell's
+/// view, after checking that view can be read at all: a typo in config.toml stops the
+/// reload, not the daemon.
+fn reload(json: bool) -> Result<ExitCode> {
+    let pending = super::config::pending_changes().context(
+        "the configuration cannot be read; the running daemon keeps its settings (fix it, \
+         then `grove daemon reload` again)",
+    )?;
+    let (pid, changes) = match pending {
+        Some((pid, changes)) if !changes.is_empty() => (pid, changes),
+        Some((pid, _)) => {
+            if json {
+                print_json(&serde_json::json!({ "reloaded": false, "pid": pid, "changed": [] }))?;
+            } else {
+                println!(
+                    "grove daemon: already runs with these settings (pid {pid}); nothing to do"
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
         }
+        None => {
+            if json {
+                print_json(&serde_json::json!({ "reloaded": false, "running": false }))?;
+            } else {
+                println!("grove daemon: not running; it reads these settings when it starts");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let (old, new) = restart_daemon()?;
+    if json {
+        print_json(&serde_json::json!({
+            "reloaded": true, "stopped": old.unwrap_or(pid), "pid": new, "changed": changes,
+        }))?;
+    } else {
+        println!(
+            "grove daemon: reloaded (pid {} -> {new}): {}; running agents keep running",
+            old.unwrap_or(pid),
+            changes.join(", ")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
