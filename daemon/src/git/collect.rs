@@ -354,8 +354,17 @@ fn import(lane: &RepoLane, job: &CollectJob, salvage: &Salvage) -> Result<(), Er
         Some(c) != salvage.expected && !repo.graph_descendant_of(out, c).unwrap_or(false)
     });
     if moved_since {
+        // The message says the salvage is kept as `temp`: only once that is so.
         if !salvage.fetch {
-            let _ = repo.reference(&temp, out, true, "grove: salvage kept aside");
+            repo.reference(&temp, out, true, "grove: salvage kept aside")
+                .map_err(|e| {
+                    Error::Git(format!(
+                        "branch {} moved while grove collected it, and the salvage could not \
+                         be kept as {temp}: {}; the work stays in the worktree",
+                        job.branch,
+                        e.message()
+                    ))
+                })?;
         }
         return Err(Error::Git(format!(
             "branch {} moved while grove collected it; the salvage is kept as {temp}",
