@@ -371,3 +371,88 @@ fn a_stopped_daemon_leaves_no_pool_worktree_behind() {
         .trim()
         .is_empty());
 }
+
+/// Issue 28: a jailed spawn takes a warm-pool worktree too, which becomes a repository
+/// of the agent's own (its `.git` a directory, no longer a worktree of the user's), with
+/// the checkout and its index as they were: clean at once, on its branch, and its work
+/// comes back on that branch.
+#[test]
+fn a_jailed_spawn_takes_a_warm_worktree_as_a_repository_of_its_own() {
+    if !(have_landlock() && writable_cgroup2().is_some()) {
+        return;
+    }
+    let g = pooled("1");
+    run_one_agent(&g);
+    let warm = wait_for_ready_pool(&g, 1);
+    let warm_path = warm[0]["path"].as_str().expect("path").to_string();
+    let script = "branch=$(git symbolic-ref HEAD); dirty=$(git status --porcelain | wc -l); \
+                  own=$(test -d .git && echo own); \
+                  printf '%s %s %s\\n' \"$branch\" \"$dirty\" \"$own\" > probe.txt; \
+                  alt=$(cat .git/objects/info/alternates); \
+                  (echo x > \"$alt/planted\") 2>/dev/null && echo escaped >> probe.txt; \
+                  echo work > work.txt; git add work.txt probe.txt && git commit -qm work";
+    let id = g.spawn(&["--jail"], script);
+    assert!(
+        g.daemon_log()
+            .lines()
+            .any(|l| l.contains("taking a warm-pool worktree") && l.contains(&id)),
+        "the jailed spawn did not use the pool:\n{}",
+        g.daemon_log()
+    );
+    let done = g.wait(&id);
+    assert_eq!(done["outcome"], "succeeded", "{done}");
+    assert_eq!(
+        g.agent_file(&id, "probe.txt").trim(),
+        format!("refs/heads/grove/{id} 0 own")
+    );
+    assert_eq!(g.agent_file(&id, "work.txt"), "work\n");
+    assert!(
+        !g.repo.join(".git/objects/planted").exists(),
+        "the jailed agent wrote into the user's objects"
+    );
+    let listed = git_worktrees(&g);
+    assert!(
+        !listed
+            .iter()
+            .any(|b| b.contains(&id) || b.contains(&warm_path)),
+        "{listed:?}"
+    );
+    g.git(&["fsck", "--strict"]);
+}
+
+/// A crash while a jailed spawn turns a pool worktree into its repository: the next
+/// daemon rolls it back and runs the agent afresh, once, leaving nothing behind.
+#[test]
+fn a_crash_while_a_jailed_spawn_takes_a_pool_worktree_loses_nothing() {
+    if !(have_landlock() && writable_cgroup2().is_some()) {
+        return;
+    }
+    let g = pooled("1");
+    // The daemon that crashes is started by this command, with the crash point set.
+    let out = g.run_env(
+        &["spawn", "--", "true"],
+        &[("GROVE_TEST_CRASH_AT", "mid_pool_adopt")],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    g.wait(out.stdout.trim());
+    wait_for_ready_pool(&g, 1);
+    let mut jailed = SPAWN_KEEPING_ENV.to_vec();
+    jailed.insert(1, "--jail");
+    g.crash_during("mid_pool_adopt", &jailed);
+    let agents = g.json(&["list", "--all"])["agents"].clone();
+    let id = agents
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|a| a["argv"][0] == "sh")
+        .and_then(|a| a["id"].as_str())
+        .expect("the jailed agent")
+        .to_string();
+    let record = g.wait(&id);
+    assert_eq!(record["outcome"], "succeeded", "{record}");
+    assert_eq!(g.agent_file(&id, "x.txt"), "kept\n");
+    eventually("no worktree left", LONG, || {
+        g.worktree_dirs().is_empty() && git_worktrees(&g).len() == 1
+    });
+    g.git(&["fsck", "--strict"]);
+}

@@ -1,6 +1,6 @@
 //! Case 11: what the jail costs: a jailed spawn (its own repository, namespaces and
 //! view, Landlock) against an unjailed one, alternating in the same run on the small
-//! repository; and a jailed agent's work against the same work unjailed.
+//! repository, pooled and not; and a jailed agent's work against the same work unjailed.
 
 use super::{spawn, Ctx};
 use crate::grove::field;
@@ -30,6 +30,7 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     let added = jailed
         .zip(plain)
         .and_then(|(j, p)| Summary::of(&[j.median - p.median]));
+    let pooled = pooled_rows(ctx);
     let build = build_rows(ctx);
     let mut rows = vec![
         Row::new(
@@ -45,6 +46,13 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
             .goal(Goal::at_most(Metric::Median, 10.0))
             .note("jailed median - unjailed median, same run"),
     ];
+    rows.extend(pooled.unwrap_or_else(|e| {
+        vec![Row::not_available(
+            "11",
+            "jailed pooled spawn",
+            format!("{e:#}"),
+        )]
+    }));
     rows.push(build.unwrap_or_else(|e| {
         Row::not_available(
             "11",
@@ -53,6 +61,45 @@ pub fn run(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
         )
     }));
     Ok(rows)
+}
+
+/// Pooled spawns jailed and not, alternating, each once the pool is ready: a jailed
+/// agent's pool worktree becomes a repository of its own as it is taken.
+fn pooled_rows(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
+    let repo = ctx.repos.small()?;
+    ctx.env.set_pool_size(super::pool::POOL_SIZE)?;
+    let measured = (|| -> Result<(Vec<f64>, Vec<f64>)> {
+        let (mut jailed, mut plain) = (Vec::new(), Vec::new());
+        // The first spawn starts the repository's pool: the warm-up.
+        spawn::grove_once(ctx, repo)?;
+        for _ in 0..ctx.runs {
+            super::pool::wait_for_warm_pool(ctx, repo)?;
+            jailed.push(ms(spawn::grove_once_with(ctx, repo, &["--jail"])?));
+            super::pool::wait_for_warm_pool(ctx, repo)?;
+            plain.push(ms(spawn::grove_once_with(ctx, repo, &["--no-jail"])?));
+        }
+        Ok((jailed, plain))
+    })();
+    ctx.env.set_pool_size(0)?;
+    let (jailed, plain) = measured?;
+    let (jailed, plain) = (Summary::of(&jailed), Summary::of(&plain));
+    let added = jailed
+        .zip(plain)
+        .and_then(|(j, p)| Summary::of(&[j.median - p.median]));
+    Ok(vec![
+        Row::new(
+            "11",
+            format!("jailed pooled spawn → first log line, {}", repo.label()),
+            "ms",
+        )
+        .grove(jailed)
+        .baseline("unjailed pooled spawn, same run", plain)
+        .note("a warm-pool worktree given a .git of its own as it is taken"),
+        Row::new("11", "time the jail adds to a pooled spawn (medians)", "ms")
+            .grove(added)
+            .goal(Goal::at_most(Metric::Median, 10.0))
+            .note("jailed median - unjailed median, same run"),
+    ])
 }
 
 /// A jailed agent's `cargo build` against the same build unjailed, alternating.

@@ -81,6 +81,12 @@ async fn create_worktree(
             // A jailed agent gets a repository of its own, never a worktree of the
             // user's (whose refs, objects and logs its jail could not keep it from).
             if jailed {
+                if let Some(taken) = pooled {
+                    match own_repo::adopt_pooled(lane, &taken, &path, &branch, base, workers) {
+                        Ok(()) => return Ok(()),
+                        Err(e) => tracing::warn!(error = %e, "cannot use a warm-pool worktree"),
+                    }
+                }
                 return own_repo::create(lane, &path, &branch, base, workers, &sparse);
             }
             if let Some(taken) = pooled {

@@ -201,9 +201,9 @@ impl Core {
         row.record.attempt += 1;
         let record = row.record.clone();
         let token = row.token.clone();
-        // Pool worktrees are linked worktrees of the user's repository; a jailed agent
-        // gets a repository of its own instead.
-        let pooled = (!record.jail).then(|| self.pool_take(&record)).flatten();
+        // A jailed agent's pool worktree becomes a repository of its own when it is
+        // taken (`own_repo::adopt_pooled`).
+        let pooled = self.pool_take(&record);
         if let Some(taken) = &pooled {
             self.adopting.insert(id.to_string(), taken.path.clone());
         }

@@ -6,6 +6,7 @@
 
 use super::hardened_git;
 use super::lane::RepoLane;
+use super::pool::{self, Taken};
 use super::scratch::{fetch_into, Scratch};
 use super::worktree::create_branch;
 use crate::error::Error;
@@ -63,13 +64,39 @@ fn init(
 ) -> Result<(), Error> {
     fs::create_dir(path)
         .map_err(|e| Error::Git(format!("cannot create {}: {e}", path.display())))?;
-    let git = |args: &[&str]| {
+    init_git_dir(common, path, branch, base)?;
+    agent_git(path)(&[
+        "-c",
+        &format!("checkout.workers={checkout_workers}"),
+        "reset",
+        "--hard",
+        "--quiet",
+    ])
+}
+
+/// Runs hardened git in the agent's repository at `path`.
+fn agent_git(path: &Path) -> impl Fn(&[&str]) -> Result<(), Error> + '_ {
+    move |args: &[&str]| {
         let mut command = hardened_git();
         command.arg("-C").arg(path).args(args);
         run(&mut command, args.first().copied().unwrap_or("git"))
+    }
+}
+
+/// The agent's `.git` in `path`: `branch` at `base`, checked out, borrowing the user's
+/// objects. Its index and files are the caller's to make. In process (libgit2): two git
+/// processes fewer on every jailed spawn, and nothing of the user's git setup applies.
+fn init_git_dir(common: &Path, path: &Path, branch: &str, base: Oid) -> Result<(), Error> {
+    let failed = |what: &str, e: git2::Error| {
+        Error::Git(format!("cannot {what} in {}: {}", path.display(), e.message()))
     };
     // No templates: no sample hooks, no description, nothing grove did not choose.
-    git(&["init", "--quiet", "--template=", "--initial-branch", branch])?;
+    let mut options = git2::RepositoryInitOptions::new();
+    options
+        .no_reinit(true)
+        .external_template(false)
+        .initial_head(branch);
+    Repository::init_opts(path, &options).map_err(|e| failed("make a repository", e))?;
     let info = path.join(".git/objects/info");
     fs::create_dir_all(&info)
         .map_err(|e| Error::Git(format!("cannot create {}: {e}", info.display())))?;
@@ -77,18 +104,80 @@ fn init(
     alternates.push("\n");
     fs::write(info.join("alternates"), alternates.as_encoded_bytes())
         .map_err(|e| Error::Git(format!("cannot write alternates: {e}")))?;
-    git(&[
-        "update-ref",
-        &format!("refs/heads/{branch}"),
-        &base.to_string(),
-    ])?;
-    git(&[
-        "-c",
-        &format!("checkout.workers={checkout_workers}"),
-        "reset",
-        "--hard",
-        "--quiet",
-    ])?;
+    // Opened again: the objects it borrows are read when a repository is opened.
+    let repo = Repository::open(path).map_err(|e| failed("open the repository", e))?;
+    repo.reference(&format!("refs/heads/{branch}"), base, false, "grove: agent branch")
+        .map_err(|e| failed("create its branch", e))?;
+    Ok(())
+}
+
+/// Turns the warm-pool worktree `taken` (a checkout of the user's content, made by
+/// grove) into a jailed agent's repository at `path`: the files and their index stay,
+/// the link to the user's repository goes and a `.git` of the agent's own takes its
+/// place, so a jailed spawn costs a pooled spawn plus a `git init`, not a checkout. In
+/// the lane. On failure the pool worktree is gone (it held no work) and no branch
+/// remains.
+pub fn adopt_pooled(
+    lane: &RepoLane,
+    taken: &Taken,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+    workers: usize,
+) -> Result<(), Error> {
+    let result = convert_pooled(lane, taken, path, branch, base, workers);
+    if result.is_err() {
+        super::worktree::rollback(&lane.repo, path, branch);
+        if taken.path.exists() {
+            let _ = pool::discard(lane, &taken.path);
+        }
+    }
+    result
+}
+
+fn convert_pooled(
+    lane: &RepoLane,
+    taken: &Taken,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+    workers: usize,
+) -> Result<(), Error> {
+    if taken.commit != base.to_string() {
+        pool::refresh(&taken.path, &base.to_string(), workers)?;
+    }
+    let admin = super::worktree::find(&lane.repo, &taken.path)
+        .and_then(|wt| {
+            wt.name()
+                .map(|name| lane.repo.commondir().join("worktrees").join(name))
+        })
+        .ok_or_else(|| {
+            Error::Git(format!(
+                "pool worktree {} is not registered with git",
+                taken.path.display()
+            ))
+        })?;
+    let io = |what: &str, at: &Path| {
+        let at = at.display().to_string();
+        let what = what.to_string();
+        move |e: std::io::Error| Error::Git(format!("cannot {what} {at}: {e}"))
+    };
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(io("create", parent))?;
+    }
+    create_branch(&lane.repo, branch, base)?;
+    fs::rename(&taken.path, path).map_err(io("move the pool worktree to", path))?;
+    crate::faults::point("mid_pool_adopt");
+    // Read before its worktree is unregistered: the checkout it describes moved with
+    // the files, untouched, so it stays exact (and the first `git status` fast).
+    let index = fs::read(admin.join("index")).map_err(io("read", &admin.join("index")))?;
+    fs::remove_dir_all(&admin).map_err(io("unregister", &admin))?;
+    let link = path.join(".git");
+    fs::remove_file(&link).map_err(io("remove", &link))?;
+    init_git_dir(&lane.target.common_dir, path, branch, base)?;
+    let own_index = path.join(".git/index");
+    fs::write(&own_index, index).map_err(io("write", &own_index))?;
+    crate::faults::point("after_worktree_add");
     Ok(())
 }
 
