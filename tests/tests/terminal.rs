@@ -691,3 +691,23 @@ fn input_piped_into_spawn_is_the_first_thing_a_terminal_agent_reads() {
     wait_screen(&g, &id, "got piped-words");
     g.ok(&["kill", &id]);
 }
+
+/// Issue 30: an agent's terminal is grove's, so it sees one TERM with 256 colours
+/// whatever the spawning shell had (here `dumb`), unless `--env TERM=` says otherwise.
+#[test]
+fn a_terminal_agent_sees_xterm_256color_unless_told_otherwise() {
+    let g = Grove::new().with_env(&[("TERM", "dumb")]);
+    let id = spawn_tty(&g, &["sh", "-c", "echo \"term=$TERM\""]);
+    g.wait(&id);
+    assert!(g.ok(&["logs", &id]).contains("term=xterm-256color"));
+    let chosen = spawn_tty_with(
+        &g,
+        &["--env", "TERM=vt100"],
+        &["sh", "-c", "echo \"term=$TERM\""],
+    );
+    g.wait(&chosen);
+    assert!(g.ok(&["logs", &chosen]).contains("term=vt100"));
+    let plain = g.spawn(&[], "echo \"term=$TERM\"");
+    g.wait(&plain);
+    assert!(g.ok(&["logs", &plain]).contains("term=dumb"));
+}

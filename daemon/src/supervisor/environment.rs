@@ -51,9 +51,19 @@ pub fn spawn_environment(params: &SpawnParams, env_allow: &[String]) -> Vec<(Str
         Some(caller) => from_caller(caller, params, env_allow),
         None => minimal_environment(),
     };
+    if params.tty {
+        // The agent's terminal is grove's (the shim's screen model, whatever terminal
+        // attaches later), not the caller's: one TERM with 256 colours, as tmux gives
+        // its panes, unless `--env TERM=...` says otherwise.
+        env.retain(|(name, _)| name != "TERM");
+        env.push(("TERM".into(), TTY_TERM.into()));
+    }
     env.extend(params.env.iter().map(|v| (v.name.clone(), v.value.clone())));
     env
 }
+
+/// The TERM of an agent with a terminal.
+pub const TTY_TERM: &str = "xterm-256color";
 
 fn from_caller(
     caller: &[EnvVar],
@@ -214,6 +224,37 @@ mod tests {
             .map(|(k, _)| k)
             .collect();
         assert_eq!(names, ["PATH", "KEEP", "ALLOWED"]);
+    }
+
+    #[test]
+    fn a_terminal_agent_gets_one_256_colour_term_unless_env_says_otherwise() {
+        let tty = |env: Vec<EnvVar>| SpawnParams {
+            caller_env: Some(vec![var("TERM", "dumb"), var("PATH", "/p")]),
+            env,
+            tty: true,
+            ..Default::default()
+        };
+        let term = |params: &SpawnParams| {
+            spawn_environment(params, &[])
+                .into_iter()
+                .filter(|(k, _)| k == "TERM")
+                .map(|(_, v)| v)
+                .next_back()
+        };
+        assert_eq!(term(&tty(vec![])).as_deref(), Some(TTY_TERM));
+        assert_eq!(
+            term(&tty(vec![var("TERM", "vt100")])).as_deref(),
+            Some("vt100")
+        );
+        let plain = SpawnParams {
+            tty: false,
+            ..tty(vec![])
+        };
+        assert_eq!(
+            term(&plain).as_deref(),
+            Some("dumb"),
+            "no terminal: the caller's"
+        );
     }
 
     #[test]
