@@ -3,7 +3,8 @@
 # what came back: plain git branches.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-cargo build --release --quiet --manifest-path "$here/Cargo.toml" -p grove-ctl
+echo "== building grove (release; the first build takes a few minutes, cargo shows its progress)"
+cargo build --release --manifest-path "$here/Cargo.toml" -p grove-ctl
 grove="$here/target/release/grove"
 
 demo="$(mktemp -d /tmp/grove-demo.XXXXXX)"
