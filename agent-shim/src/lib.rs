@@ -16,6 +16,7 @@ mod record;
 mod relay;
 mod run;
 mod runner;
+pub mod setup;
 mod spec;
 
 pub use grove_sys::cgroup;

@@ -87,7 +87,13 @@ fn exit_code() -> u8 {
         );
         return 2;
     }
-    crate::main_from_stdin().clamp(0, 255) as u8
+    let code = if std::env::args_os().nth(2).as_deref() == Some(OsStr::new(crate::setup::SETUP_ARG))
+    {
+        crate::setup::main_from_stdin()
+    } else {
+        crate::main_from_stdin()
+    };
+    code.clamp(0, 255) as u8
 }
 
 #[cfg(test)]

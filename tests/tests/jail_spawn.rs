@@ -132,7 +132,10 @@ fn a_jailed_agent_cannot_spawn_in_another_repository() {
 #[test]
 fn setup_commands_of_a_jailed_agents_child_run_in_the_jail() {
     let g = Grove::new();
-    let outside = g.dir.path().join("outside.txt");
+    // The user's objects, which the jail's view shows read-only (its repository
+    // borrows them); a path that is not in the view at all may land in the jail's
+    // private home, which is not outside.
+    let outside = g.repo.join(".git/objects/outside.txt");
     let child = child_runs_agents_setup(
         &g,
         "echo benign > setup-ran.txt\n",
@@ -164,7 +167,8 @@ fn setup_on_a_jailed_agents_branch_runs_jailed_even_for_an_unjailed_spawn() {
     g.git(&["add", "setup.sh"]);
     g.git(&["commit", "-qm", "setup script"]);
     g.ok(&["trust"]);
-    let outside = g.dir.path().join("outside.txt");
+    // The user's git dir, which this setup's view shows read-only (for git).
+    let outside = g.repo.join(".git/objects/outside.txt");
     let attack = format!(
         "echo pwned > '{}' && echo outside-written\necho ran > setup-ran.txt\n",
         outside.display()
@@ -194,6 +198,76 @@ fn setup_on_a_jailed_agents_branch_runs_jailed_even_for_an_unjailed_spawn() {
     let log = g.succeeded_log(&id);
     assert!(outside.exists(), "the control did not write: {log}");
     assert!(!log.contains("run jailed"), "{log}");
+}
+
+/// Jailed, a setup command keeps its environment, output and exit status, and one
+/// that fails rolls the spawn back as unjailed.
+#[test]
+fn a_failing_jailed_setup_command_fails_the_spawn_with_its_output() {
+    if !have_landlock() {
+        return;
+    }
+    let g = Grove::new();
+    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), "true\n").expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    let script = "printf 'echo \"preparing for $%s\"; echo broken >&2; exit 3\\n' \
+                  GROVE_AGENT_ID > setup.sh && git commit -qam 'my setup'";
+    let (agent, _) = run_jailed(&g, &[], script);
+    let branches = grove_branches(&g.repo);
+    let worktrees = g.git_worktree_count();
+
+    let out = g.run(&["spawn", "--base", &format!("grove/{agent}"), "--", "true"]);
+    assert_eq!(out.code, 2, "{} {}", out.stdout, out.stderr);
+    assert_holds_all(
+        &out.stderr,
+        &[
+            "setup command `sh ./setup.sh` failed (exit status: 3)",
+            "preparing for ",
+            "broken",
+        ],
+    );
+    assert!(!out.stderr.contains("preparing for \n"), "{}", out.stderr);
+    assert_eq!(grove_branches(&g.repo), branches);
+    assert_eq!(g.git_worktree_count(), worktrees);
+    assert_eq!(g.all_agents().len(), 1);
+}
+
+/// Where the jail setup on agents' content needs cannot be had (here: a kernel without
+/// the Landlock ABI), the spawn is refused with the reason, never run unjailed.
+#[test]
+fn setup_on_agents_content_is_refused_where_no_jail_can_be_had() {
+    let g = Grove::new().with_env(&[("GROVE_TEST_LANDLOCK_ABI", "5")]);
+    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), "true\n").expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    let ran = g.files().join("ran-unjailed");
+    let script = format!(
+        "echo 'echo ran > {}' > setup.sh && git commit -qam 'my setup'",
+        ran.display()
+    );
+    let agent = g.spawn(&["--no-jail"], &script);
+    g.succeeded_log(&agent);
+    let branches = grove_branches(&g.repo);
+
+    let out = g.run(&["spawn", "--base", &format!("grove/{agent}"), "--", "true"]);
+    assert_eq!(out.code, 4, "{} {}", out.stdout, out.stderr);
+    assert_holds_all(
+        &out.stderr,
+        &[
+            "setup commands on agents' content",
+            "run in a jail",
+            "Landlock ABI 6",
+            "nothing was run",
+        ],
+    );
+    assert!(!ran.exists(), "the agent's setup.sh ran unjailed");
+    assert_eq!(grove_branches(&g.repo), branches);
+    assert_eq!(g.all_agents().len(), 1);
 }
 
 #[test]

@@ -364,3 +364,218 @@ fn a_jailed_agent_reaches_grove_again_after_a_daemon_restart() {
     assert!(log.contains("reached after"), "{log}");
     assert_eq!(g.json(&["show", &id])["report"], "after", "{log}");
 }
+
+/// An agent's setup.sh, run as setup: it tries the user's key, a process of the
+/// user's, ssh-agent, tmux and writes outside (`$OUTSIDE`, the user's objects and
+/// hooks), and runs git, which must work.
+const TRY_FROM_SETUP: &str = r#"
+try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "reached: $name"; else echo "refused: $name"; fi; }
+grep -q PRIVATE "$HOME/.ssh/id_ed25519" 2>/dev/null && echo "read: the ssh key"
+ls "$HOME/.ssh" >/dev/null 2>&1 && echo "seen: .ssh"
+tr '\0' '\n' < "/proc/$USER_PID/environ" 2>/dev/null | grep -q '^USER_SECRET=' && echo "read: the user's environment"
+cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -q '^USER_SECRET=' && echo "read: a process's environment"
+ssh-add -l >/dev/null 2>&1; [ $? -lt 2 ] && echo "reached: ssh-agent" || echo "refused: ssh-agent"
+try tmux tmux -S "$TMUX_SOCK" send-keys -t user "touch $PWNED" Enter
+for f in "$OUTSIDE" "$USERS_GIT/objects/planted" "$USERS_GIT/hooks/post-checkout"; do
+    (echo planted > "$f") 2>/dev/null && echo "wrote: $f"
+done
+echo "git: $(git rev-parse HEAD 2>&1)"
+git status --porcelain >/dev/null 2>&1 && echo "git status: ok"
+echo ran > setup-ran.txt
+"#;
+
+/// The user's servers and secrets a setup command attacks, and the variables that
+/// name them; the servers stop when dropped.
+struct Targets {
+    vars: Vec<(&'static str, String)>,
+    pwned: PathBuf,
+    outside: Vec<PathBuf>,
+    _servers: (Tmux, Server, Server, tempfile::TempDir),
+}
+
+impl Targets {
+    fn plant(g: &Grove) -> Targets {
+        let key = g.make_dir(".ssh").join("id_ed25519");
+        fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----\n").expect("key");
+        let sockets = tempfile::Builder::new()
+            .prefix("gv")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let tmux_sock = sockets.path().join("tmux-default");
+        let ssh_sock = sockets.path().join("ssh-agent.sock");
+        let tmux = Tmux::start(&tmux_sock);
+        let ssh = ssh_agent(&ssh_sock);
+        let user = Server(
+            Command::new("sleep")
+                .arg("300")
+                .env("USER_SECRET", "hunter2")
+                .spawn()
+                .expect("sleep"),
+        );
+        let pwned = sockets.path().join("pwned");
+        let users_git = g.repo.join(".git");
+        let outside = vec![
+            g.files().join("outside.txt"),
+            users_git.join("objects/planted"),
+            users_git.join("hooks/post-checkout"),
+        ];
+        let vars = vec![
+            ("TMUX_SOCK", tmux_sock.display().to_string()),
+            ("SSH_AUTH_SOCK", ssh_sock.display().to_string()),
+            ("USER_PID", user.0.id().to_string()),
+            ("PWNED", pwned.display().to_string()),
+            ("OUTSIDE", outside[0].display().to_string()),
+            ("USERS_GIT", users_git.display().to_string()),
+            ("GROVE_BIN", BIN.to_string()),
+        ];
+        Targets {
+            vars,
+            pwned,
+            outside,
+            _servers: (tmux, ssh, user, sockets),
+        }
+    }
+
+    fn env_args(&self) -> Vec<String> {
+        self.vars
+            .iter()
+            .flat_map(|(k, v)| ["--env".to_string(), format!("{k}={v}")])
+            .collect()
+    }
+
+    /// `log` is a setup's that ran in a jail with a view: every attack failed, git
+    /// worked at `head`.
+    fn assert_all_failed(&self, log: &str, head: &str) {
+        assert_holds_all(
+            log,
+            &[
+                "run jailed",
+                "refused: ssh-agent",
+                "refused: tmux",
+                &format!("git: {head}"),
+                "git status: ok",
+            ],
+        );
+        for never in ["read:", "seen:", "wrote:", "reached:"] {
+            assert!(!log.contains(never), "{never} {log}");
+        }
+        for path in &self.outside {
+            assert!(!path.exists(), "{} written: {log}", path.display());
+        }
+        assert!(
+            !self.pwned.exists(),
+            "keys typed into the user's tmux: {log}"
+        );
+    }
+}
+
+/// The user approves `sh ./setup.sh`; a jailed agent commits `TRY_FROM_SETUP` as its
+/// setup.sh and runs `then`. Returns the agent's id.
+fn agent_commits_setup_attack(g: &Grove, targets: &Targets, then: &str) -> String {
+    fs::write(
+        g.repo.join(".grove.toml"),
+        "[worktree]\nsetup = [\"sh ./setup.sh\"]\n",
+    )
+    .expect("write");
+    fs::write(g.repo.join("setup.sh"), "echo ran > setup-ran.txt\n").expect("write");
+    fs::write(g.repo.join(".gitignore"), "setup-ran.txt\n").expect("write");
+    g.git(&["add", ".grove.toml", "setup.sh", ".gitignore"]);
+    g.git(&["commit", "-qm", "setup"]);
+    g.ok(&["trust"]);
+    let script = format!(
+        "cat > setup.sh <<'EOF'\n{TRY_FROM_SETUP}EOF\n\
+         git add setup.sh && git commit -qm 'my setup' || exit 1\n{then}"
+    );
+    let mut args = targets.env_args();
+    args.push("--jail".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let id = g.spawn(&args, &script);
+    g.succeeded_log(&id);
+    id
+}
+
+fn have_setup_targets() -> bool {
+    have_landlock() && have_program("tmux", &["-V"]) && have_program("ssh-agent", &["-h"])
+}
+
+/// The user's own unjailed spawn on a jailed agent's branch runs the agent's setup.sh
+/// jailed, in a view of its own: none of the user's secrets, processes or sockets,
+/// no write outside, git working on the user's repository through it read-only. The
+/// control: the same script, merged into the user's branch, runs as the user and
+/// does all of it.
+#[test]
+fn setup_on_agents_content_runs_in_a_view_of_its_own() {
+    if !have_setup_targets() {
+        return;
+    }
+    let g = Grove::new();
+    let targets = Targets::plant(&g);
+    let agent = agent_commits_setup_attack(&g, &targets, "");
+    let branch = format!("grove/{agent}");
+    let head = g.git(&["rev-parse", &branch]).trim().to_string();
+    let mut args = targets.env_args();
+    args.extend(["--no-jail".into(), "--base".into(), branch.clone()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let id = g.spawn(&args, "cat setup-ran.txt");
+    let log = g.succeeded_log(&id);
+    assert!(log.contains("is on no branch or tag of yours"), "{log}");
+    targets.assert_all_failed(&log, &head);
+
+    g.git(&["merge", "-q", "--ff-only", &branch]);
+    let id = g.spawn(&args[..args.len() - 2], "cat setup-ran.txt");
+    let log = g.succeeded_log(&id);
+    assert!(!log.contains("run jailed"), "{log}");
+    assert_holds_all(
+        &log,
+        &[
+            "read: the ssh key",
+            "seen: .ssh",
+            "read: the user's environment",
+            "read: a process's environment",
+            "reached: ssh-agent",
+            "reached: tmux",
+            &format!("git: {head}"),
+        ],
+    );
+    for path in &targets.outside {
+        assert!(
+            path.exists(),
+            "the control did not write {}",
+            path.display()
+        );
+    }
+    eventually(
+        "the control's keys typed by tmux",
+        Duration::from_secs(10),
+        || targets.pwned.exists(),
+    );
+}
+
+/// A jailed agent's child runs the agent's setup.sh in the jail's view as well.
+#[test]
+fn a_jailed_agents_setup_runs_in_a_view_of_its_own() {
+    if !have_setup_targets() {
+        return;
+    }
+    let g = Grove::new();
+    let targets = Targets::plant(&g);
+    let agent = agent_commits_setup_attack(
+        &g,
+        &targets,
+        r#"child=$("$GROVE_BIN" spawn -- true) || exit 1
+           "$GROVE_BIN" wait "$child" > /dev/null
+           echo "child=$child""#,
+    );
+    let log = g.ok(&["logs", &agent]);
+    let child = log
+        .lines()
+        .find_map(|l| l.strip_prefix("child="))
+        .unwrap_or_else(|| panic!("no child: {log}"))
+        .trim()
+        .to_string();
+    let head = g.git(&["rev-parse", &format!("grove/{agent}")]);
+    let child_log = g.ok(&["logs", &child]);
+    assert!(child_log.contains("of a jailed agent"), "{child_log}");
+    targets.assert_all_failed(&child_log, head.trim());
+}

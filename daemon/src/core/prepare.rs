@@ -8,11 +8,11 @@ use crate::git::pool::{self, Taken};
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::git::{own_repo, worktree};
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
-use crate::supervisor::jail_paths::{content_jail_spec, jail_spec};
+use crate::supervisor::jail_paths::{content_jail_spec, jail_spec, setup_jail_lacks};
 use crate::supervisor::launch::launch;
 use grove_agent_shim::{ConsoleSpec, LogSpec, ShimSpec, EXIT_RECORD_FILE};
 use grove_proto::types::AgentRecord;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub struct PrepareJob {
@@ -39,7 +39,7 @@ pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<Prepared, Error> {
     create_worktree(&lanes, &target, &job).await?;
     crate::faults::hold("prepared_worktree").await;
     let started = async {
-        let placed = set_up(&job).await?;
+        let placed = set_up(&job, &target.common_dir).await?;
         let pid = start_shim(&job).await?;
         Ok(Prepared { pid, placed })
     };
@@ -101,7 +101,9 @@ async fn create_worktree(
         .await
 }
 
-async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
+/// Places files and runs setup commands; `users_git` is the user's repository's git
+/// dir (shown read-only to jailed setup in an unjailed agent's linked worktree).
+async fn set_up(job: &PrepareJob, users_git: &Path) -> Result<Vec<String>, Error> {
     let record = &job.record;
     if record.setup.is_empty() && !record.repo.join(".worktreeinclude").exists() {
         return Ok(Vec::new());
@@ -116,7 +118,7 @@ async fn set_up(job: &PrepareJob) -> Result<Vec<String>, Error> {
     // its shim, which starts only after them.
     let setup_tmp = job.config.dirs.agent_dir(&record.id).join("setup-tmp");
     let foreign = foreign_base(job).await?;
-    let runner = setup_runner(job, &setup_tmp, foreign)?;
+    let runner = setup_runner(job, &setup_tmp, foreign, users_git).await?;
     tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&setup_tmp).map_err(Error::io("create", &setup_tmp))?;
         let placed = crate::worktree_setup::apply(&setup, &main, &worktree, &log, &runner);
@@ -158,29 +160,102 @@ fn as_the_agent(job: &PrepareJob, tmp: &std::path::Path) -> Result<AsTheAgent, E
     })
 }
 
-/// Setup commands run as the agent will: in the same jail (with `tmp` for its
-/// TMPDIR) and with the same environment. An unjailed agent's run jailed all the same
-/// when its base is agents' content (`foreign`), which must never run as the user.
-fn setup_runner(
+/// Setup commands run as the agent will: in the same kind of jail (a view of their
+/// own, with `tmp` for their TMPDIR and a private home in it) and with the same
+/// environment. An unjailed agent's run jailed all the same when its base is agents'
+/// content (`foreign`), which must never run as the user; their view shows the user's
+/// git dir read-only, so that git works in the linked worktree.
+async fn setup_runner(
     job: &PrepareJob,
-    tmp: &std::path::Path,
+    tmp: &Path,
     foreign: Option<String>,
+    users_git: &Path,
 ) -> Result<crate::worktree_setup::Runner, Error> {
     let AsTheAgent { env, jail } = as_the_agent(job, tmp)?;
     let record = &job.record;
-    let (jail, jailed_for) = match (jail, foreign) {
-        (Some(jail), _) => (Some(jail), "of a jailed agent".to_string()),
-        (None, Some(why)) => {
-            let spec = content_jail_spec(&record.worktree, tmp, &record.jail_write);
-            (Some(spec), format!("on agents' content ({why})"))
-        }
-        (None, None) => (None, String::new()),
+    let (mut jail, jailed_for, home, shown) = match (jail, foreign) {
+        (Some(jail), _) => (
+            jail,
+            "of a jailed agent".to_string(),
+            record.jail_home.clone(),
+            Vec::new(),
+        ),
+        // No copy of the CLI's files into its home: nothing of the user's goes to
+        // content no one reviewed.
+        (None, Some(why)) => (
+            content_jail_spec(&record.worktree, tmp, &record.jail_write),
+            format!("on agents' content ({why})"),
+            Vec::new(),
+            vec![users_git.to_path_buf()],
+        ),
+        (None, None) => return Ok(crate::worktree_setup::Runner { jail: None, env }),
     };
+    if record.setup.setup.is_empty() {
+        return Ok(crate::worktree_setup::Runner { jail: None, env });
+    }
+    if let Some(why) = setup_jail_lacks() {
+        let hint = if record.jail {
+            ""
+        } else {
+            " (to run them as you, merge the agent's branch into one of yours first)"
+        };
+        return Err(Error::Refused(format!(
+            "setup commands {jailed_for} run in a jail, and this machine cannot give one: \
+             {why}; nothing was run{hint}"
+        )));
+    }
+    in_a_view(job, tmp, &env, &mut jail, home, &shown).await?;
     Ok(crate::worktree_setup::Runner {
-        jail,
-        jailed_for,
+        jail: Some(crate::worktree_setup::SetupJail {
+            spec: jail,
+            jailed_for,
+            helper: crate::supervisor::launch::shim_program(&job.exe),
+            grace: job.config.kill_grace,
+        }),
         env,
     })
+}
+
+/// Gives `jail` a jailed agent's view (`supervisor/jail_view.rs`), with its private
+/// home made afresh in `tmp` holding copies of `home_entries`, and `also_shown`
+/// read-only beside what the settings show.
+async fn in_a_view(
+    job: &PrepareJob,
+    tmp: &Path,
+    env: &[(String, String)],
+    jail: &mut grove_agent_shim::JailSpec,
+    home_entries: Vec<String>,
+    also_shown: &[PathBuf],
+) -> Result<(), Error> {
+    use crate::supervisor::{jail_home, jail_view};
+    let (record, config) = (&job.record, &job.config);
+    let private_home = jail_home::path(tmp);
+    let home = private_home.clone();
+    tokio::task::spawn_blocking(move || {
+        jail_home::make(&home, jail_home::user_home().as_deref(), &home_entries)
+    })
+    .await?
+    .map_err(|source| Error::Io {
+        what: "make the jailed agent's private home",
+        path: private_home.clone(),
+        source,
+    })?;
+    // Bound at $HOME, it is another mount of the same directory: Landlock's rule
+    // for the TMPDIR does not reach it through that mount, its own rule does.
+    jail.writable.push(private_home.clone());
+    let shown: Vec<PathBuf> = config.jail_show.iter().chain(also_shown).cloned().collect();
+    jail.view = Some(jail_view::view(&jail_view::ViewInputs {
+        repo: &record.worktree,
+        tmp_dir: tmp,
+        writable: &record.jail_write,
+        env,
+        state_dir: &config.dirs.state_dir,
+        socket: &config.dirs.socket,
+        shown: &shown,
+        hidden: &config.jail_hide,
+        private_home: Some(&private_home),
+    }));
+    Ok(())
 }
 
 /// Why an unjailed agent's setup commands must run jailed: no ref of the user's
@@ -238,35 +313,7 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     let tmp_dir = dirs.agent_dir(&record.id).join("tmp");
     let AsTheAgent { env, mut jail } = as_the_agent(job, &tmp_dir)?;
     if let Some(jail) = jail.as_mut() {
-        let config = &job.config;
-        let private_home = crate::supervisor::jail_home::path(&tmp_dir);
-        let (home, entries) = (private_home.clone(), record.jail_home.clone());
-        tokio::task::spawn_blocking(move || {
-            let user_home = crate::supervisor::jail_home::user_home();
-            crate::supervisor::jail_home::make(&home, user_home.as_deref(), &entries)
-        })
-        .await?
-        .map_err(|source| Error::Io {
-            what: "make the jailed agent's private home",
-            path: private_home.clone(),
-            source,
-        })?;
-        // Bound at $HOME, it is another mount of the same directory: Landlock's rule
-        // for the TMPDIR does not reach it through that mount, its own rule does.
-        jail.writable.push(private_home.clone());
-        jail.view = Some(crate::supervisor::jail_view::view(
-            &crate::supervisor::jail_view::ViewInputs {
-                repo: &record.worktree,
-                tmp_dir: &tmp_dir,
-                writable: &record.jail_write,
-                env: &env,
-                state_dir: &dirs.state_dir,
-                socket: &dirs.socket,
-                shown: &config.jail_show,
-                hidden: &config.jail_hide,
-                private_home: Some(&private_home),
-            },
-        ));
+        in_a_view(job, &tmp_dir, &env, jail, record.jail_home.clone(), &[]).await?;
     }
     let spec = ShimSpec {
         agent_id: record.id.clone(),

@@ -128,19 +128,35 @@ fn guarantees(landlock: bool, cgroup: bool, namespaces: bool) -> Vec<JailGuarant
 
 /// Refuses a jailed spawn on a kernel that cannot enforce the whole jail.
 pub fn check_kernel() -> Result<(), Error> {
+    match kernel_lacks() {
+        None => Ok(()),
+        Some(why) => Err(Error::Refused(format!(
+            "cannot jail the agent: {why}; spawn without --jail (or with --no-jail where \
+             `jail = true` is configured)"
+        ))),
+    }
+}
+
+/// Why this kernel cannot enforce the whole jail, if it cannot.
+fn kernel_lacks() -> Option<String> {
     let abi = landlock_abi();
     if abi >= REQUIRED_ABI {
-        return Ok(());
+        return None;
     }
     let release = grove_sys::proc::kernel_release()
         .map(|r| format!("this kernel ({r})"))
         .unwrap_or_else(|| "this kernel".into());
-    Err(Error::Refused(format!(
-        "cannot jail the agent: the jail needs Landlock ABI {REQUIRED_ABI} or newer \
-         (Linux 6.12+, for scoped signals and abstract sockets), and {release} {}; \
-         spawn without --jail (or with --no-jail where `jail = true` is configured)",
+    Some(format!(
+        "the jail needs Landlock ABI {REQUIRED_ABI} or newer (Linux 6.12+, for scoped \
+         signals and abstract sockets), and {release} {}",
         describe_abi(abi)
-    )))
+    ))
+}
+
+/// Why setup commands cannot be jailed here (the kernel or the namespaces a view
+/// needs), if they cannot; they need no cgroup: the view's pid namespace ends with them.
+pub fn setup_jail_lacks() -> Option<String> {
+    kernel_lacks().or_else(namespaces_lack)
 }
 
 /// Refuses a jailed spawn where the agent cannot get a cgroup of its own: the daemon
@@ -157,18 +173,27 @@ pub fn check_cgroup() -> Result<(), Error> {
 }
 
 /// Refuses a jailed spawn where the agent cannot get its own view of the machine (user,
-/// mount and pid namespaces: `grove_sys::view`), probed once.
+/// mount and pid namespaces: `grove_sys::view`).
 pub fn check_namespaces() -> Result<(), Error> {
+    match namespaces_lack() {
+        None => Ok(()),
+        Some(why) => Err(Error::Refused(format!(
+            "cannot jail the agent: {why}, or spawn without --jail"
+        ))),
+    }
+}
+
+/// Why the view's namespaces cannot be had here, if they cannot; probed once.
+fn namespaces_lack() -> Option<String> {
     static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
     let probed = PROBED.get_or_init(|| grove_sys::view::probe().map_err(|e| e.to_string()));
-    probed.clone().map_err(|why| {
-        Error::Refused(format!(
-            "cannot jail the agent: the jail gives it namespaces of its own (user, mount, \
-             pid), and this machine refuses them ({why}); allow unprivileged user \
-             namespaces (sysctl kernel.unprivileged_userns_clone=1, or the AppArmor \
-             restriction kernel.apparmor_restrict_unprivileged_userns=0), or spawn without \
-             --jail"
-        ))
+    probed.clone().err().map(|why| {
+        format!(
+            "the jail gives it namespaces of its own (user, mount, pid), and this machine \
+             refuses them ({why}); allow unprivileged user namespaces (sysctl \
+             kernel.unprivileged_userns_clone=1, or the AppArmor restriction \
+             kernel.apparmor_restrict_unprivileged_userns=0)"
+        )
     })
 }
 

@@ -5,22 +5,23 @@
 //!
 //! The checkout may hold an agent's commits (a child's base is its parent's HEAD), so
 //! placement never follows a link in the worktree (place.rs), setup commands run only
-//! when the user approved the file (trust.rs), and for a jailed agent they run in its
-//! jail with its environment.
+//! when the user approved the file (trust.rs), and for a jailed agent (or on agents'
+//! content) they run in a jail of the agent's kind, a view of their own included, with
+//! its environment.
 
 pub mod place;
 pub mod trust;
 
 use crate::error::Error;
-use grove_agent_shim::jail::Jail;
-use grove_agent_shim::JailSpec;
+use grove_agent_shim::setup::{SetupOutcome, SetupSpec, SETUP_ARG};
+use grove_agent_shim::{JailSpec, SHIM_ARG};
 use grove_proto::types::WorktreeSetup;
 use std::fs;
-use std::io::Write;
-use std::os::unix::process::CommandExt;
-use std::path::{Component, Path};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Component, Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
 
 /// The tables a `.grove.toml` may hold.
 pub const KNOWN_TABLES: &[&str] = &["agents", "state", "worktree"];
@@ -77,13 +78,26 @@ fn check_relative(path: &str, origin: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// How setup commands run: as the agent will, in its jail (when it has one, or when
-/// the worktree holds agents' content) and with its environment, never the daemon's.
+/// How setup commands run: as the agent will, in a jail of its kind (when it has one,
+/// or when the worktree holds agents' content) and with its environment, never the
+/// daemon's.
 pub struct Runner {
-    pub jail: Option<JailSpec>,
+    pub jail: Option<SetupJail>,
+    pub env: Vec<(String, String)>,
+}
+
+/// A jail for setup commands: a jailed agent's (a view of its own and Landlock), run
+/// by the shim's setup helper, since only a single-threaded process can start a
+/// command in new namespaces (`grove_agent_shim::setup`).
+pub struct SetupJail {
+    /// Its writable paths and its view.
+    pub spec: JailSpec,
     /// Why the commands run jailed, for the log and a refusal: "of a jailed agent".
     pub jailed_for: String,
-    pub env: Vec<(String, String)>,
+    /// The shim program, run as `__shim setup`.
+    pub helper: PathBuf,
+    /// What a command leaves running gets this long after SIGTERM.
+    pub grace: Duration,
 }
 
 /// Copies, links and runs setup; returns the paths placed. On failure the caller rolls
@@ -95,23 +109,17 @@ pub fn apply(
     log: &Path,
     runner: &Runner,
 ) -> Result<Vec<String>, Error> {
-    // Built first: a jail that cannot be built means no setup at all, never an
-    // unjailed one.
-    let jail = match (&runner.jail, setup.setup.is_empty()) {
-        (Some(spec), false) => Some(Arc::new(setup_jail(spec, &runner.jailed_for)?)),
-        _ => None,
-    };
     let mut log_file = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .map_err(Error::io("open", log))?;
-    if jail.is_some() {
+    if let Some(jail) = runner.jail.as_ref().filter(|_| !setup.setup.is_empty()) {
         let _ = writeln!(
             log_file,
-            "grove: setup: commands {} run jailed (they write only the worktree and \
-             open no Unix socket)",
-            runner.jailed_for
+            "grove: setup: commands {} run jailed (in a view of their own: they see none \
+             of your secrets or processes, write only the worktree and open no Unix socket)",
+            jail.jailed_for
         );
     }
     let roots = place::Roots::open(main, worktree)?;
@@ -133,42 +141,64 @@ pub fn apply(
         placed.push(path.clone());
     }
     for command in &setup.setup {
-        run_setup_command(command, worktree, runner, jail.clone(), &mut log_file, log)?;
+        run_setup_command(command, worktree, runner, &mut log_file, log)?;
     }
     Ok(placed)
 }
 
-/// The agent's Landlock jail, plus no way to reach the daemon: see grove_sys::no_sockets.
-struct SetupJail {
-    landlock: Jail,
-    no_sockets: grove_sys::no_sockets::NoSockets,
-}
-
-impl SetupJail {
-    fn enter(&self) -> std::io::Result<()> {
-        self.landlock.enter()?;
-        self.no_sockets.install()
-    }
-}
-
-fn setup_jail(spec: &JailSpec, jailed_for: &str) -> Result<SetupJail, Error> {
+/// Runs `command` through the setup helper, in `jail`, with `out` as its output.
+fn run_jailed(
+    command: &str,
+    worktree: &Path,
+    env: &[(String, String)],
+    jail: &SetupJail,
+    out: fs::File,
+) -> Result<ExitStatus, Error> {
+    let spec = SetupSpec {
+        argv: ["sh", "-c", command].map(String::from).to_vec(),
+        env: env.to_vec(),
+        jail: jail.spec.clone(),
+        grace_ms: jail.grace.as_millis() as u64,
+    };
+    let cannot = |source: std::io::Error| Error::SetupCommand {
+        command: command.to_string(),
+        source,
+    };
+    let mut helper = Command::new(&jail.helper)
+        .args([SHIM_ARG, SETUP_ARG])
+        .current_dir(worktree)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(out)
+        .spawn()
+        .map_err(cannot)?;
+    let sent = serde_json::to_vec(&spec)
+        .map_err(std::io::Error::other)
+        .and_then(|json| helper.stdin.take().expect("piped").write_all(&json));
+    let mut answer = Vec::new();
+    let read = helper
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_end(&mut answer);
+    let status = helper.wait().map_err(cannot)?;
+    sent.and(read).map_err(cannot)?;
     let refuse = |why: String| {
         Error::Refused(format!(
-            "setup commands {jailed_for} run in a jail, and {why}; nothing was run"
+            "setup commands {} run in a jail, and {why}; nothing was left behind",
+            jail.jailed_for
         ))
     };
-    let landlock = Jail::build(spec).map_err(refuse)?;
-    let no_sockets = grove_sys::no_sockets::NoSockets::new().ok_or_else(|| {
-        refuse(format!(
-            "grove cannot keep them from the daemon's socket on {} ({})",
-            std::env::consts::ARCH,
-            grove_sys::OS
-        ))
-    })?;
-    Ok(SetupJail {
-        landlock,
-        no_sockets,
-    })
+    match serde_json::from_slice::<SetupOutcome>(&answer) {
+        Ok(SetupOutcome::Exited(code)) => Ok(ExitStatus::from_raw((code & 0xff) << 8)),
+        Ok(SetupOutcome::Signaled(signal)) => Ok(ExitStatus::from_raw(signal & 0x7f)),
+        Ok(SetupOutcome::NotRun(why)) => Err(refuse(why)),
+        Err(_) => Err(refuse(format!(
+            "grove's setup helper {} ended ({status}) without saying how `{command}` did",
+            jail.helper.display()
+        ))),
+    }
 }
 
 fn io_err(what: &'static str, path: &Path, source: std::io::Error) -> Error {
@@ -213,7 +243,6 @@ fn run_setup_command(
     command: &str,
     worktree: &Path,
     runner: &Runner,
-    jail: Option<Arc<SetupJail>>,
     log_file: &mut fs::File,
     log: &Path,
 ) -> Result<(), Error> {
@@ -221,29 +250,27 @@ fn run_setup_command(
     let out = log_file
         .try_clone()
         .map_err(|e| io_err("opening", log, e))?;
-    let err = log_file
-        .try_clone()
-        .map_err(|e| io_err("opening", log, e))?;
-    let mut child = Command::new("sh");
-    child
-        .args(["-c", command])
-        .current_dir(worktree)
-        .env_clear()
-        .envs(runner.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    if let Some(jail) = jail {
-        // SAFETY: SetupJail::enter is async-signal-safe (prctl and one syscall on an
-        // fd and a program the Arc keeps alive), as pre_exec requires.
-        unsafe {
-            child.pre_exec(move || jail.enter());
+    let status = match &runner.jail {
+        Some(jail) => run_jailed(command, worktree, &runner.env, jail, out)?,
+        None => {
+            let err = log_file
+                .try_clone()
+                .map_err(|e| io_err("opening", log, e))?;
+            Command::new("sh")
+                .args(["-c", command])
+                .current_dir(worktree)
+                .env_clear()
+                .envs(runner.env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                .status()
+                .map_err(|source| Error::SetupCommand {
+                    command: command.to_string(),
+                    source,
+                })?
         }
-    }
-    let status = child.status().map_err(|source| Error::SetupCommand {
-        command: command.to_string(),
-        source,
-    })?;
+    };
     if status.success() {
         return Ok(());
     }
