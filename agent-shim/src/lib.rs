@@ -5,7 +5,8 @@
 //! already pointing at the agent's log, and the [`ShimSpec`] as JSON on stdin. From then
 //! on it needs nothing from the daemon: it runs the command, enforces the timeout,
 //! kills whatever the command left behind and writes the [`ExitRecord`] atomically.
-//! A daemon crash or restart never touches a running agent.
+//! A daemon crash or restart never touches a running agent. `__shim setup` runs one
+//! jailed setup command for the daemon instead ([`setup`]).
 
 mod console;
 mod descendants;

@@ -485,10 +485,12 @@ fn doctor_checks_this_machine() {
         "own processes",
         "writes only",
         "configures",
+        "runs nothing it wrote",
     ] {
         assert_eq!(holds(&report, needle), true, "{needle}");
     }
     assert_eq!(holds(&old, "writes only"), false);
+    assert_eq!(holds(&old, "runs nothing it wrote"), false);
     assert_eq!(holds(&old, "own processes"), true);
     let jail_line = line("jail");
     let below = out.stdout.lines().skip_while(|l| *l != jail_line).nth(1);

@@ -19,7 +19,7 @@
 //! Left closed on purpose: `/dev/pts` and `/dev/ptmx` (new pseudo-terminals), because
 //! write and ioctl access there reaches every terminal of the machine (TIOCSTI types
 //! into the user's shell); `/dev/shm`, shared with every other process; the user's
-//! `/tmp` (setup commands, which run without a view, have only their TMPDIR). `--jail-write` opens any of them when an agent needs it.
+//! `/tmp` (its view shows its TMPDIR there, for setup commands too). `--jail-write` opens any of them when an agent needs it.
 
 use crate::error::Error;
 use grove_agent_shim::jail::{describe_abi, kernel_abi, REQUIRED_ABI};
@@ -74,7 +74,8 @@ pub fn probe() -> JailProbe {
 /// is refused where one does not.
 fn guarantees(landlock: bool, cgroup: bool, namespaces: bool) -> Vec<JailGuarantee> {
     let abi = format!("Landlock ABI {REQUIRED_ABI}+");
-    let rows: [(&str, bool, &str); 9] = [
+    let both = format!("{abi}, user and mount namespaces");
+    let rows: [(&str, bool, &str); 10] = [
         (
             "reaches none of your Unix sockets (tmux, ssh-agent, D-Bus), only grove's",
             namespaces,
@@ -115,6 +116,11 @@ fn guarantees(landlock: bool, cgroup: bool, namespaces: bool) -> Vec<JailGuarant
             "configures nothing of grove: it never starts the daemon",
             true,
             "grove itself",
+        ),
+        (
+            "runs nothing it wrote as you: setup on its content runs in such a jail",
+            landlock && namespaces,
+            &both,
         ),
     ];
     rows.into_iter()
@@ -208,7 +214,8 @@ pub fn jail_spec(repo: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> Result<JailS
 }
 
 /// The jail of setup commands run for an unjailed agent on agents' content: its
-/// worktree (linked to the user's repository, whose `.git` stays closed) and `tmp`.
+/// worktree (linked to the user's repository, whose `.git` its view shows read-only)
+/// and `tmp`.
 pub fn content_jail_spec(worktree: &Path, tmp_dir: &Path, extra: &[PathBuf]) -> JailSpec {
     let mut writable = vec![worktree.to_path_buf(), tmp_dir.to_path_buf()];
     writable.extend(DEVICES.iter().map(PathBuf::from));

@@ -1,4 +1,5 @@
-//! What a jailed agent sees of the machine (its view: `grove_sys::view`).
+//! What a jailed agent sees of the machine (its view: `grove_sys::view`), and so its
+//! setup commands and any run on agents' content (`core/prepare.rs`).
 //!
 //! Only what is listed here exists for it; everything else is not hidden by a rule
 //! the agent could find a way around, it is simply absent from its mount namespace:
