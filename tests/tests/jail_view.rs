@@ -259,8 +259,10 @@ fn a_jailed_agent_sees_only_its_own_processes() {
 const TRY_SECRETS: &str = r#"
     for f in "$HOME/.ssh/id_ed25519" "$HOME/.aws/credentials" "$HOME/.netrc" \
              "$HOME/.config/gh/hosts.yml" "$GROVE_HOME/grove.db" "$HOME/notes/todo.txt" \
-             "$HOME/.cargo/env" "$HOME/shown/ok.txt" "$HOME/shown/hidden/key"; do
-        if cat "$f" >/dev/null 2>&1; then echo "read: $f"; fi
+             "$HOME/.cargo/env" "$HOME/shown/ok.txt" "$HOME/shown/hidden/key" \
+             "$HOME/shown/token"; do
+        # Read: its content, not the empty file a mask shows.
+        if grep -q . "$f" 2>/dev/null; then echo "read: $f"; fi
         [ -e "$f" ] && echo "exists: $f"
     done
     ls "$HOME/.ssh" >/dev/null 2>&1 && echo "listed: .ssh"
@@ -276,7 +278,8 @@ fn a_jailed_agent_reads_none_of_the_users_secrets_and_sees_what_is_shown() {
     let shown = root.path().join("shown");
     let hidden = shown.join("hidden");
     let show = shown.display().to_string();
-    let hide = hidden.display().to_string();
+    // A directory and a file, each inside a directory shown read-only.
+    let hide = format!("{}:{}", hidden.display(), shown.join("token").display());
     let g = Grove::new().with_env(&[("GROVE_JAIL_SHOW", &show), ("GROVE_JAIL_HIDE", &hide)]);
     let home = g.dir.path();
     let write = |rel: &str, text: &str| {
@@ -298,6 +301,7 @@ fn a_jailed_agent_reads_none_of_the_users_secrets_and_sees_what_is_shown() {
     write(".cargo/env", "# toolchain\n");
     fs::create_dir_all(&hidden).expect("mkdir");
     fs::write(shown.join("ok.txt"), "shown\n").expect("write");
+    fs::write(shown.join("token"), "secret\n").expect("write");
     fs::write(hidden.join("key"), "secret\n").expect("write");
     let vars: [(&str, String); 1] = [("HOME", home.display().to_string())];
     // The shown directory stands in $HOME's place for this test: the view shows it
@@ -327,6 +331,14 @@ fn a_jailed_agent_reads_none_of_the_users_secrets_and_sees_what_is_shown() {
         "masked, not only unreadable: {jailed}"
     );
     assert!(!jailed.contains("hidden/key"), "jail_hide: {jailed}");
+    assert!(
+        !jailed.contains(&format!("read: {show}/token")),
+        "jail_hide: {jailed}"
+    );
+    assert!(
+        unjailed.contains(&format!("read: {show}/token")),
+        "unjailed: {unjailed}"
+    );
     assert!(
         jailed.contains(&format!("read: {show}/ok.txt")),
         "jail_show: {jailed}"

@@ -319,6 +319,10 @@ fn mount_point(source: &File, target: &Path) -> io::Result<()> {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
             _ => Ok(()),
         }
+    } else if target.symlink_metadata().is_ok() {
+        // A file of a read-only mount shown already (a config replaced by a copy, a
+        // hidden file): opening it to create it would fail there.
+        Ok(())
     } else {
         fs::OpenOptions::new()
             .write(true)
