@@ -377,13 +377,14 @@ fn a_jailed_agent_reaches_grove_again_after_a_daemon_restart() {
     assert_eq!(g.json(&["show", &id])["report"], "after", "{log}");
 }
 
-/// An agent's setup.sh, run as setup: it tries the user's key, a process of the
-/// user's, ssh-agent, tmux and writes outside (`$OUTSIDE`, the user's objects and
+/// An agent's setup.sh, run as setup: it tries the user's key, the token in the user's
+/// git config, a process of the user's, ssh-agent, tmux and writes outside (`$OUTSIDE`, the user's objects and
 /// hooks), and runs git, which must work.
 const TRY_FROM_SETUP: &str = r#"
 try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "reached: $name"; else echo "refused: $name"; fi; }
 grep -q PRIVATE "$HOME/.ssh/id_ed25519" 2>/dev/null && echo "read: the ssh key"
 ls "$HOME/.ssh" >/dev/null 2>&1 && echo "seen: .ssh"
+grep -q c2VjcmV0 "$USERS_GIT/config" 2>/dev/null && echo "read: the token in your git config"
 tr '\0' '\n' < "/proc/$USER_PID/environ" 2>/dev/null | grep -q '^USER_SECRET=' && echo "read: the user's environment"
 cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -q '^USER_SECRET=' && echo "read: a process's environment"
 ssh-add -l >/dev/null 2>&1; [ $? -lt 2 ] && echo "reached: ssh-agent" || echo "refused: ssh-agent"
@@ -409,6 +410,12 @@ impl Targets {
     fn plant(g: &Grove) -> Targets {
         let key = g.make_dir(".ssh").join("id_ed25519");
         fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----\n").expect("key");
+        // As a CI checkout leaves one in the repository's config.
+        g.git(&[
+            "config",
+            "http.https://example.invalid/.extraheader",
+            "AUTHORIZATION: basic c2VjcmV0",
+        ]);
         let sockets = tempfile::Builder::new()
             .prefix("gv")
             .tempdir_in("/tmp")
@@ -543,6 +550,7 @@ fn setup_on_agents_content_runs_in_a_view_of_its_own() {
         &[
             "read: the ssh key",
             "seen: .ssh",
+            "read: the token in your git config",
             "read: the user's environment",
             "read: a process's environment",
             "reached: ssh-agent",

@@ -164,7 +164,8 @@ fn as_the_agent(job: &PrepareJob, tmp: &std::path::Path) -> Result<AsTheAgent, E
 /// own, with `tmp` for their TMPDIR and a private home in it) and with the same
 /// environment. An unjailed agent's run jailed all the same when its base is agents'
 /// content (`foreign`), which must never run as the user; their view shows the user's
-/// git dir read-only, so that git works in the linked worktree.
+/// git dir read-only (`supervisor/users_git.rs`), so that git works in the linked
+/// worktree.
 async fn setup_runner(
     job: &PrepareJob,
     tmp: &Path,
@@ -173,12 +174,12 @@ async fn setup_runner(
 ) -> Result<crate::worktree_setup::Runner, Error> {
     let AsTheAgent { env, jail } = as_the_agent(job, tmp)?;
     let record = &job.record;
-    let (mut jail, jailed_for, home, shown) = match (jail, foreign) {
+    let (mut jail, jailed_for, home, shown_git) = match (jail, foreign) {
         (Some(jail), _) => (
             jail,
             "of a jailed agent".to_string(),
             record.jail_home.clone(),
-            Vec::new(),
+            None,
         ),
         // No copy of the CLI's files into its home: nothing of the user's goes to
         // content no one reviewed.
@@ -186,7 +187,7 @@ async fn setup_runner(
             content_jail_spec(&record.worktree, tmp, &record.jail_write),
             format!("on agents' content ({why})"),
             Vec::new(),
-            vec![users_git.to_path_buf()],
+            Some(users_git),
         ),
         (None, None) => return Ok(crate::worktree_setup::Runner { jail: None, env }),
     };
@@ -204,7 +205,11 @@ async fn setup_runner(
              {why}; nothing was run{hint}"
         )));
     }
-    in_a_view(job, tmp, &env, &mut jail, home, &shown).await?;
+    in_a_view(job, tmp, &env, &mut jail, home).await?;
+    if let Some(common) = shown_git {
+        let entries = users_git_entries(common, tmp).await?;
+        jail.view.get_or_insert_with(Vec::new).extend(entries);
+    }
     Ok(crate::worktree_setup::Runner {
         jail: Some(crate::worktree_setup::SetupJail {
             spec: jail,
@@ -216,16 +221,29 @@ async fn setup_runner(
     })
 }
 
+/// The user's git dir in the view, read-only, its config reduced to a copy in `tmp`.
+async fn users_git_entries(
+    common: &Path,
+    tmp: &Path,
+) -> Result<Vec<grove_agent_shim::ViewEntry>, Error> {
+    let (git, dir) = (common.to_path_buf(), tmp.to_path_buf());
+    tokio::task::spawn_blocking(move || crate::supervisor::users_git::entries(&git, &dir))
+        .await?
+        .map_err(|source| Error::Io {
+            what: "copy what git needs of your repository's config for setup",
+            path: common.join("config"),
+            source,
+        })
+}
+
 /// Gives `jail` a jailed agent's view (`supervisor/jail_view.rs`), with its private
-/// home made afresh in `tmp` holding copies of `home_entries`, and `also_shown`
-/// read-only beside what the settings show.
+/// home made afresh in `tmp` holding copies of `home_entries`.
 async fn in_a_view(
     job: &PrepareJob,
     tmp: &Path,
     env: &[(String, String)],
     jail: &mut grove_agent_shim::JailSpec,
     home_entries: Vec<String>,
-    also_shown: &[PathBuf],
 ) -> Result<(), Error> {
     use crate::supervisor::{jail_home, jail_view};
     let (record, config) = (&job.record, &job.config);
@@ -243,7 +261,6 @@ async fn in_a_view(
     // Bound at $HOME, it is another mount of the same directory: Landlock's rule
     // for the TMPDIR does not reach it through that mount, its own rule does.
     jail.writable.push(private_home.clone());
-    let shown: Vec<PathBuf> = config.jail_show.iter().chain(also_shown).cloned().collect();
     jail.view = Some(jail_view::view(&jail_view::ViewInputs {
         repo: &record.worktree,
         tmp_dir: tmp,
@@ -251,7 +268,7 @@ async fn in_a_view(
         env,
         state_dir: &config.dirs.state_dir,
         socket: &config.dirs.socket,
-        shown: &shown,
+        shown: &config.jail_show,
         hidden: &config.jail_hide,
         private_home: Some(&private_home),
     }));
@@ -313,7 +330,7 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     let tmp_dir = dirs.agent_dir(&record.id).join("tmp");
     let AsTheAgent { env, mut jail } = as_the_agent(job, &tmp_dir)?;
     if let Some(jail) = jail.as_mut() {
-        in_a_view(job, &tmp_dir, &env, jail, record.jail_home.clone(), &[]).await?;
+        in_a_view(job, &tmp_dir, &env, jail, record.jail_home.clone()).await?;
     }
     let spec = ShimSpec {
         agent_id: record.id.clone(),

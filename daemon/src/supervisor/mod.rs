@@ -6,4 +6,5 @@ pub mod jail_paths;
 pub mod jail_view;
 pub mod launch;
 pub mod procfs;
+pub mod users_git;
 pub mod watch;

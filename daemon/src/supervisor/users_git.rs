@@ -1,0 +1,109 @@
+//! What jailed setup commands in an unjailed agent's linked worktree see of the user's
+//! repository: its git dir, read-only (git needs it to read the worktree at all), with
+//! its config replaced by a copy of what git needs to read a repository (`core.*`,
+//! `extensions.*`). The rest of a config can hold a token (`http.extraheader`, as CI
+//! checkouts leave one; a URL with a password), and content an agent wrote must not
+//! read it.
+
+use grove_agent_shim::ViewEntry;
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+/// The sections of a config kept in the copy.
+const KEPT: &[&str] = &["core", "extensions"];
+
+/// The view's entries for the user's git dir `common`, its config copied into `tmp`
+/// (removed with it).
+pub fn entries(common: &Path, tmp: &Path) -> io::Result<Vec<ViewEntry>> {
+    let copy = tmp.join("users-git-config");
+    std::fs::write(&copy, kept_config(&common.join("config"))?)?;
+    Ok(vec![
+        ViewEntry::Show {
+            path: common.to_path_buf(),
+            writable: false,
+        },
+        ViewEntry::Bind {
+            source: copy,
+            path: common.join("config"),
+        },
+    ])
+}
+
+/// The text of a config holding only the [`KEPT`] sections of `path`'s.
+fn kept_config(path: &Path) -> io::Result<String> {
+    let config = git2::Config::open(path).map_err(io::Error::other)?;
+    let mut sections: Vec<(String, String)> = Vec::new();
+    let mut entries = config.entries(None).map_err(io::Error::other)?;
+    while let Some(entry) = entries.next() {
+        let entry = entry.map_err(io::Error::other)?;
+        let (Some(name), Some(value)) = (entry.name(), entry.value()) else {
+            continue;
+        };
+        let Some((section, key)) = name.split_once('.') else {
+            continue;
+        };
+        // A subsection (`core.x.y`) is none git needs to read a repository.
+        if KEPT.contains(&section) && !key.contains('.') {
+            sections.push((
+                format!("[{section}]"),
+                format!("\t{key} = {}", quoted(value)),
+            ));
+        }
+    }
+    let mut text = String::new();
+    let mut current = String::new();
+    for (section, line) in sections {
+        if section != current {
+            let _ = writeln!(text, "{section}");
+            current = section;
+        }
+        let _ = writeln!(text, "{line}");
+    }
+    Ok(text)
+}
+
+fn quoted(value: &str) -> String {
+    let escaped = value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    format!("\"{escaped}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_what_git_reads_a_repository_with_and_drops_tokens() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "[core]\n\trepositoryformatversion = 1\n\tbare = false\n\
+             [extensions]\n\tobjectformat = sha256\n\
+             [http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic c2VjcmV0\n\
+             [remote \"origin\"]\n\turl = https://u:token@example.com/r.git\n\
+             [core]\n\tsshCommand = \"ssh -i \\\"k\\\"\"\n",
+        )
+        .expect("write");
+        let text = kept_config(&path).expect("kept");
+        assert!(
+            !text.contains("c2VjcmV0") && !text.contains("token"),
+            "{text}"
+        );
+        let copy = dir.path().join("copy");
+        std::fs::write(&copy, &text).expect("write");
+        let reread = git2::Config::open(&copy).expect("parses");
+        assert_eq!(reread.get_i32("core.repositoryformatversion").ok(), Some(1));
+        assert_eq!(
+            reread.get_string("extensions.objectformat").ok().as_deref(),
+            Some("sha256")
+        );
+        assert_eq!(
+            reread.get_string("core.sshcommand").ok().as_deref(),
+            Some("ssh -i \"k\"")
+        );
+    }
+}
