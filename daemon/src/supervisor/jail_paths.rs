@@ -8,6 +8,7 @@
 //! | the agent's repository | its files and its own `.git`: grove makes each jailed agent a repository of its own (`git/own_repo.rs`) whose objects borrow the user's read-only (alternates), so committing writes only there |
 //! | `<state>/agents/<id>/tmp` | its private TMPDIR, removed when the agent ends (its view shows it at `/tmp` too) |
 //! | `<state>/agents/<id>/tmp/home` | its private home, shown at `$HOME` in its view (`jail_home.rs`); a rule of its own, added at launch (`core/prepare.rs`), since that mount's walk up never meets the TMPDIR |
+//! | `<state>/agents/<id>/setup-tmp` and its `home` | in place of the two above for its setup commands, which run before its shim (`core/prepare.rs`) |
 //! | `/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`, `/dev/tty` | writing to the usual sinks (`> /dev/null` opens with O_TRUNC) |
 //! | `--jail-write` paths and the `jail_write` setting | whatever else the user allows (a shared build cache, say) |
 //!

@@ -146,6 +146,30 @@ pub fn apply(
     Ok(placed)
 }
 
+/// Runs `command` as the daemon's child (content of the user's own), `out` its output.
+fn run_plain(
+    command: &str,
+    worktree: &Path,
+    env: &[(String, String)],
+    out: fs::File,
+) -> Result<ExitStatus, Error> {
+    let cannot = |source: std::io::Error| Error::SetupCommand {
+        command: command.to_string(),
+        source,
+    };
+    let err = out.try_clone().map_err(cannot)?;
+    Command::new("sh")
+        .args(["-c", command])
+        .current_dir(worktree)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .status()
+        .map_err(cannot)
+}
+
 /// Runs `command` through the setup helper, in `jail`, with `out` as its output.
 fn run_jailed(
     command: &str,
@@ -252,24 +276,7 @@ fn run_setup_command(
         .map_err(|e| io_err("opening", log, e))?;
     let status = match &runner.jail {
         Some(jail) => run_jailed(command, worktree, &runner.env, jail, out)?,
-        None => {
-            let err = log_file
-                .try_clone()
-                .map_err(|e| io_err("opening", log, e))?;
-            Command::new("sh")
-                .args(["-c", command])
-                .current_dir(worktree)
-                .env_clear()
-                .envs(runner.env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .status()
-                .map_err(|source| Error::SetupCommand {
-                    command: command.to_string(),
-                    source,
-                })?
-        }
+        None => run_plain(command, worktree, &runner.env, out)?,
     };
     if status.success() {
         return Ok(());
@@ -281,6 +288,79 @@ fn run_setup_command(
         "setup command `{command}` failed ({status}); nothing was left behind. Its output:\n{}",
         tail.join("\n")
     )))
+}
+
+#[cfg(test)]
+mod helper_answers {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Runs `sh ./setup.sh`-like `command` through a stand-in helper that answers
+    /// `answer` (after printing to the log); the result and the log.
+    fn through(answer: &str) -> (Result<Vec<String>, Error>, String) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (main, worktree) = (dir.path().join("main"), dir.path().join("wt"));
+        fs::create_dir_all(&main).expect("mkdir");
+        fs::create_dir_all(&worktree).expect("mkdir");
+        let helper = dir.path().join("helper");
+        fs::write(
+            &helper,
+            format!(
+                "#!/bin/sh\ncat > /dev/null\necho from-the-command >&2\nprintf '%s' '{answer}'\n"
+            ),
+        )
+        .expect("write");
+        fs::set_permissions(&helper, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let runner = Runner {
+            jail: Some(SetupJail {
+                spec: JailSpec::default(),
+                jailed_for: "of a jailed agent".into(),
+                helper,
+                grace: Duration::from_millis(10),
+            }),
+            env: Vec::new(),
+        };
+        let setup = WorktreeSetup {
+            setup: vec!["make deps".into()],
+            ..WorktreeSetup::default()
+        };
+        let log = dir.path().join("log");
+        let result = apply(&setup, &main, &worktree, &log, &runner);
+        (result, fs::read_to_string(&log).unwrap_or_default())
+    }
+
+    #[test]
+    fn an_exit_status_is_the_commands_and_its_output_is_logged() {
+        let (result, log) = through(r#"{"exited":3}"#);
+        let err = result.expect_err("failed").to_string();
+        assert!(err.contains("`make deps` failed (exit status: 3)"), "{err}");
+        assert!(err.contains("from-the-command"), "{err}");
+        assert!(log.contains("run jailed"), "{log}");
+        assert!(through(r#"{"exited":0}"#).0.is_ok());
+        let (signaled, _) = through(r#"{"signaled":9}"#);
+        assert!(signaled
+            .expect_err("killed")
+            .to_string()
+            .contains("signal: 9"));
+    }
+
+    #[test]
+    fn a_jail_the_helper_could_not_have_is_a_refusal_with_its_reason() {
+        let (result, _) = through(r#"{"not_run":"no view here"}"#);
+        let err = result.expect_err("refused");
+        assert!(matches!(err, Error::Refused(_)), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("setup commands of a jailed agent run in a jail"),
+            "{text}"
+        );
+        assert!(text.contains("no view here"), "{text}");
+        let (garbled, _) = through("garbled");
+        assert!(garbled
+            .expect_err("refused")
+            .to_string()
+            .contains("without saying how `make deps` did"));
+    }
 }
 
 #[cfg(test)]
