@@ -235,6 +235,47 @@ fn a_failing_jailed_setup_command_fails_the_spawn_with_its_output() {
     assert_eq!(g.all_agents().len(), 1);
 }
 
+/// `grove` copied on its own, without its shim binary, runs jailed setup itself
+/// (`grove __shim setup`), in the same view.
+#[test]
+fn without_the_shim_binary_jailed_setup_still_runs_in_its_view() {
+    if !have_landlock() {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/tmp").expect("temp dir");
+    let alone = dir.path().join("grove-e2e");
+    fs::copy(BIN, &alone).expect("copy grove");
+    let g = Grove::new().with_bin(&alone);
+    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), "true\n").expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    fs::write(g.dir.path().join("in-home"), "").expect("write");
+    let script = "printf '[ -e \"$HOME/in-home\" ] && echo seen-home; echo \"pid:$$\"\\n' \
+                  > setup.sh && git commit -qam 'my setup'";
+    let agent = g.spawn(&["--no-jail"], script);
+    g.succeeded_log(&agent);
+    let branch = format!("grove/{agent}");
+
+    let id = g.spawn(&["--base", &branch], "true");
+    let log = g.succeeded_log(&id);
+    // Its own pid namespace (grove's init, `sh -c`, then setup.sh's shell) and a
+    // private $HOME.
+    assert_holds_all(&log, &["run jailed", "pid:3\n"]);
+    assert!(!log.contains("seen-home"), "{log}");
+    assert!(g
+        .daemon_log()
+        .contains("no shim binary next to the grove executable"));
+    // The control: the user's own content runs as the user.
+    g.git(&["merge", "-q", "--ff-only", &branch]);
+    let log = g.succeeded_log(&g.spawn(&[], "true"));
+    assert!(
+        log.contains("seen-home") && !log.contains("pid:3\n"),
+        "{log}"
+    );
+}
+
 /// Where the jail setup on agents' content needs cannot be had (here: a kernel without
 /// the Landlock ABI), the spawn is refused with the reason, never run unjailed.
 #[test]
