@@ -194,17 +194,7 @@ async fn setup_runner(
     if record.setup.setup.is_empty() {
         return Ok(crate::worktree_setup::Runner { jail: None, env });
     }
-    if let Some(why) = setup_jail_lacks() {
-        let hint = if record.jail {
-            ""
-        } else {
-            " (to run them as you, merge the agent's branch into one of yours first)"
-        };
-        return Err(Error::Refused(format!(
-            "setup commands {jailed_for} run in a jail, and this machine cannot give one: \
-             {why}; nothing was run{hint}"
-        )));
-    }
+    jail_can_be_had(record, &jailed_for)?;
     in_a_view(job, tmp, &env, &mut jail, home).await?;
     if let Some(common) = shown_git {
         let entries = users_git_entries(common, tmp).await?;
@@ -219,6 +209,23 @@ async fn setup_runner(
         }),
         env,
     })
+}
+
+/// Refuses setup commands that must run jailed where the machine cannot jail them,
+/// as a jailed spawn is refused: never run weaker.
+fn jail_can_be_had(record: &AgentRecord, jailed_for: &str) -> Result<(), Error> {
+    let Some(why) = setup_jail_lacks() else {
+        return Ok(());
+    };
+    let hint = if record.jail {
+        ""
+    } else {
+        " (to run them as you, merge the agent's branch into one of yours first)"
+    };
+    Err(Error::Refused(format!(
+        "setup commands {jailed_for} run in a jail, and this machine cannot give one: \
+         {why}; nothing was run{hint}"
+    )))
 }
 
 /// The user's git dir in the view, read-only, its config reduced to a copy in `tmp`.
