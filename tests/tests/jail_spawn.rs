@@ -235,6 +235,46 @@ fn a_failing_jailed_setup_command_fails_the_spawn_with_its_output() {
     assert_eq!(g.all_agents().len(), 1);
 }
 
+/// The user's repository borrows its objects (`git clone --shared`): jailed setup on
+/// agents' content sees them too, read-only, so git reads every file of the base.
+#[test]
+fn jailed_setup_in_a_repository_that_borrows_its_objects_can_read_them() {
+    if !have_landlock() {
+        return;
+    }
+    let g = Grove::without_repo();
+    let origin = g.dir.path().join("origin");
+    init_repo(&origin);
+    git_in(g.dir.path(), &["clone", "-q", "--shared", "origin", "repo"]);
+    let borrowed = origin.join(".git/objects");
+    configure(&g, "[worktree]\nsetup = [\"sh ./setup.sh\"]\n");
+    fs::write(g.repo.join("setup.sh"), "true\n").expect("write");
+    g.git(&["add", "setup.sh"]);
+    g.git(&["commit", "-qm", "setup script"]);
+    g.ok(&["trust"]);
+    let script = format!(
+        "printf 'git cat-file -p HEAD:README.md; git status --porcelain >/dev/null && echo \
+         status-ok; touch {}/planted && echo wrote; true\\n' > setup.sh && git commit -qam 'my setup'",
+        borrowed.display()
+    );
+    let agent = g.spawn(&["--no-jail"], &script);
+    g.succeeded_log(&agent);
+
+    let branch = format!("grove/{agent}");
+    let id = g.spawn(&["--base", &branch], "true");
+    let log = g.succeeded_log(&id);
+    assert_holds_all(&log, &["run jailed", "# test repo", "status-ok"]);
+    assert!(!log.contains("wrote"), "{log}");
+    assert!(!borrowed.join("planted").exists());
+    // The control: merged, it runs as the user, who can write there.
+    g.git(&["merge", "-q", "--ff-only", &branch]);
+    let log = g.succeeded_log(&g.spawn(&[], "true"));
+    assert!(
+        log.contains("wrote") && borrowed.join("planted").exists(),
+        "{log}"
+    );
+}
+
 /// `grove` copied on its own, without its shim binary, runs jailed setup itself
 /// (`grove __shim setup`), in the same view.
 #[test]

@@ -8,26 +8,57 @@
 use grove_agent_shim::ViewEntry;
 use std::fmt::Write as _;
 use std::io;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 /// The sections of a config kept in the copy.
 const KEPT: &[&str] = &["core", "extensions"];
 
-/// The view's entries for the user's git dir `common`, its config copied into `tmp`
-/// (removed with it).
+/// The view's entries for the user's git dir `common` and the object directories it
+/// borrows (`git clone --reference`), its config copied into `tmp` (removed with it).
 pub fn entries(common: &Path, tmp: &Path) -> io::Result<Vec<ViewEntry>> {
     let copy = tmp.join("users-git-config");
     std::fs::write(&copy, kept_config(&common.join("config"))?)?;
-    Ok(vec![
-        ViewEntry::Show {
-            path: common.to_path_buf(),
-            writable: false,
-        },
+    let read_only = |path: PathBuf| ViewEntry::Show {
+        path,
+        writable: false,
+    };
+    let mut entries = vec![
+        read_only(common.to_path_buf()),
         ViewEntry::Bind {
             source: copy,
             path: common.join("config"),
         },
-    ])
+    ];
+    entries.extend(alternates(common).into_iter().map(read_only));
+    Ok(entries)
+}
+
+/// The object directories `common` borrows: absolute, or relative to its objects.
+fn alternates(common: &Path) -> Vec<PathBuf> {
+    let objects = common.join("objects");
+    std::fs::read_to_string(objects.join("info/alternates"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| lexical(&objects.join(line)))
+        .filter(|path| !path.starts_with(common))
+        .collect()
+}
+
+/// `path` with its `..` taken off lexically: the view places a path where it reads.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The text of a config holding only the [`KEPT`] sections of `path`'s.
@@ -74,6 +105,45 @@ fn quoted(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shows_the_git_dir_and_what_it_borrows_read_only_with_its_config_copied() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let common = dir.path().join("repo/.git");
+        std::fs::create_dir_all(common.join("objects/info")).expect("mkdir");
+        std::fs::write(common.join("config"), "[core]\n\tbare = false\n").expect("write");
+        std::fs::write(
+            common.join("objects/info/alternates"),
+            "/elsewhere/objects\n# a comment\n../../../shared/objects\n",
+        )
+        .expect("write");
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).expect("mkdir");
+        let entries = entries(&common, &tmp).expect("entries");
+        let shown: Vec<&Path> = entries
+            .iter()
+            .filter_map(|e| match e {
+                ViewEntry::Show { path, writable } => {
+                    assert!(!writable, "{}", path.display());
+                    Some(path.as_path())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(shown[0], common);
+        assert!(
+            shown.contains(&Path::new("/elsewhere/objects")),
+            "{shown:?}"
+        );
+        assert!(
+            shown.contains(&dir.path().join("shared/objects").as_path()),
+            "{shown:?}"
+        );
+        assert!(entries.contains(&ViewEntry::Bind {
+            source: tmp.join("users-git-config"),
+            path: common.join("config"),
+        }));
+    }
 
     #[test]
     fn keeps_what_git_reads_a_repository_with_and_drops_tokens() {
