@@ -236,7 +236,8 @@ fn a_failing_jailed_setup_command_fails_the_spawn_with_its_output() {
 }
 
 /// The user's repository borrows its objects (`git clone --shared`): jailed setup on
-/// agents' content sees them too, read-only, so git reads every file of the base.
+/// agents' content and jailed agents see them too, read-only, so git reads every file
+/// of the base.
 #[test]
 fn jailed_setup_in_a_repository_that_borrows_its_objects_can_read_them() {
     if !have_landlock() {
@@ -266,6 +267,9 @@ fn jailed_setup_in_a_repository_that_borrows_its_objects_can_read_them() {
     assert_holds_all(&log, &["run jailed", "# test repo", "status-ok"]);
     assert!(!log.contains("wrote"), "{log}");
     assert!(!borrowed.join("planted").exists());
+    // A jailed agent there reads them through its own repository's alternates.
+    let (_, log) = run_jailed(&g, &[], "git cat-file -p HEAD:README.md");
+    assert!(log.contains("# test repo"), "{log}");
     // The control: merged, it runs as the user, who can write there.
     g.git(&["merge", "-q", "--ff-only", &branch]);
     let log = g.succeeded_log(&g.spawn(&[], "true"));

@@ -211,14 +211,49 @@ fn show(path: PathBuf, writable: bool) -> ViewEntry {
 
 /// The object directories the agent's repository borrows.
 fn alternates(repo: &Path) -> Vec<PathBuf> {
-    std::fs::read_to_string(repo.join(".git/objects/info/alternates"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .map(PathBuf::from)
-        .filter(|path| path.is_absolute())
-        .collect()
+    borrowed_objects(&repo.join(".git/objects"))
+}
+
+/// The object directories `objects` borrows (`info/alternates`: absolute, or relative
+/// to the directory that names them), and those they borrow in turn, as git follows
+/// them (to a depth of 5).
+pub fn borrowed_objects(objects: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut level = vec![objects.to_path_buf()];
+    for _ in 0..5 {
+        let mut next = Vec::new();
+        for dir in &level {
+            for line in std::fs::read_to_string(dir.join("info/alternates"))
+                .unwrap_or_default()
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            {
+                let path = lexical(&dir.join(line));
+                if path != objects && !found.contains(&path) {
+                    found.push(path.clone());
+                    next.push(path);
+                }
+            }
+        }
+        level = next;
+    }
+    found
+}
+
+/// `path` with its `..` taken off lexically: the view places a path where it is read.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The state directory is hidden; its socket is reached through a link into the
@@ -329,6 +364,25 @@ mod tests {
         assert!(!shown("/home/u"), "HOME on PATH is not shown whole");
         assert!(!shown("/home/u/.ssh/bin"), "a PATH entry inside a secret");
         assert!(shown("/w/repo") && shown("/s/agents/a/tmp"));
+    }
+
+    #[test]
+    fn borrowed_objects_are_followed_as_git_follows_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let objects = |name: &str| dir.path().join(name).join("objects");
+        for name in ["own", "user", "origin"] {
+            std::fs::create_dir_all(objects(name).join("info")).expect("mkdir");
+        }
+        let alternates = |name: &str, text: String| {
+            std::fs::write(objects(name).join("info/alternates"), text).expect("write")
+        };
+        alternates("own", format!("{}\n", objects("user").display()));
+        alternates("user", "# shared\n../../origin/objects\n".into());
+        alternates("origin", format!("{}\n", objects("own").display()));
+        assert_eq!(
+            borrowed_objects(&objects("own")),
+            vec![objects("user"), objects("origin")]
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use grove_agent_shim::ViewEntry;
 use std::fmt::Write as _;
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The sections of a config kept in the copy.
 const KEPT: &[&str] = &["core", "extensions"];
@@ -29,36 +29,9 @@ pub fn entries(common: &Path, tmp: &Path) -> io::Result<Vec<ViewEntry>> {
             path: common.join("config"),
         },
     ];
-    entries.extend(alternates(common).into_iter().map(read_only));
+    let borrowed = super::jail_view::borrowed_objects(&common.join("objects"));
+    entries.extend(borrowed.into_iter().map(read_only));
     Ok(entries)
-}
-
-/// The object directories `common` borrows: absolute, or relative to its objects.
-fn alternates(common: &Path) -> Vec<PathBuf> {
-    let objects = common.join("objects");
-    std::fs::read_to_string(objects.join("info/alternates"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .map(|line| lexical(&objects.join(line)))
-        .filter(|path| !path.starts_with(common))
-        .collect()
-}
-
-/// `path` with its `..` taken off lexically: the view places a path where it reads.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// The text of a config holding only the [`KEPT`] sections of `path`'s.
