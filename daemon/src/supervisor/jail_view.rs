@@ -10,7 +10,7 @@
 //! | `/dev` | as it is; Landlock lets it write only the usual sinks |
 //! | `/proc` | its own pid namespace's: its own processes only |
 //! | its repository, its TMPDIR, `--jail-write` and `jail_write` paths | writable |
-//! | the user's objects its repository borrows (alternates) | read-only |
+//! | the user's objects its repository borrows (alternates, and theirs, as git follows them) | read-only |
 //! | the `PATH` it was given, grove's own binary | read-only |
 //! | toolchains and shell settings in `$HOME` ([`HOME_SHOWN`]), `jail_show` | read-only |
 //! | `$HOME` | its private home (`jail_home.rs`): a writable copy of what its preset's CLI keeps there |
