@@ -88,7 +88,11 @@ fn agent_git(path: &Path) -> impl Fn(&[&str]) -> Result<(), Error> + '_ {
 /// processes fewer on every jailed spawn, and nothing of the user's git setup applies.
 fn init_git_dir(common: &Path, path: &Path, branch: &str, base: Oid) -> Result<(), Error> {
     let failed = |what: &str, e: git2::Error| {
-        Error::Git(format!("cannot {what} in {}: {}", path.display(), e.message()))
+        Error::Git(format!(
+            "cannot {what} in {}: {}",
+            path.display(),
+            e.message()
+        ))
     };
     // No templates: no sample hooks, no description, nothing grove did not choose.
     let mut options = git2::RepositoryInitOptions::new();
@@ -106,8 +110,13 @@ fn init_git_dir(common: &Path, path: &Path, branch: &str, base: Oid) -> Result<(
         .map_err(|e| Error::Git(format!("cannot write alternates: {e}")))?;
     // Opened again: the objects it borrows are read when a repository is opened.
     let repo = Repository::open(path).map_err(|e| failed("open the repository", e))?;
-    repo.reference(&format!("refs/heads/{branch}"), base, false, "grove: agent branch")
-        .map_err(|e| failed("create its branch", e))?;
+    repo.reference(
+        &format!("refs/heads/{branch}"),
+        base,
+        false,
+        "grove: agent branch",
+    )
+    .map_err(|e| failed("create its branch", e))?;
     Ok(())
 }
 
