@@ -58,6 +58,10 @@ pub struct CodeRef {
     /// Files over `salvage_max_file`, left out of the tree (paths in the worktree).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<String>,
+    /// The jailed agent whose own code store held the tree until its collect brought
+    /// it into `repo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

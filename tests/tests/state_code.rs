@@ -117,15 +117,27 @@ fn records_the_code(jail: bool) {
         .unwrap_or_else(|| panic!("no tree: {agent}"));
     let commit = code["commit"].as_str().expect("commit");
 
-    // Its work is all in the tree (in the user's repository), committed or not.
-    for file in ["committed", "staged", "untracked"] {
-        assert_eq!(
-            tree_file(&g.repo, tree, &format!("{file}.txt")).trim(),
-            file
+    // Its work is all in the tree, committed or not: in the user's repository at once,
+    // or a jailed agent's at its collect.
+    let has_work = |g: &Grove| {
+        for file in ["committed", "staged", "untracked"] {
+            assert_eq!(
+                tree_file(&g.repo, tree, &format!("{file}.txt")).trim(),
+                file
+            );
+        }
+    };
+    if jail {
+        assert!(
+            !has_object(&g.repo, tree),
+            "a jailed agent's checkpoint code is in the user's repository while it runs"
         );
+    } else {
+        has_work(&g);
     }
     fs::write(&gate, "").expect("gate");
     let log = g.succeeded_log(&id);
+    has_work(&g);
     assert!(log.contains(&format!("head {commit}")), "{commit}: {log}");
     // The agent's index and branch are as it left them.
     let lines = |prefix: &str| -> Vec<String> {
@@ -153,7 +165,7 @@ fn an_agents_checkpoint_records_its_branch_and_uncommitted_work() {
 }
 
 #[test]
-fn a_jailed_agents_checkpoint_records_its_code_in_the_users_repository() {
+fn a_jailed_agents_checkpoint_code_reaches_the_users_repository_at_its_collect() {
     records_the_code(true);
 }
 

@@ -635,6 +635,9 @@ impl Core {
             max_file: self.config.salvage_max_file,
             head_commit: record.head_commit.clone(),
             time_s: record.ended_at_ms.unwrap_or(record.created_at_ms) / 1000,
+            code_store: record
+                .jail
+                .then(|| crate::git::code_store::path(&self.config.dirs.agent_dir(&record.id))),
         };
         self.removal_reasons.insert(id.to_string(), why);
         let lanes = self.lanes.clone();
@@ -738,6 +741,17 @@ impl Core {
                 } else {
                     None
                 };
+                if !done.code_left_out.is_empty() {
+                    let note = format!(
+                        "checkpoint code kept out of your repository: {}",
+                        done.code_left_out.join("; ")
+                    );
+                    tracing::warn!(agent = id, %note);
+                    record.salvage_error = Some(match record.salvage_error.take() {
+                        Some(before) => format!("{before}; {note}"),
+                        None => note,
+                    });
+                }
                 if let Some(problem) = &done.tampered {
                     tracing::warn!(agent = id, problem = %problem, "the agent changed grove's git layout; worktree kept");
                     record.tampered = true;

@@ -1,5 +1,6 @@
-//! Collect: salvage the worktree, bring its branch into the user's repository, measure
-//! it, remove the worktree, drop an empty branch. Safe to run again after a crash
+//! Collect: salvage the worktree, bring its branch (and a jailed agent's checkpoints'
+//! code) into the user's repository, measure it, remove the worktree, drop an empty
+//! branch. Safe to run again after a crash
 //! part-way through (the salvage commit of one job is always the same commit).
 //!
 //! Two steps: `salvage` stages the worktree in a scratch repository of grove's own,
@@ -43,6 +44,8 @@ pub struct CollectJob {
     pub head_commit: Option<String>,
     /// Time of the salvage commit, in seconds.
     pub time_s: u64,
+    /// A jailed agent's code store, whose checkpoints' code comes in with its branch.
+    pub code_store: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +65,9 @@ pub struct Collected {
     /// An object over `salvage_max_file` on a jailed agent's branch: nothing was
     /// brought into the user's repository (the worktree is kept).
     pub oversized: Option<String>,
+    /// Checkpoints' code of a jailed agent that stayed out of the user's repository,
+    /// each with why (an object over `salvage_max_file`).
+    pub code_left_out: Vec<String>,
     /// The removed worktree's files, for the caller to delete.
     pub trash: Option<worktree::Trash>,
 }
@@ -274,6 +280,18 @@ pub fn finish(lane: &mut RepoLane, job: &CollectJob, salvage: Salvage) -> Result
     // branch: a lock left on the branch (a git killed mid-commit, a daemon killed
     // mid-update) is stale and would stop the update.
     worktree::clear_stale_ref_lock(repo, &job.branch);
+    // First, and whatever becomes of the branch: each checkpoint's code is judged on
+    // its own, and what it brings in the branch's fetch need not bring again.
+    if let Some(store) = &job.code_store {
+        result.code_left_out =
+            match super::code_store::bring_in(&lane.target.common_dir, store, job.max_file) {
+                Ok(brought) => brought.left_out,
+                Err(e) => vec![format!(
+                    "none of it was brought in ({e}); kept at {}",
+                    store.display()
+                )],
+            };
+    }
     if salvage.oversized.is_none() {
         import(lane, job, &salvage)?;
     }

@@ -5,7 +5,7 @@
 //! every commit from the tip back to the base, its root tree and each blob it adds or
 //! changes is sized by its header, which is read without inflating the object.
 
-use git2::{Delta, Diff, Oid, Repository};
+use git2::{Delta, Diff, ObjectType, Odb, Oid, Repository};
 
 /// The first object over `max` bytes on `tip`'s history back to `base`, named for the
 /// user ("src/big.bin, 1073741824 bytes, in commit 1a2b3c4d5e6f").
@@ -68,6 +68,54 @@ pub fn first_oversized(
     Ok(None)
 }
 
+/// The first object over `max` bytes that `commit` of `repo` would bring into a
+/// repository whose objects are `known`: the commit, and every tree and blob under it
+/// that `known` lacks (a tree `known` has brings nothing more). For a checkpoint's code,
+/// which has no base of its own to diff against.
+pub fn first_oversized_new(
+    repo: &Repository,
+    known: &Odb<'_>,
+    commit: Oid,
+    max: u64,
+) -> Result<Option<String>, git2::Error> {
+    let odb = repo.odb()?;
+    let size = |oid: Oid| odb.read_header(oid).map(|(size, _)| size as u64);
+    if known.exists(commit) {
+        return Ok(None);
+    }
+    let short = &commit.to_string()[..12];
+    let bytes = size(commit)?;
+    if bytes > max {
+        return Ok(Some(format!("commit {short} itself, {bytes} bytes")));
+    }
+    let mut trees = vec![(String::new(), repo.find_commit(commit)?.tree_id())];
+    while let Some((dir, tree_id)) = trees.pop() {
+        if known.exists(tree_id) {
+            continue;
+        }
+        let bytes = size(tree_id)?;
+        if bytes > max {
+            let name = if dir.is_empty() { "/" } else { &dir };
+            return Ok(Some(format!("the tree {name}, {bytes} bytes")));
+        }
+        for entry in repo.find_tree(tree_id)?.iter() {
+            let path = format!("{dir}{}", String::from_utf8_lossy(entry.name_bytes()));
+            match entry.kind() {
+                Some(ObjectType::Tree) => trees.push((format!("{path}/"), entry.id())),
+                Some(ObjectType::Blob) if !known.exists(entry.id()) => {
+                    let bytes = size(entry.id())?;
+                    if bytes > max {
+                        return Ok(Some(format!("{path}, {bytes} bytes")));
+                    }
+                }
+                // A submodule's commit is not an object of this repository.
+                _ => {}
+            }
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +155,26 @@ mod tests {
         );
         // What the base already had is not the agent's.
         assert_eq!(first_oversized(&repo, big, big, 200).expect("walk"), None);
+    }
+
+    #[test]
+    fn only_what_the_other_repository_lacks_is_sized() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let users = Repository::init(dir.path().join("users")).expect("init");
+        let base = commit_file(&users, None, "big.bin", &vec![0u8; 1 << 20]);
+        let store = Repository::init_bare(dir.path().join("store")).expect("init");
+        let alternates = users.path().join("objects").display().to_string();
+        std::fs::write(store.path().join("objects/info/alternates"), alternates).expect("alt");
+        let store = Repository::open_bare(dir.path().join("store")).expect("open");
+        let known = users.odb().expect("odb");
+        // The user's big file is the user's: only the new blob counts.
+        let ok = commit_file(&store, Some(base), "big.bin", &vec![0u8; 1 << 20]);
+        assert_eq!(
+            first_oversized_new(&store, &known, ok, 200).expect("walk"),
+            None
+        );
+        let new = commit_file(&store, None, "new.bin", &vec![1u8; 300]);
+        let found = first_oversized_new(&store, &known, new, 200).expect("walk");
+        assert_eq!(found.as_deref(), Some("new.bin, 300 bytes"));
     }
 }

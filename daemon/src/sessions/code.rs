@@ -7,14 +7,16 @@
 //! recorded as a link, never followed; FIFOs and sockets are skipped), and is steered
 //! only by the user's repository and the user's own git config: the repository opened
 //! is always the user's common git dir. Of a jailed agent's own repository only its
-//! branch tip is read (refs, no config that could run anything); of an agent that is
-//! not jailed, its index seeds the scratch index.
+//! branch tip is read (refs, no config that could run anything); its code's objects
+//! and refs go to its code store (`git::code_store`), never the user's repository,
+//! until its collect. Of an agent that is not jailed, its index seeds the scratch
+//! index.
 
 use super::code_ref::Held;
 use super::scan;
 use super::store::DroppedCode;
 use crate::error::Error;
-use crate::git::own_repo;
+use crate::git::{code_store, own_repo};
 use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, Oid, Repository};
 use grove_proto::state::CodeRef;
@@ -39,8 +41,9 @@ const SKIP_WORKTREE: u16 = 0x4000;
 
 /// Records the code of `record` (a running agent) now, held by a ref until its
 /// checkpoint is stored (see `code_ref`). Files over `max_file` bytes are left out, as
-/// salvage leaves them out: each checkpoint's objects land in the user's repository.
-/// Reads the whole worktree: call it off the async threads.
+/// salvage leaves them out: each checkpoint's objects land in the user's repository
+/// (a jailed agent's at its collect). Reads the whole worktree: call it off the async
+/// threads.
 pub fn record(
     record: &AgentRecord,
     agent_dir: &Path,
@@ -51,6 +54,7 @@ pub fn record(
     let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
     let scratch = agent_dir.join(CHECKPOINT_INDEX);
     let repo = users_repo(record)?;
+    let store = jailed_store(record, agent_dir, &repo)?;
     let commit = branch_tip(record, &repo);
     // Only this daemon writes the scratch index, one checkpoint at a time: a lock file
     // there now is one a crashed daemon left.
@@ -78,16 +82,48 @@ pub fn record(
         tree: tree.to_string(),
         repo: Some(record.repo.clone()),
         left_out,
+        held_by: record.jail.then(|| record.id.clone()),
     };
-    let held = super::code_ref::hold(&repo, &record.repo, &record.id, &record.session, &code)?;
+    let (refs, refs_path) = match &store {
+        Some((store, path)) => (store, path.as_path()),
+        None => (&repo, record.repo.as_path()),
+    };
+    let held = super::code_ref::hold(&repo, refs, refs_path, &record.id, &record.session, &code)?;
     Ok((code, held))
+}
+
+/// A jailed agent's code store, where its checkpoints' objects go from now on: `repo`
+/// (the user's, whose config still steers the recording) writes its objects there and
+/// reads the user's through it.
+fn jailed_store(
+    record: &AgentRecord,
+    agent_dir: &Path,
+    repo: &Repository,
+) -> Result<Option<(Repository, PathBuf)>, Error> {
+    if !record.jail {
+        return Ok(None);
+    }
+    let path = code_store::path(agent_dir);
+    let store = code_store::open(&path, repo.path())?;
+    store
+        .odb()
+        .and_then(|odb| repo.set_odb(&odb))
+        .map_err(|e| {
+            Error::Git(format!(
+                "cannot write to {}: {}",
+                path.display(),
+                e.message()
+            ))
+        })?;
+    Ok(Some((store, path)))
 }
 
 /// The user's repository (its common git dir), with the agent's worktree as its work
 /// tree. A linked worktree's own git dir (and a jailed agent's repository, config
 /// included) is the agent's to write: it is never opened here, so nothing the agent
 /// wrote there steers the recording, and the tree's objects land in the user's
-/// repository with every blob it needs (where a fork's spawn needs them).
+/// repository (a jailed agent's in its code store) with every blob it needs (where a
+/// fork's spawn needs them).
 fn users_repo(record: &AgentRecord) -> Result<Repository, Error> {
     let git = |what: &Path, e: git2::Error| {
         Error::Git(format!("cannot open {}: {}", what.display(), e.message()))

@@ -46,19 +46,22 @@ fn commit_of_tree(repo: &Repository, code: &CodeRef, message: &str) -> Result<Oi
     repo.commit(None, &signature, &signature, message, &tree, &parents)
 }
 
-/// Holds the tree just recorded for `agent` in `repo` (the user's, found at `path`).
+/// Holds the tree just recorded for `agent`: its commit written through `objects`, the
+/// ref in `refs`, found at `path` (the user's repository, or a jailed agent's code
+/// store until its collect).
 pub fn hold(
-    repo: &Repository,
+    objects: &Repository,
+    refs: &Repository,
     path: &Path,
     agent: &str,
     session: &str,
     code: &CodeRef,
 ) -> Result<Held, Error> {
     let message = format!("grove: the code of a checkpoint of session {session}\n");
-    let commit =
-        commit_of_tree(repo, code, &message).map_err(failed("commit the recorded tree", path))?;
+    let commit = commit_of_tree(objects, code, &message)
+        .map_err(failed("commit the recorded tree", path))?;
     let recording = format!("{RECORDING_REFS}{agent}/{commit}");
-    repo.reference(&recording, commit, true, "grove: checkpoint recorded")
+    refs.reference(&recording, commit, true, "grove: checkpoint recorded")
         .map_err(failed("hold the recorded tree", path))?;
     Ok(Held {
         repo: path.to_path_buf(),

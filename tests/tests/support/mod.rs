@@ -830,6 +830,18 @@ pub fn git_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Whether the repository at `dir` holds the object `id`.
+pub fn has_object(dir: &Path, id: &str) -> bool {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["cat-file", "-e", id])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .status()
+        .expect("git cat-file")
+        .success()
+}
+
 /// A repository at `path` with one commit on `main`: README.md and src/lib.txt.
 pub fn init_repo(path: &Path) {
     fs::create_dir_all(path.join("src")).expect("mkdir repo");
