@@ -403,3 +403,45 @@ fn hash_of(g: &Grove, text: &str) -> String {
         .trim()
         .to_string()
 }
+
+/// A jailed agent's checkpoint refs wait in its code store, where a compaction meanwhile
+/// does not reach them: those its collect brings in for checkpoints deleted since go
+/// at once, and the kept checkpoint's stays.
+#[test]
+fn refs_of_checkpoints_compacted_while_a_jailed_agent_ran_go_after_its_collect() {
+    if !have_landlock() {
+        return;
+    }
+    let g = Grove::new();
+    commit_schema(&g, COUNTER_SCHEMA);
+    let gate = g.files().join("gate");
+    let script = format!(
+        r#"set -e
+        for n in 1 2 3; do echo $n > work.txt; "$GROVE_BIN" state update count 1; done
+        while [ ! -e '{gate}' ]; do sleep 0.02; done"#,
+        gate = gate.display()
+    );
+    let id = spawn_in_session_with(&g, "work", &["--jail"], &script);
+    count_reaches(&g, "work", 3);
+    g.ok(&["state", "compact", "--session", "work", "--keep", "1"]);
+    fs::write(&gate, "").expect("gate");
+    g.wait(&id);
+    let refs = || {
+        g.git(&[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/grove/checkpoints/",
+        ])
+    };
+    eventually(
+        "only the kept checkpoint's ref",
+        Duration::from_secs(10),
+        || refs().trim() == "refs/grove/checkpoints/work/3",
+    );
+    let code = g.json(&["state", "code", "--session", "work", "3"]);
+    let tree = code["tree"].as_str().expect("tree");
+    assert_eq!(
+        g.git(&["cat-file", "blob", &format!("{tree}:work.txt")]),
+        "3\n"
+    );
+}

@@ -741,6 +741,13 @@ impl Core {
                 } else {
                     None
                 };
+                if !done.code_brought.is_empty() {
+                    crate::sessions::code::drop_orphans_later(
+                        self.db.clone(),
+                        record.repo.clone(),
+                        done.code_brought.clone(),
+                    );
+                }
                 if !done.code_left_out.is_empty() {
                     let note = format!(
                         "checkpoint code kept out of your repository: {}",

@@ -82,7 +82,8 @@ pub fn open(path: &Path, common: &Path) -> Result<Repository, Error> {
 /// What a collect did with the store's code: what stayed out and why (the user is told).
 #[derive(Debug, Default)]
 pub struct BroughtIn {
-    pub brought: usize,
+    /// The refs brought in (a checkpoint deleted meanwhile has one too).
+    pub brought: Vec<String>,
     pub left_out: Vec<String>,
 }
 
@@ -112,16 +113,16 @@ pub fn bring_in(common: &Path, store: &Path, max_file: u64) -> Result<BroughtIn,
     let mut kept = false;
     if !fetch.is_empty() && fetch_refs(common, store, &fetch).is_err() {
         // One by one, so that one the fetch refuses keeps none of the others out.
-        for name in &fetch {
-            if let Err(e) = fetch_refs(common, store, std::slice::from_ref(name)) {
+        for name in fetch {
+            if let Err(e) = fetch_refs(common, store, std::slice::from_ref(&name)) {
                 kept = true;
                 done.left_out.push(format!("{name} (not brought in: {e})"));
                 continue;
             }
-            done.brought += 1;
+            done.brought.push(name);
         }
     } else {
-        done.brought = fetch.len();
+        done.brought = fetch;
     }
     if !notes.is_empty() {
         fs::write(notes_path(store), notes).map_err(Error::io("write", &notes_path(store)))?;
@@ -308,7 +309,7 @@ mod tests {
         assert!(!users.odb().expect("odb").exists(small));
 
         let done = bring_in(users.path(), &path, 200).expect("bring in");
-        assert_eq!(done.brought, 1, "{done:?}");
+        assert_eq!(done.brought, ["refs/grove/checkpoints/s/1"], "{done:?}");
         assert_eq!(done.left_out.len(), 1, "{done:?}");
         assert!(
             done.left_out[0].contains("refs/grove/checkpoints/s/2 (big.bin, 300 bytes)"),

@@ -68,6 +68,8 @@ pub struct Collected {
     /// Checkpoints' code of a jailed agent that stayed out of the user's repository,
     /// each with why (an object over `salvage_max_file`).
     pub code_left_out: Vec<String>,
+    /// The checkpoint refs it brought in, some perhaps of checkpoints deleted since.
+    pub code_brought: Vec<String>,
     /// The removed worktree's files, for the caller to delete.
     pub trash: Option<worktree::Trash>,
 }
@@ -285,7 +287,10 @@ pub fn finish(lane: &mut RepoLane, job: &CollectJob, salvage: Salvage) -> Result
     if let Some(store) = &job.code_store {
         result.code_left_out =
             match super::code_store::bring_in(&lane.target.common_dir, store, job.max_file) {
-                Ok(brought) => brought.left_out,
+                Ok(brought) => {
+                    result.code_brought = brought.brought;
+                    brought.left_out
+                }
                 Err(e) => vec![format!(
                     "none of it was brought in ({e}); kept at {}",
                     store.display()

@@ -448,6 +448,30 @@ pub fn drop_refs_later(dropped: DroppedCode) {
     });
 }
 
+/// Deletes, off the caller's task, those of `names` (checkpoint refs a jailed agent's
+/// collect just brought into `repo`) whose checkpoints were deleted while they waited
+/// in its code store, where the deletion did not reach.
+pub fn drop_orphans_later(db: crate::db::Db, repo: PathBuf, names: Vec<String>) {
+    tokio::spawn(async move {
+        let dropped = async {
+            let orphans = db
+                .call(move |conn| super::store::orphan_refs(conn, names))
+                .await?;
+            if orphans.is_empty() {
+                return Ok(());
+            }
+            tokio::task::spawn_blocking(move || {
+                Repository::open(&repo).and_then(|r| delete_refs(&r, &orphans))
+            })
+            .await?
+            .map_err(|e| Error::Git(e.message().to_string()))
+        };
+        if let Err(e) = dropped.await {
+            tracing::warn!(error = %e, "cannot delete the refs of deleted checkpoints");
+        }
+    });
+}
+
 /// libgit2 only reads and deletes refs here: no hook runs.
 fn drop_refs(
     path: &Path,
