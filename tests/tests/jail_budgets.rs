@@ -406,7 +406,9 @@ fn hash_of(g: &Grove, text: &str) -> String {
 
 /// A jailed agent's checkpoint refs wait in its code store, where a compaction meanwhile
 /// does not reach them: those its collect brings in for checkpoints deleted since go
-/// at once, and the kept checkpoint's stays.
+/// at once, and the kept checkpoint's stays. A fork made meanwhile of a checkpoint
+/// compacted since has its own ref: `git gc --prune=now` leaves `fork --spawn` of it
+/// the file as it was.
 #[test]
 fn refs_of_checkpoints_compacted_while_a_jailed_agent_ran_go_after_its_collect() {
     if !have_landlock() {
@@ -423,6 +425,16 @@ fn refs_of_checkpoints_compacted_while_a_jailed_agent_ran_go_after_its_collect()
     );
     let id = spawn_in_session_with(&g, "work", &["--jail"], &script);
     count_reaches(&g, "work", 3);
+    g.ok(&[
+        "state",
+        "fork",
+        "--from",
+        "work",
+        "--at",
+        "2",
+        "--session",
+        "side",
+    ]);
     g.ok(&["state", "compact", "--session", "work", "--keep", "1"]);
     fs::write(&gate, "").expect("gate");
     g.wait(&id);
@@ -436,7 +448,7 @@ fn refs_of_checkpoints_compacted_while_a_jailed_agent_ran_go_after_its_collect()
     eventually(
         "only the kept checkpoint's ref",
         Duration::from_secs(10),
-        || refs().trim() == "refs/grove/checkpoints/work/3",
+        || refs().trim() == "refs/grove/checkpoints/side/1\nrefs/grove/checkpoints/work/3",
     );
     let code = g.json(&["state", "code", "--session", "work", "3"]);
     let tree = code["tree"].as_str().expect("tree");
@@ -444,4 +456,24 @@ fn refs_of_checkpoints_compacted_while_a_jailed_agent_ran_go_after_its_collect()
         g.git(&["cat-file", "blob", &format!("{tree}:work.txt")]),
         "3\n"
     );
+    g.git(&["branch", "-D", &format!("grove/{id}")]);
+    g.git(&["reflog", "expire", "--expire=now", "--all"]);
+    g.git(&["gc", "--prune=now", "--quiet"]);
+    let out = g.ok(&[
+        "--json",
+        "state",
+        "fork",
+        "--from",
+        "side",
+        "--at",
+        "1",
+        "--session",
+        "again",
+        "--spawn",
+        "--",
+        "cat",
+        "work.txt",
+    ]);
+    let forked: serde_json::Value = serde_json::from_str(&out).expect("record");
+    assert_eq!(g.succeeded_log(forked["id"].as_str().expect("id")), "2\n");
 }

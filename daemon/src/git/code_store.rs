@@ -166,6 +166,11 @@ pub fn bring_tree_in(
             ),
         }
     };
+    let users = users_odb(common)?;
+    // Its collect may have brought it in since the caller looked.
+    if Oid::from_str(tree).is_ok_and(|t| users.exists(t)) {
+        return Ok(());
+    }
     if !store.join("HEAD").is_file() {
         return Err(gone());
     }
@@ -178,7 +183,7 @@ pub fn bring_tree_in(
     let commit = git2::Signature::now(&grove.name, &grove.email)
         .and_then(|sig| repo.commit(None, &sig, &sig, "grove: checkpoint code\n", &found, &[]))
         .map_err(|e| Error::Git(format!("cannot commit a recorded tree: {}", e.message())))?;
-    if let Some(object) = oversized(&repo, &users_odb(common)?, commit, max_file)? {
+    if let Some(object) = oversized(&repo, &users, commit, max_file)? {
         return Err(Error::InvalidState(format!(
             "it would bring an object over salvage_max_file ({max_file} bytes) into the \
              repository: {object}"
