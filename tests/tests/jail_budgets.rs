@@ -477,3 +477,72 @@ fn refs_of_checkpoints_compacted_while_a_jailed_agent_ran_go_after_its_collect()
     let forked: serde_json::Value = serde_json::from_str(&out).expect("record");
     assert_eq!(g.succeeded_log(forked["id"].as_str().expect("id")), "2\n");
 }
+
+/// Checkpoint code over `salvage_max_file` when the collect comes (the cap lowered
+/// while the agent ran) stays out of the user's repository, and both the record and
+/// `state code` say why; the agent's other checkpoint comes in and forks.
+#[test]
+fn checkpoint_code_over_the_cap_at_collect_stays_out_and_says_so() {
+    if !have_landlock() {
+        return;
+    }
+    let g = Grove::new();
+    g.write_config("salvage_max_file = \"4M\"\n");
+    commit_schema(&g, COUNTER_SCHEMA);
+    let big = g.write_file("big", noise(7, 2_000_000));
+    let gate = g.files().join("gate");
+    let script = format!(
+        r#"set -e
+        cp '{big}' big.bin; "$GROVE_BIN" state update count 1
+        rm big.bin; echo small > small.txt; "$GROVE_BIN" state update count 1
+        while [ ! -e '{gate}' ]; do sleep 0.02; done"#,
+        big = big.display(),
+        gate = gate.display()
+    );
+    let id = spawn_in_session_with(&g, "work", &["--jail"], &script);
+    count_reaches(&g, "work", 2);
+    g.ok(&["daemon", "stop"]);
+    g.write_config("salvage_max_file = \"1M\"\n");
+    fs::write(&gate, "").expect("gate");
+    let record = g.wait(&id);
+    let error = record["salvage_error"].as_str().unwrap_or_default();
+    assert_holds_all(
+        error,
+        &[
+            "checkpoint code kept out of your repository",
+            "refs/grove/checkpoints/work/1 holds an object over salvage_max_file (1048576 \
+             bytes): big.bin, 2000000 bytes",
+        ],
+    );
+    assert!(!error.contains("work/2"), "{error}");
+    let blob = g.git(&["hash-object", big.to_str().expect("utf-8")]);
+    assert!(!has_object(&g.repo, blob.trim()), "the big blob came in");
+    g.fails(
+        &["state", "code", "--session", "work", "1"],
+        &[
+            "checkpoint 1 of `work`",
+            "not brought into the repository when its agent was collected",
+            "over salvage_max_file (1048576 bytes): big.bin, 2000000 bytes",
+        ],
+    );
+    let out = g.ok(&[
+        "--json",
+        "state",
+        "fork",
+        "--from",
+        "work",
+        "--at",
+        "2",
+        "--session",
+        "small",
+        "--spawn",
+        "--",
+        "cat",
+        "small.txt",
+    ]);
+    let forked: serde_json::Value = serde_json::from_str(&out).expect("record");
+    assert_eq!(
+        g.succeeded_log(forked["id"].as_str().expect("id")),
+        "small\n"
+    );
+}

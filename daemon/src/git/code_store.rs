@@ -105,7 +105,9 @@ pub fn bring_in(common: &Path, store: &Path, max_file: u64) -> Result<BroughtIn,
             Some(object) => {
                 let tree = tree_of(&repo, commit);
                 notes.push_str(&format!("{tree} it holds an object over salvage_max_file ({max_file} bytes): {object}\n"));
-                done.left_out.push(format!("{name} ({object})"));
+                done.left_out.push(format!(
+                    "{name} holds an object over salvage_max_file ({max_file} bytes): {object}"
+                ));
             }
             None => fetch.push(name),
         }
@@ -116,7 +118,8 @@ pub fn bring_in(common: &Path, store: &Path, max_file: u64) -> Result<BroughtIn,
         for name in fetch {
             if let Err(e) = fetch_refs(common, store, std::slice::from_ref(&name)) {
                 kept = true;
-                done.left_out.push(format!("{name} (not brought in: {e})"));
+                done.left_out
+                    .push(format!("{name} was not brought in: {e}"));
                 continue;
             }
             done.brought.push(name);
@@ -317,7 +320,10 @@ mod tests {
         assert_eq!(done.brought, ["refs/grove/checkpoints/s/1"], "{done:?}");
         assert_eq!(done.left_out.len(), 1, "{done:?}");
         assert!(
-            done.left_out[0].contains("refs/grove/checkpoints/s/2 (big.bin, 300 bytes)"),
+            done.left_out[0].contains(
+                "refs/grove/checkpoints/s/2 holds an object over salvage_max_file (200 bytes): \
+                 big.bin, 300 bytes"
+            ),
             "{done:?}"
         );
         let held = users
