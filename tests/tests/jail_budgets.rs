@@ -546,3 +546,41 @@ fn checkpoint_code_over_the_cap_at_collect_stays_out_and_says_so() {
         "small\n"
     );
 }
+
+/// A jailed agent's child starts from the agent's HEAD, which grove brings into the
+/// user's repository for it: under the rule of the agent's branch. A HEAD holding an
+/// object over `salvage_max_file` (a 2 MB file, the cap 1M) is refused, with why, and
+/// none of it comes in. The control: under the cap, the child starts.
+#[test]
+fn a_jailed_agents_child_never_brings_an_object_over_the_cap_into_the_users_repository() {
+    if !have_landlock() {
+        return;
+    }
+    let g = Grove::new().with_env(&[("GROVE_SALVAGE_MAX_FILE", "1M")]);
+    for (name, bytes) in [("big", 2_000_000), ("fits", 500_000)] {
+        g.write_file(name, noise(bytes as u64, bytes));
+    }
+    let spawn_on = |name: &str| {
+        let script = format!(
+            r#"cp '{files}/{name}' {name}.bin && git add {name}.bin && git commit -qm {name} || exit 1
+            "$GROVE_BIN" spawn -- true 2> err.txt && echo spawned; cat err.txt; true"#,
+            files = g.files().display()
+        );
+        let id = spawn_in_session_with(&g, "work", &["--jail"], &script);
+        g.succeeded_log(&id)
+    };
+    let log = spawn_on("big");
+    assert_holds_all(
+        &log,
+        &[
+            "holds an object over salvage_max_file (1048576 bytes): big.bin, 2000000 bytes",
+            "nothing of it was brought into the repository",
+        ],
+    );
+    assert!(!log.contains("spawned"), "{log}");
+    let big = g.git(&["hash-object", &g.files().join("big").display().to_string()]);
+    assert!(!has_object(&g.repo, big.trim()), "the big blob came in");
+
+    let log = spawn_on("fits");
+    assert!(log.contains("spawned"), "{log}");
+}

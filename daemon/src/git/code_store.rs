@@ -104,7 +104,10 @@ pub fn bring_in(common: &Path, store: &Path, max_file: u64) -> Result<BroughtIn,
         match oversized(&repo, &users, commit, max_file)? {
             Some(object) => {
                 let tree = tree_of(&repo, commit);
-                notes.push_str(&format!("{tree} it holds an object over salvage_max_file ({max_file} bytes): {object}\n"));
+                notes.push_str(&format!(
+                    "{tree} it holds an object over salvage_max_file ({max_file} bytes): \
+                     {object}\n"
+                ));
                 done.left_out.push(format!(
                     "{name} holds an object over salvage_max_file ({max_file} bytes): {object}"
                 ));

@@ -116,6 +116,29 @@ pub fn first_oversized_new(
     Ok(None)
 }
 
+/// [`first_oversized_new`] over `tip` and every ancestor `known` lacks: all that a
+/// fetch of `tip` would bring.
+pub fn first_oversized_history(
+    repo: &Repository,
+    known: &Odb<'_>,
+    tip: Oid,
+    max: u64,
+) -> Result<Option<String>, git2::Error> {
+    let mut seen = std::collections::HashSet::new();
+    let mut commits = vec![tip];
+    while let Some(commit) = commits.pop() {
+        if known.exists(commit) || !seen.insert(commit) {
+            continue;
+        }
+        if let Some(found) = first_oversized_new(repo, known, commit, max)? {
+            let short = &commit.to_string()[..12];
+            return Ok(Some(format!("{found}, in commit {short}")));
+        }
+        commits.extend(repo.find_commit(commit)?.parent_ids());
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

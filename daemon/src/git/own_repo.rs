@@ -242,12 +242,15 @@ pub fn read_tips(git_dir: &Path, branch: &str) -> (Option<Oid>, Option<Oid>) {
 }
 
 /// Brings the HEAD commit of a jailed agent's repository (at `agent_path`) into the
-/// user's repository, so that a child can start from it. Returns the commit and what it
-/// was (the branch name, or the commit). `scratch_dir` is a grove-owned directory.
+/// user's repository, so that a child can start from it, unless it would bring an
+/// object over `max_file` (the rule its branch is collected by). Returns the commit and
+/// what it was (the branch name, or the commit). `scratch_dir` is a grove-owned
+/// directory.
 pub fn import_head(
     lane: &RepoLane,
     agent_path: &Path,
     scratch_dir: &Path,
+    max_file: u64,
 ) -> Result<(String, Oid), Error> {
     let git_dir = git_dir(agent_path).map_err(Error::InvalidState)?;
     let repo = Repository::open_bare(&git_dir).map_err(|e| {
@@ -286,6 +289,27 @@ pub fn import_head(
             "the HEAD of {} is not a commit; pass --base",
             agent_path.display()
         )));
+    }
+    let oversized = lane.repo.odb().and_then(|users| {
+        super::object_sizes::first_oversized_history(scratch.repo(), &users, commit, max_file)
+    });
+    match oversized {
+        Ok(None) => {}
+        Ok(Some(object)) => {
+            return Err(Error::InvalidState(format!(
+                "the HEAD of {} holds an object over salvage_max_file ({max_file} bytes): \
+                 {object}; nothing of it was brought into the repository, so no child can \
+                 start from it; commit without it, or pass --base",
+                agent_path.display()
+            )))
+        }
+        Err(e) => {
+            return Err(Error::Git(format!(
+                "cannot size the objects of {}: {}",
+                agent_path.display(),
+                e.message()
+            )))
+        }
     }
     scratch.set_ref("out", commit)?;
     let temp = format!("refs/grove/import/base-{commit}");

@@ -93,11 +93,12 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
     }
     let wanted_base = params.base.clone();
     let caller_git_dir = target.caller_git_dir.clone();
+    let max_file = ctx.config.salvage_max_file;
     let resolved = ctx
         .lanes
         .run(&target, move |lane| match from_own_repo {
             Some((agent_repo, scratch)) if wanted_base.is_none() => {
-                crate::git::own_repo::import_head(lane, &agent_repo, &scratch)
+                crate::git::own_repo::import_head(lane, &agent_repo, &scratch, max_file)
             }
             _ => worktree::resolve_base(lane, wanted_base.as_deref(), &caller_git_dir)
                 .map(|b| (b.name, b.commit)),
