@@ -199,5 +199,22 @@ mod tests {
         let new = commit_file(&store, None, "new.bin", &vec![1u8; 300]);
         let found = first_oversized_new(&store, &known, new, 200).expect("walk");
         assert_eq!(found.as_deref(), Some("new.bin, 300 bytes"));
+        // An ancestor the other repository lacks counts as much as the tip.
+        let tip = commit_file(&store, Some(new), "small.txt", b"small");
+        assert_eq!(
+            first_oversized_new(&store, &known, tip, 200).expect("walk"),
+            None
+        );
+        let found = first_oversized_history(&store, &known, tip, 200)
+            .expect("walk")
+            .expect("found");
+        assert!(
+            found.starts_with("new.bin, 300 bytes, in commit"),
+            "{found}"
+        );
+        assert_eq!(
+            first_oversized_history(&store, &known, ok, 200).expect("walk"),
+            None
+        );
     }
 }
