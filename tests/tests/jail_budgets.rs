@@ -584,3 +584,49 @@ fn a_jailed_agents_child_never_brings_an_object_over_the_cap_into_the_users_repo
     let log = spawn_on("fits");
     assert!(log.contains("spawned"), "{log}");
 }
+
+/// A daemon killed while a jailed agent runs leaves its code store as it was: the next
+/// daemon adopts the agent, records more into the same store, and its collect brings
+/// every checkpoint's code in.
+#[test]
+fn a_jailed_agents_code_store_outlives_a_daemon_crash() {
+    if !have_landlock() {
+        return;
+    }
+    let g = Grove::new();
+    commit_schema(&g, COUNTER_SCHEMA);
+    let gate = g.files().join("gate");
+    let script = format!(
+        r#"set -e
+        echo one > work.txt; "$GROVE_BIN" state update count 1
+        while [ ! -e '{gate}' ]; do sleep 0.02; done
+        echo two > work.txt
+        until "$GROVE_BIN" state update count 1; do sleep 0.1; done"#,
+        gate = gate.display()
+    );
+    let id = spawn_in_session_with(&g, "work", &["--jail"], &script);
+    count_reaches(&g, "work", 1);
+    g.crash_daemon();
+    fs::write(&gate, "").expect("gate");
+    count_reaches(&g, "work", 2);
+    let record = g.wait(&id);
+    assert!(record["salvage_error"].is_null(), "{record}");
+    assert!(!g.home.join("agents").join(&id).join("code.git").exists());
+    let refs = g.git(&[
+        "for-each-ref",
+        "--format=%(refname)",
+        "refs/grove/checkpoints/",
+    ]);
+    assert_eq!(
+        refs,
+        "refs/grove/checkpoints/work/1\nrefs/grove/checkpoints/work/2\n"
+    );
+    for (at, text) in [(1, "one\n"), (2, "two\n")] {
+        let code = g.json(&["state", "code", "--session", "work", &at.to_string()]);
+        let tree = code["tree"].as_str().expect("tree");
+        assert_eq!(
+            g.git(&["cat-file", "blob", &format!("{tree}:work.txt")]),
+            text
+        );
+    }
+}
