@@ -630,3 +630,41 @@ fn a_jailed_agents_code_store_outlives_a_daemon_crash() {
         );
     }
 }
+
+/// A hold a crash left in a jailed agent's code store (its checkpoint stored, the
+/// checkpoint's ref never made) is settled once its collect brings it in: the
+/// checkpoint gets its ref, and no recording ref stays.
+#[test]
+fn a_hold_a_crash_left_in_a_code_store_is_settled_after_its_collect() {
+    if !have_landlock() {
+        return;
+    }
+    let g = Grove::new();
+    commit_schema(&g, COUNTER_SCHEMA);
+    let gate = g.files().join("gate");
+    let script = format!(
+        r#"echo one > work.txt; "$GROVE_BIN" state update count 1
+        while [ ! -e '{gate}' ]; do sleep 0.02; done"#,
+        gate = gate.display()
+    );
+    let id = spawn_in_session_with(&g, "work", &["--jail"], &script);
+    count_reaches(&g, "work", 1);
+    // What a crash between storing the checkpoint and naming its code leaves.
+    let store = g.home.join("agents").join(&id).join("code.git");
+    let named = "refs/grove/checkpoints/work/1";
+    let commit = git_in(&store, &["rev-parse", named]);
+    let hold = format!("refs/grove/recording/{id}/{}", commit.trim());
+    git_in(&store, &["update-ref", &hold, commit.trim()]);
+    git_in(&store, &["update-ref", "-d", named]);
+    fs::write(&gate, "").expect("gate");
+    g.wait(&id);
+    let refs = || {
+        g.git(&["for-each-ref", "--format=%(refname)", "refs/grove/"])
+            .trim()
+            .to_string()
+    };
+    eventually("the hold settled", Duration::from_secs(10), || {
+        refs() == named
+    });
+    assert_eq!(g.git(&["rev-parse", named]).trim(), commit.trim());
+}

@@ -742,7 +742,7 @@ impl Core {
                     None
                 };
                 if !done.code_brought.is_empty() {
-                    crate::sessions::code::drop_orphans_later(
+                    crate::sessions::code::tidy_brought_later(
                         self.db.clone(),
                         record.repo.clone(),
                         done.code_brought.clone(),

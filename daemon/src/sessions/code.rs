@@ -448,12 +448,14 @@ pub fn drop_refs_later(dropped: DroppedCode) {
     });
 }
 
-/// Deletes, off the caller's task, those of `names` (checkpoint refs a jailed agent's
-/// collect just brought into `repo`) whose checkpoints were deleted while they waited
-/// in its code store, where the deletion did not reach.
-pub fn drop_orphans_later(db: crate::db::Db, repo: PathBuf, names: Vec<String>) {
+/// Tidies, off the caller's task, the refs a jailed agent's collect just brought into
+/// `repo` from its code store, where neither the deletion of a checkpoint nor the
+/// settling at start reached them: a hold a crash left there is settled, and a ref of a
+/// checkpoint deleted meanwhile goes.
+pub fn tidy_brought_later(db: crate::db::Db, repo: PathBuf, names: Vec<String>) {
     tokio::spawn(async move {
         let dropped = async {
+            super::code_ref::settle_brought(&db, &repo, &names).await?;
             let orphans = db
                 .call(move |conn| super::store::orphan_refs(conn, names))
                 .await?;
@@ -467,7 +469,7 @@ pub fn drop_orphans_later(db: crate::db::Db, repo: PathBuf, names: Vec<String>) 
             .map_err(|e| Error::Git(e.message().to_string()))
         };
         if let Err(e) = dropped.await {
-            tracing::warn!(error = %e, "cannot delete the refs of deleted checkpoints");
+            tracing::warn!(error = %e, "cannot tidy the refs a jailed agent's collect brought in");
         }
     });
 }

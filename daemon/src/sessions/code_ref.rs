@@ -145,17 +145,43 @@ pub fn name_code(
 /// is named by its own request.
 pub async fn settle_left(db: &Db, repos: &[PathBuf]) -> Result<(), Error> {
     for path in repos {
-        let listed = {
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || left_holds(&path)).await?
-        };
-        for (name, agent, commit, tree) in listed {
-            let rows = db
-                .call(move |conn| checkpoints_of(conn, &agent, &tree))
-                .await?;
-            let path = path.clone();
-            tokio::task::spawn_blocking(move || adopt(&path, &name, commit, &rows)).await??;
-        }
+        settle_holds(db, path, |_| true).await?;
+    }
+    Ok(())
+}
+
+/// Of the refs a jailed agent's collect brought into `path` from its code store, the
+/// holds a crash left there, settled as [`settle_left`] settles the user's repository's
+/// at start (the agent has ended: none of its holds waits for its update any more).
+pub async fn settle_brought(db: &Db, path: &Path, names: &[String]) -> Result<(), Error> {
+    let holds: std::collections::HashSet<String> = names
+        .iter()
+        .filter(|name| name.starts_with(RECORDING_REFS))
+        .cloned()
+        .collect();
+    if holds.is_empty() {
+        return Ok(());
+    }
+    settle_holds(db, path, move |name| holds.contains(name)).await
+}
+
+/// The recording refs of `path` that `pick` names: each checkpoint of their agent that
+/// recorded their tree gets its ref, then the hold goes.
+async fn settle_holds(
+    db: &Db,
+    path: &Path,
+    pick: impl Fn(&str) -> bool + Send + 'static,
+) -> Result<(), Error> {
+    let listed = {
+        let path = path.to_path_buf();
+        tokio::task::spawn_blocking(move || left_holds(&path)).await?
+    };
+    for (name, agent, commit, tree) in listed.into_iter().filter(|h| pick(&h.0)) {
+        let rows = db
+            .call(move |conn| checkpoints_of(conn, &agent, &tree))
+            .await?;
+        let path = path.to_path_buf();
+        tokio::task::spawn_blocking(move || adopt(&path, &name, commit, &rows)).await??;
     }
     Ok(())
 }
