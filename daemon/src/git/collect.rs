@@ -1,7 +1,7 @@
 //! Collect: salvage the worktree, bring its branch (and a jailed agent's checkpoints'
 //! code) into the user's repository, measure it, remove the worktree, drop an empty
-//! branch. Safe to run again after a crash
-//! part-way through (the salvage commit of one job is always the same commit).
+//! branch. Safe to run again after a crash part-way through (the salvage commit of one
+//! job is always the same commit).
 //!
 //! Two steps: `salvage` stages the worktree in a scratch repository of grove's own,
 //! outside the repository lane (hashing a big worktree holds up nobody); `finish` runs
