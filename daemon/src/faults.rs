@@ -3,7 +3,8 @@
 //! nothing and leaves nothing half done. Points: `after_branch_create`,
 //! `after_worktree_add`, `mid_pool_adopt` (a warm-pool worktree moved, git not yet
 //! told), `mid_salvage`, `after_import` (a salvage in the user's repository, the
-//! worktree not yet removed), `mid_state_commit`, `mid_compaction` (inside a state
+//! worktree not yet removed), `before_trust_release` (a collect done, the CLI's trust
+//! entry for the removed worktree still there), `mid_state_commit`, `mid_compaction` (inside a state
 //! group's transaction, its compaction done), `mid_session_rm`, `mid_session_gc`,
 //! `before_answer` (a request with an idempotency key has taken effect, its answer is
 //! not yet sent), `mid_answer` (an agent's question answered: the decision is stored in

@@ -645,6 +645,7 @@ impl Core {
         let salvages = self.salvages.clone();
         let span = tracing::info_span!("agent", id = %record.id, repo = %record.repo.display());
         let tmp = self.config.dirs.agent_dir(&record.id).join("tmp");
+        let ledger = crate::supervisor::cli_trust::ledger_path(&self.config.dirs.state_dir, id);
         let collect = async move {
             // Before the collect is reported: the agent's TMPDIR is gone once it is.
             let removing = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(tmp));
@@ -687,6 +688,12 @@ impl Core {
                 Some(trash) => lanes.deleter().delete(trash),
                 None => {}
             }
+            // The CLI's trust entry for the worktree goes with it (none while it is kept).
+            let release = move || {
+                crate::faults::point("before_trust_release");
+                crate::supervisor::cli_trust::release(&ledger)
+            };
+            let _ = tokio::task::spawn_blocking(release).await;
             let _ = tx.send(Msg::Collected(record.id, result)).await;
         };
         tokio::spawn(tracing::Instrument::instrument(collect, span));

@@ -7,7 +7,9 @@ use crate::git::lane::Lanes;
 use crate::git::pool::{self, Taken};
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::git::{own_repo, worktree};
+use crate::supervisor::cli_trust;
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
+use crate::supervisor::jail_home;
 use crate::supervisor::jail_paths::{content_jail_spec, jail_spec, setup_jail_lacks};
 use crate::supervisor::launch::launch;
 use grove_agent_shim::{ConsoleSpec, LogSpec, ShimSpec, EXIT_RECORD_FILE};
@@ -53,6 +55,8 @@ pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<Prepared, Error> {
                     Ok(())
                 })
                 .await;
+            let ledger = cli_trust::ledger_path(&job.config.dirs.state_dir, &job.record.id);
+            let _ = tokio::task::spawn_blocking(move || cli_trust::release(&ledger)).await;
             Err(e)
         }
     }
@@ -328,6 +332,41 @@ fn start_dir(record: &AgentRecord) -> PathBuf {
     record.worktree.clone()
 }
 
+/// The agent's CLI trusts its worktree where it trusts the repository
+/// (`supervisor/cli_trust`): in a jailed agent's private home, else in the user's
+/// home when the agent's `HOME` is the user's.
+async fn trust_worktree(job: &PrepareJob, env: &[(String, String)], tmp_dir: &std::path::Path) {
+    let record = &job.record;
+    let (home, ledger) = if record.jail {
+        (jail_home::path(tmp_dir), None)
+    } else {
+        let Some(home) = jail_home::user_home() else {
+            return;
+        };
+        let agents_home = env.iter().rev().find(|(k, _)| k == "HOME");
+        if agents_home.is_some_and(|(_, v)| std::path::Path::new(v) != home) {
+            return;
+        }
+        let ledger = cli_trust::ledger_path(&job.config.dirs.state_dir, &record.id);
+        (home, Some(ledger))
+    };
+    let Some(program) = record.argv.first().cloned() else {
+        return;
+    };
+    let (repo, worktree, env) = (record.repo.clone(), record.worktree.clone(), env.to_vec());
+    let _ = tokio::task::spawn_blocking(move || {
+        cli_trust::grant(&cli_trust::Grant {
+            program: &program,
+            repo: &repo,
+            worktree: &worktree,
+            home: &home,
+            env: &env,
+            ledger: ledger.as_deref(),
+        })
+    })
+    .await;
+}
+
 async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     let record = &job.record;
     let dirs = &job.config.dirs;
@@ -339,6 +378,7 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
     if let Some(jail) = jail.as_mut() {
         in_a_view(job, &tmp_dir, &env, jail, record.jail_home.clone()).await?;
     }
+    trust_worktree(job, &env, &tmp_dir).await;
     let spec = ShimSpec {
         agent_id: record.id.clone(),
         argv: record.argv.clone(),

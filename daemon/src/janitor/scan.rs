@@ -79,6 +79,10 @@ impl Janitor {
         for repo in repos {
             self.tidy_repo(repo, &live, &finished).await;
         }
+        // Trust entries of worktrees a crash removed before their entry went.
+        let state_dir = self.config.dirs.state_dir.clone();
+        let sweep = move || crate::supervisor::cli_trust::sweep(&state_dir);
+        let _ = tokio::task::spawn_blocking(sweep).await;
         alive
     }
 

@@ -1,5 +1,6 @@
 //! Starting shims and watching them end.
 
+pub mod cli_trust;
 pub mod environment;
 pub mod jail_home;
 pub mod jail_paths;
