@@ -13,22 +13,9 @@ mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use support::clis::*;
 use support::*;
-
-/// A CLI's first screen can take a while on a loaded machine.
-const FIRST_SCREEN: Duration = Duration::from_secs(120);
-
-/// Gemini CLI 0.61.0's trust dialog, and its first screen past it without a key.
-const GEMINI_ASKS: &str = "Do you trust the files in this folder";
-const GEMINI_TRUSTS: &str = "How would you like to authenticate";
-/// Codex 0.171.0's trust question, and the header of its prompt (signed in).
-const CODEX_ASKS: &str = "Trust this folder?";
-const CODEX_TRUSTS: &str = "OpenAI Codex (v";
-/// Claude Code 2.1.197's trust dialog, and (onboarded, with a key in its environment)
-/// the question that follows it.
-const CLAUDE_ASKS: &str = "Yes, I trust this folder";
-const CLAUDE_TRUSTS: &str = "Do you want to use this API key";
 
 fn can_jail() -> bool {
     have_landlock() && writable_cgroup2().is_some()
@@ -45,52 +32,6 @@ fn modes() -> Vec<bool> {
 
 fn canonical(path: &Path) -> PathBuf {
     path.canonicalize().expect("canonical")
-}
-
-/// How long a screen past the trust question must stay so before it counts: Codex
-/// 0.171.0 draws its prompt first and its trust question about a second later.
-const SETTLE: Duration = Duration::from_secs(8);
-
-/// Spawns `--agent name` and polls its screen until it asks (`markers[0]`) or shows
-/// `markers[1]` for [`SETTLE`]; the screen then, and the agent's id.
-fn first_screen(
-    g: &Grove,
-    name: &str,
-    jailed: bool,
-    extra: &[&str],
-    markers: &[&str; 2],
-) -> (String, String) {
-    let mut args = vec!["spawn", if jailed { "--jail" } else { "--no-jail" }];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--agent", name]);
-    let id = g.ok(&args).trim().to_string();
-    let deadline = Instant::now() + FIRST_SCREEN;
-    let mut past_since = None;
-    loop {
-        let screen = g.run(&["screen", &id]).stdout;
-        if screen.contains(markers[0]) {
-            return (id, screen);
-        }
-        if screen.contains(markers[1]) {
-            let since = *past_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= SETTLE {
-                return (id, screen);
-            }
-        }
-        if Instant::now() >= deadline || g.status(&id) != "running" {
-            let log = g.run(&["logs", &id]).stdout;
-            panic!(
-                "{name} (jailed: {jailed}) showed none of {markers:?}; status {}, screen:\n{screen}\nlog:\n{log}",
-                g.status(&id)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn stop(g: &Grove, id: &str) {
-    g.run(&["kill", id]);
-    g.wait(id);
 }
 
 fn worktree_of(g: &Grove, id: &str) -> String {
@@ -170,22 +111,6 @@ fn gemini_still_asks_where_the_repository_is_not_trusted() {
     assert_eq!(read(&store), original);
     stop(&g, &id);
     assert_eq!(read(&store), original);
-}
-
-/// Signs the test's `$HOME` into Codex with a fake key (saved, never checked offline).
-fn codex_login(g: &Grove) {
-    let out = output_fed(
-        std::process::Command::new("codex")
-            .args(["login", "--with-api-key"])
-            .env("HOME", g.dir.path())
-            .env_remove("CODEX_HOME"),
-        b"sk-test-not-a-key\n",
-    );
-    assert!(
-        out.status.success(),
-        "codex login: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

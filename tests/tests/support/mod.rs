@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+pub mod clis;
 pub mod pty;
 mod tmpfs;
 #[allow(unused_imports)]
