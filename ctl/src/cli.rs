@@ -244,7 +244,7 @@ pub enum Command {
         #[command(subcommand)]
         command: SessionCommand,
     },
-    /// Live view of running agents: CPU, memory, runtime, last log line (q quits).
+    /// Live view of running agents: CPU, memory, runtime, last line (q quits).
     Top {
         /// Print one snapshot and exit, even on a terminal.
         #[arg(long)]

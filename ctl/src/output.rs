@@ -417,7 +417,7 @@ const WRAPPING_COLUMNS: &[&str] = &[
     "BASE",
     "COMMAND",
     "REPORT",
-    "LAST LOG LINE",
+    "LAST LINE",
     "PATH",
     "WHY",
     "WORK IS ON",

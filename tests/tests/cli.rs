@@ -416,7 +416,7 @@ fn top_shows_a_running_agents_tree_memory_and_last_log_line() {
     // Not a terminal: one snapshot as a table, then exit.
     let text = g.ok(&["top"]);
     let header = text.lines().next().unwrap_or("");
-    for column in ["ID", "STATUS", "CPU", "MEM", "RUNTIME", "LAST LOG LINE"] {
+    for column in ["ID", "STATUS", "CPU", "MEM", "RUNTIME", "LAST LINE"] {
         assert!(header.contains(column), "{text}");
     }
     let row = text

@@ -1,4 +1,6 @@
-//! `grove top`: the live agents with CPU, memory, runtime and their last log line.
+//! `grove top`: the live agents with CPU, memory, runtime and their last line: a
+//! terminal agent's from its screen (a TUI's log is cursor movement and title escapes,
+//! whose last line reads as nothing), any other's from its log.
 //!
 //! CPU and memory are summed over the agent's whole process tree: the shim (the pid in
 //! the record) and every descendant, from the platform seam (/proc on Linux: `stat`
@@ -17,6 +19,7 @@ use comfy_table::Cell;
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, queue, terminal};
 use grove_agent_shim::now_ms;
+use grove_proto::methods::{Screen as ScreenCall, ScreenParams};
 use grove_proto::types::{AgentRecord, AgentStatus, Outcome};
 use grove_proto::Client;
 use serde::Serialize;
@@ -55,6 +58,9 @@ struct AgentUsage {
     memory_bytes: u64,
     runtime_ms: Option<u64>,
     last_log_line: Option<String>,
+    /// A terminal agent's: the last line of its screen that holds a letter or digit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    screen_line: Option<String>,
     log_path: std::path::PathBuf,
     /// Finished since `top` started: shown dimmed for a while.
     #[serde(skip)]
@@ -87,7 +93,11 @@ fn snapshot(client: &mut Client, before: &ProcTable, window: Duration) -> Result
         at_ms,
         agents: agents
             .iter()
-            .map(|a| usage(a, before, &now, window, at_ms))
+            .map(|a| {
+                let mut row = usage(a, before, &now, window, at_ms);
+                row.screen_line = screen_line(client, a);
+                row
+            })
             .collect(),
     })
 }
@@ -135,6 +145,7 @@ fn usage(
             .started_at_ms
             .map(|start| a.ended_at_ms.unwrap_or(at_ms).saturating_sub(start)),
         last_log_line: last_line(&a.log_path),
+        screen_line: None,
         log_path: a.log_path.clone(),
         lingering: false,
     }
@@ -177,7 +188,12 @@ fn render_selected(snapshot: &Snapshot, width: Option<u16>, selected: Option<usi
                         .map(duration_precise)
                         .unwrap_or_else(|| "-".into()),
                 ),
-                Cell::new(a.last_log_line.as_deref().unwrap_or("")),
+                Cell::new(
+                    a.screen_line
+                        .as_deref()
+                        .or(a.last_log_line.as_deref())
+                        .unwrap_or(""),
+                ),
             ];
             let row = if a.lingering {
                 row.into_iter()
@@ -204,7 +220,7 @@ fn render_selected(snapshot: &Snapshot, width: Option<u16>, selected: Option<usi
             "CPU",
             "MEM",
             "RUNTIME",
-            "LAST LOG LINE",
+            "LAST LINE",
         ],
         rows,
         width,
@@ -330,6 +346,7 @@ fn linger(
             continue;
         }
         let mut row = usage(record, before, &now, window, at_ms);
+        row.screen_line = screen_line(client, record);
         row.lingering = true;
         snapshot.agents.push(row);
     }
@@ -551,6 +568,26 @@ fn rss_bytes(pid: u32) -> u64 {
     grove_sys::proc::rss_bytes(pid).unwrap_or(0)
 }
 
+/// A terminal agent's last line of its screen (the shim's terminal model, or the
+/// screen it kept as it ended) that holds a letter or digit: a TUI's last rows are
+/// often a border. `None` without a terminal, or when the screen cannot be had.
+fn screen_line(client: &mut Client, a: &AgentRecord) -> Option<String> {
+    a.tty.as_ref()?;
+    let params = ScreenParams {
+        id: a.id.clone(),
+        ansi: false,
+    };
+    let screen = client.call::<ScreenCall>(&params).ok()?;
+    last_text_line(&screen.text)
+}
+
+fn last_text_line(text: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .map(|l| safe(l.trim()))
+        .find(|l| l.chars().any(char::is_alphanumeric))
+}
+
 /// The last non-empty line of the log, colour sequences dropped and every other
 /// control character escaped (the agent's output must not move our cursor).
 fn last_line(path: &Path) -> Option<String> {
@@ -599,6 +636,16 @@ mod tests {
         assert!(table.tree(parent).contains(&me));
         assert!(table.tree(u32::MAX).is_empty());
         assert!(rss_bytes(me) > 0);
+    }
+
+    #[test]
+    fn a_screens_last_line_is_its_last_with_words() {
+        let screen = "\u{256d}\u{2500}\u{256e}\n\u{2502} \u{25cf} 1. Trust folder  \u{2502}\n\u{2570}\u{2500}\u{256f}\n\n";
+        assert_eq!(
+            last_text_line(screen).as_deref(),
+            Some("\u{2502} \u{25cf} 1. Trust folder  \u{2502}")
+        );
+        assert_eq!(last_text_line("\n  \n"), None);
     }
 
     #[test]
