@@ -311,3 +311,27 @@ fn an_entry_a_crash_left_is_removed_at_the_next_start() {
         .daemon_log_lines("GROVE_TEST_CRASH_AT: crashing on purpose")
         .is_empty());
 }
+
+#[test]
+fn a_kept_worktree_keeps_its_entry_until_it_is_removed() {
+    let g = Grove::new();
+    stand_in(&g);
+    let store = g.dir.path().join(".gemini/trustedFolders.json");
+    fs::create_dir_all(store.parent().expect("dir")).expect("mkdir");
+    fs::write(&store, trusting_repo(&g)).expect("write");
+    let id = g
+        .ok(&["spawn", "--no-jail", "--keep", "--agent", "fake"])
+        .trim()
+        .to_string();
+    let log = g.succeeded_log(&id);
+    let worktree = worktree_of(&g, &id);
+    assert!(log.contains(&worktree), "{log}");
+    assert!(Path::new(&worktree).exists(), "kept");
+    assert!(
+        read(&store).contains(&worktree),
+        "the kept worktree stays trusted"
+    );
+    g.ok(&["rm", &id]);
+    assert!(!Path::new(&worktree).exists());
+    assert_eq!(read(&store), trusting_repo(&g), "gone with the worktree");
+}

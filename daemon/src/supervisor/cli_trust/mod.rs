@@ -188,6 +188,12 @@ pub fn release(ledger: &Path) {
     if entry.worktree.symlink_metadata().is_ok() {
         return;
     }
+    // Only ever the user's own file: grove writes no other home's.
+    if super::jail_home::user_home().as_deref() != Some(entry.home.as_path()) {
+        tracing::warn!(ledger = %ledger.display(), home = %entry.home.display(), "a trust ledger names another home: removed, nothing changed");
+        let _ = std::fs::remove_file(ledger);
+        return;
+    }
     match remove(&entry) {
         Ok(removed) => {
             if removed {
