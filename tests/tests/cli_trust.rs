@@ -335,3 +335,38 @@ fn a_kept_worktree_keeps_its_entry_until_it_is_removed() {
     assert!(!Path::new(&worktree).exists());
     assert_eq!(read(&store), trusting_repo(&g), "gone with the worktree");
 }
+
+#[test]
+fn agents_starting_together_lose_none_of_each_others_entries() {
+    let g = Grove::new();
+    stand_in(&g);
+    let store = g.dir.path().join(".gemini/trustedFolders.json");
+    fs::create_dir_all(store.parent().expect("dir")).expect("mkdir");
+    fs::write(&store, trusting_repo(&g)).expect("write");
+    let spawn = || {
+        g.ok(&["spawn", "--no-jail", "--env", "GATED=1", "--agent", "fake"])
+            .trim()
+            .to_string()
+    };
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let spawns: Vec<_> = (0..4).map(|_| s.spawn(spawn)).collect();
+        spawns
+            .into_iter()
+            .map(|h| h.join().expect("spawn"))
+            .collect()
+    });
+    let worktrees: Vec<String> = ids.iter().map(|id| worktree_of(&g, id)).collect();
+    eventually("every worktree is trusted", Duration::from_secs(60), || {
+        let now = read(&store);
+        worktrees.iter().all(|w| now.contains(w.as_str()))
+    });
+    fs::write(g.files().join("gate"), "").expect("gate");
+    for id in &ids {
+        g.wait(id);
+    }
+    assert_eq!(
+        read(&store),
+        trusting_repo(&g),
+        "every entry went, nothing else"
+    );
+}
