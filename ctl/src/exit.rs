@@ -79,9 +79,12 @@ fn rpc_code(code: i64) -> u8 {
         | codes::INVALID_PARAMS
         | codes::INVALID_STATE
         | codes::LINE_TOO_LONG => USAGE,
-        codes::REFUSED | codes::CONFLICT | codes::BUSY | codes::CHANGED | codes::TREE_BUSY => {
-            REFUSED
-        }
+        codes::REFUSED
+        | codes::CONFLICT
+        | codes::BUSY
+        | codes::CHANGED
+        | codes::TREE_BUSY
+        | codes::TREE_DB_FULL => REFUSED,
         // A daemon that does not know a method, wants a hello first, or is going away
         // is not one we can talk to right now.
         codes::PROTOCOL_MISMATCH

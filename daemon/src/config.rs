@@ -146,6 +146,9 @@ pub struct StateLimits {
     pub max_session: u64,
     /// Checkpoints kept readable per session; older ones are compacted (pinned ones stay).
     pub checkpoint_keep: u64,
+    /// Bytes the agents of one tree may hold in grove.db (`sessions::budget`); the
+    /// user's writes never count.
+    pub tree_max_db: u64,
 }
 
 impl Default for StateLimits {
@@ -154,6 +157,7 @@ impl Default for StateLimits {
             max_write: 256 << 10,
             max_session: 2 << 20,
             checkpoint_keep: 400,
+            tree_max_db: 256 << 20,
         }
     }
 }
@@ -224,6 +228,7 @@ pub const SETTINGS: &[(&str, &str, &str)] = &[
     ("max_connections", "GROVE_MAX_CONNECTIONS", "512"),
     ("agent_max_connections", "GROVE_AGENT_MAX_CONNECTIONS", "64"),
     ("tree_max_connections", "GROVE_TREE_MAX_CONNECTIONS", "128"),
+    ("tree_max_db", "GROVE_TREE_MAX_DB", "256M"),
     ("env_allow", "GROVE_ENV_ALLOW", ""),
     ("salvage_max_file", "GROVE_SALVAGE_MAX_FILE", "100M"),
     ("log_max", "GROVE_LOG_MAX", "64M"),
@@ -321,6 +326,7 @@ impl Config {
                 max_write: get("state_max_write")?.bytes()?.max(1),
                 max_session: get("state_max_session")?.bytes()?.max(1),
                 checkpoint_keep: get("checkpoint_keep")?.number()?.max(1),
+                tree_max_db: get("tree_max_db")?.bytes()?,
             },
             session_lifecycle: SessionLifecycle {
                 idle_after: get("session_idle")?.duration()?,

@@ -159,6 +159,9 @@ pub enum Error {
     /// Refused for capacity, disk pressure or authority.
     #[error("{0}")]
     Refused(String),
+    /// An agent's write would take its tree past `tree_max_db`.
+    #[error("{0}")]
+    TreeDbFull(String),
     /// What the client showed the user is no longer what the request would act on.
     #[error("{0}")]
     Changed(String),
@@ -196,6 +199,7 @@ impl Error {
             | Error::SessionsUnreadable(_)
             | Error::HistoryUnreadable(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,
+            Error::TreeDbFull(_) => codes::TREE_DB_FULL,
             Error::Changed(_) => codes::CHANGED,
             Error::Conflict(_) => codes::CONFLICT,
             Error::ShuttingDown => codes::SHUTTING_DOWN,

@@ -39,3 +39,6 @@ pub const CHANGED: i64 = -32013;
 /// connections it may (`tree_max_connections`): refused at `hello`, not retried, since
 /// only the tree closing some frees one.
 pub const TREE_BUSY: i64 = -32014;
+/// A write by an agent would take its tree's share of grove.db past `tree_max_db`:
+/// nothing of it was stored. Not retried: only the tree's data going frees room.
+pub const TREE_DB_FULL: i64 = -32015;

@@ -37,6 +37,7 @@ pub fn value_text(config: &Config, key: &str) -> String {
         "agent_max_queued" => config.agent_max_queued.to_string(),
         "agent_max_connections" => config.agent_max_connections.to_string(),
         "tree_max_connections" => config.tree_max_connections.to_string(),
+        "tree_max_db" => config.state_limits.tree_max_db.to_string(),
         "max_connections" => config.max_connections.to_string(),
         "salvage_max_file" => config.salvage_max_file.to_string(),
         "log_max" => config.log_max.to_string(),

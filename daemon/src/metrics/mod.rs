@@ -12,7 +12,7 @@ pub mod window;
 pub use record::{
     agent_adopted, agent_lost, agent_running, checkpoint_saved, collected, connection_refused_tree,
     connection_silent, connection_turned_away, daemon_ready, daemon_started, left_queue, prune_due,
-    prune_ran, restored, schema_refusal,
+    prune_ran, restored, schema_refusal, tree_db_refused,
 };
 
 use crate::server::Ctx;
@@ -220,6 +220,11 @@ pub async fn gather(ctx: &Ctx) -> Vec<Metric> {
             "grove_connections_refused_tree_total",
             "Agents' connections refused because their tree held tree_max_connections.",
             &m.connections_refused_tree,
+        ),
+        counter(
+            "grove_tree_db_refused_total",
+            "Agents' writes refused because their tree held tree_max_db of grove.db.",
+            &m.tree_db_refusals,
         ),
         counter(
             "grove_connections_silent_total",

@@ -208,6 +208,7 @@ pub struct Metrics {
     pub prune_passes: Counter,
     pub connections_turned_away: Counter,
     pub connections_refused_tree: Counter,
+    pub tree_db_refusals: Counter,
     pub connections_silent: Counter,
     /// Daemon starts on this database after a clean stop, and after one that never
     /// recorded its stop.
@@ -244,6 +245,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     prune_passes: Counter::default(),
     connections_turned_away: Counter::default(),
     connections_refused_tree: Counter::default(),
+    tree_db_refusals: Counter::default(),
     connections_silent: Counter::default(),
     restarts_after_stop: Counter::default(),
     restarts_after_crash: Counter::default(),
@@ -317,6 +319,11 @@ pub fn connection_turned_away() {
 /// An agent's connection was refused at its tree's budget (`-32014`).
 pub fn connection_refused_tree() {
     get().connections_refused_tree.inc();
+}
+
+/// An agent's write was refused at its tree's share of grove.db (`-32015`).
+pub fn tree_db_refused() {
+    get().tree_db_refusals.inc();
 }
 
 /// A connection was closed for saying nothing before `hello`.

@@ -3,7 +3,7 @@
 //! transaction (and fsyncs it) while the next group is applied, then each update is
 //! acknowledged in order. A failed group puts the sessions back as they are stored.
 
-use super::requests::batch_error;
+use super::requests::{batch_error, Writer};
 use super::*;
 
 /// Updates applied in memory and not yet stored, shared with the database thread: a
@@ -41,8 +41,9 @@ impl Outbox {
 /// What one store job did.
 pub(super) enum Stored {
     /// Stored everything put in the outbox up to this sequence number, and the
-    /// compactions with it: the checkpoint refs they leave to drop.
-    Through(u64, Vec<DroppedCode>),
+    /// compactions with it: the checkpoint refs they leave to drop, and the bytes
+    /// they took from each writer's stored checkpoints.
+    Through(u64, Vec<DroppedCode>, budget::WriterBytes),
     /// Found nothing to store (or stored nothing, after a failure).
     Nothing,
     /// Stored nothing: the cause, shared by every update of the group, and the
@@ -58,6 +59,9 @@ pub(super) struct Pending {
     pub(super) reply: Reply<u64>,
     pub(super) checkpoint: u64,
     pub(super) event: StateEvent,
+    /// The tree this update was counted against, and how much: given back if it is
+    /// not stored.
+    pub(super) charged: Option<(String, u64)>,
 }
 
 /// The result of the oldest store job; never, when there is none.
@@ -92,7 +96,7 @@ pub(super) fn store_job(conn: &mut rusqlite::Connection, outbox: &Mutex<Outbox>)
         )
     };
     match store::commit_group(conn, &checkpoints, &heads, &compactions) {
-        Ok(dropped) => Stored::Through(through, dropped),
+        Ok((dropped, freed)) => Stored::Through(through, dropped, freed),
         Err(e) => {
             // Answered as a value, not an error: the database thread's own note of a
             // failed write (`Db::call`) does not see it.
@@ -127,7 +131,8 @@ impl StateService {
     pub(super) async fn stored(&mut self, stored: Stored) {
         match stored {
             Stored::Nothing => {}
-            Stored::Through(through, dropped) => {
+            Stored::Through(through, dropped, freed) => {
+                self.budget.stored(&freed);
                 while self.pending.front().is_some_and(|p| p.seq <= through) {
                     let Some(done) = self.pending.pop_front() else {
                         break;
@@ -156,6 +161,9 @@ impl StateService {
         for failed in self.pending.drain(..) {
             if !touched.contains(&failed.event.session) {
                 touched.push(failed.event.session.clone());
+            }
+            if let Some((tree, bytes)) = &failed.charged {
+                self.budget.refund(tree, *bytes);
             }
             let _ = failed.reply.send(Err(Error::NotStored(error.clone())));
         }
@@ -225,12 +233,13 @@ impl StateService {
     pub(super) fn stage(
         &mut self,
         name: &str,
-        writer: &str,
+        by: Writer<'_>,
         writes: &[Write],
         key: Option<String>,
         code: Option<CodeRef>,
         reply: Reply<u64>,
     ) {
+        let writer = by.id;
         if let Err(e) = self.session(name) {
             let _ = reply.send(Err(e));
             return;
@@ -314,6 +323,14 @@ impl StateService {
                 return;
             }
         };
+        // Last of the checks: a write refused by another counts nothing.
+        let charged = by.tree.map(|tree| (tree.to_string(), row.bytes()));
+        if let Some((tree, bytes)) = &charged {
+            if let Err(e) = self.budget.charge(tree, writer, *bytes) {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        }
         session.last_changes = last_changes;
         session.reserved = false;
         session.current = state;
@@ -324,6 +341,9 @@ impl StateService {
         session.last_at_ms = Some(at_ms);
         let outbox = self.outbox.clone();
         let Ok(mut outbox) = outbox.lock() else {
+            if let Some((tree, bytes)) = &charged {
+                self.budget.refund(tree, *bytes);
+            }
             let _ = reply.send(Err(Error::Poisoned("the state outbox")));
             return;
         };
@@ -341,6 +361,7 @@ impl StateService {
                 channels,
                 at_ms,
             },
+            charged,
         });
         self.queue_store_job(&mut outbox);
     }

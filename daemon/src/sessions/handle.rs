@@ -7,6 +7,8 @@ pub(super) enum Req {
     Update {
         session: String,
         writer: String,
+        /// The writer's tree (its root), when an agent writes: counted (`tree_max_db`).
+        tree: Option<String>,
         writes: Vec<Write>,
         key: Option<String>,
         code: Option<CodeRef>,
@@ -41,6 +43,8 @@ pub(super) enum Req {
         at: u64,
         new_session: String,
         writer: String,
+        /// The writer's tree (its root), when an agent forks: counted (`tree_max_db`).
+        tree: Option<String>,
         /// Carry the state through the migrations since `at` to the newest schema.
         migrate: bool,
         reply: Reply<SessionInfo>,
@@ -87,6 +91,7 @@ pub(super) enum Req {
 pub struct StateHandle {
     pub(super) tx: mpsc::Sender<Req>,
     pub(super) db: Db,
+    pub(super) budget: Arc<super::budget::TreeDb>,
 }
 
 impl StateHandle {
@@ -109,9 +114,25 @@ impl StateHandle {
         key: Option<String>,
         code: Option<CodeRef>,
     ) -> Result<u64, Error> {
+        self.update_in_tree(session, writer, None, writes, key, code)
+            .await
+    }
+
+    /// [`update`](Self::update) by an agent of the tree of `tree` (its root), which
+    /// counts against the tree's share of the database (`tree_max_db`).
+    pub async fn update_in_tree(
+        &self,
+        session: &str,
+        writer: &str,
+        tree: Option<&str>,
+        writes: Vec<Write>,
+        key: Option<String>,
+        code: Option<CodeRef>,
+    ) -> Result<u64, Error> {
         self.ask(|reply| Req::Update {
             session: session.into(),
             writer: writer.into(),
+            tree: tree.map(String::from),
             writes,
             key,
             code,
@@ -187,12 +208,14 @@ impl StateHandle {
         .await
     }
 
+    /// Forks `session` at `at` into `new_session`; an agent's fork (`tree`: its root)
+    /// counts against its tree's share of the database.
     pub async fn fork(
         &self,
         session: &str,
         at: u64,
         new_session: &str,
-        writer: &str,
+        (writer, tree): (&str, Option<&str>),
         migrate: bool,
     ) -> Result<SessionInfo, Error> {
         self.ask(|reply| Req::Fork {
@@ -200,6 +223,7 @@ impl StateHandle {
             at,
             new_session: new_session.into(),
             writer: writer.into(),
+            tree: tree.map(String::from),
             migrate,
             reply,
         })
@@ -314,6 +338,11 @@ impl StateHandle {
             reply,
         })
         .await
+    }
+
+    /// What each tree of agents holds in the database (`tree_max_db`).
+    pub fn tree_db(&self) -> &super::budget::TreeDb {
+        &self.budget
     }
 
     /// The most recent `limit` session deletions, oldest first.

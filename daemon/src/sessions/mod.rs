@@ -5,6 +5,7 @@
 //! The task never waits for the disk while updates arrive: it applies the next group
 //! while the database thread stores (and fsyncs) the one before.
 
+pub mod budget;
 pub mod code;
 pub mod code_ref;
 mod commit;
@@ -66,6 +67,8 @@ struct StateService {
     pending: VecDeque<Pending>,
     /// Store jobs queued or running, in the order the database thread runs them.
     jobs: VecDeque<StoreJob>,
+    /// What each tree of agents holds in the database (`tree_max_db`).
+    budget: Arc<budget::TreeDb>,
 }
 
 enum Next {
@@ -107,6 +110,15 @@ async fn load_sessions(db: &Db) -> Result<HashMap<String, Session>, Error> {
     Ok(sessions)
 }
 
+/// The sessions, and what each tree holds counted from the rows (before any update is
+/// taken, so that a restart resets no tree's count).
+async fn load_all(db: &Db, budget: &budget::TreeDb) -> Result<HashMap<String, Session>, Error> {
+    let sessions = load_sessions(db).await?;
+    let (agents, writers) = db.call(|conn| store::tree_rows(conn)).await?;
+    budget.load(agents, writers);
+    Ok(sessions)
+}
+
 fn parse_schema(text: &str) -> Result<Schema, String> {
     let json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     Schema::from_json(&json).map_err(|e| e.to_string())
@@ -124,6 +136,7 @@ pub async fn start(
 ) -> Result<StateHandle, Error> {
     let (tx, mut rx) = mpsc::channel::<Req>(4096);
     let db_for_handle = db.clone();
+    let budget = Arc::new(budget::TreeDb::new(limits.tree_max_db));
     let mut service = StateService {
         sessions: HashMap::new(),
         cache: lifecycle.cache,
@@ -133,9 +146,10 @@ pub async fn start(
         outbox: Arc::default(),
         pending: VecDeque::new(),
         jobs: VecDeque::new(),
+        budget: budget.clone(),
     };
     tokio::spawn(async move {
-        match load_sessions(&service.db).await {
+        match load_all(&service.db, &service.budget).await {
             Ok(sessions) => {
                 service.sessions = sessions;
                 tokio::spawn(code::sweep_orphan_refs(service.db.clone()));
@@ -177,6 +191,7 @@ pub async fn start(
     Ok(StateHandle {
         tx,
         db: db_for_handle,
+        budget,
     })
 }
 
@@ -241,25 +256,81 @@ mod tests {
     }
 
     async fn started() -> (tempfile::TempDir, Db, StateHandle, watch::Sender<bool>) {
+        started_with(StateLimits::default()).await
+    }
+
+    async fn started_with(
+        limits: StateLimits,
+    ) -> (tempfile::TempDir, Db, StateHandle, watch::Sender<bool>) {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(&dir.path().join("grove.db")).expect("db");
+        let (state, stop) = service_on(&db, limits).await;
+        state
+            .ensure("s", Some(counter()), true)
+            .await
+            .expect("ensure");
+        (dir, db, state, stop)
+    }
+
+    fn counter() -> Schema {
+        Schema::from_json(&json!({
+            "version": 1,
+            "channels": { "n": { "reducer": "add" } }
+        }))
+        .expect("schema")
+    }
+
+    async fn service_on(db: &Db, limits: StateLimits) -> (StateHandle, watch::Sender<bool>) {
         let (stop, stopped) = watch::channel(false);
         let state = start(
             db.clone(),
             EventBus::default(),
-            StateLimits::default(),
+            limits,
             crate::config::SessionLifecycle::default(),
             stopped,
         )
         .await
         .expect("start");
-        let schema = Schema::from_json(&json!({
-            "version": 1,
-            "channels": { "n": { "reducer": "add" } }
-        }))
-        .expect("schema");
-        state.ensure("s", Some(schema), true).await.expect("ensure");
-        (dir, db, state, stop)
+        (state, stop)
+    }
+
+    /// Agent `child` of the tree of agent `root`, on record.
+    async fn on_record(db: &Db, root: &str, child: &str) {
+        let rows = [
+            (root.to_string(), None),
+            (child.to_string(), Some(root.to_string())),
+        ];
+        db.call(move |conn| {
+            for (id, parent) in &rows {
+                let record = json!({ "id": id, "parent": parent }).to_string();
+                conn.execute(
+                    "INSERT INTO agents (id, status, created_at_ms, token, record)
+                     VALUES (?1, 'running', 1, ?1, ?2)",
+                    rusqlite::params![id, record],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+        .expect("agents");
+    }
+
+    /// Writes of agent `a1` of tree `r` until one is refused: how many were stored.
+    async fn writes_until_refused(state: &StateHandle, most: u64) -> u64 {
+        for n in 0..most {
+            let written = state
+                .update_in_tree("s", "a1", Some("r"), add_one(), None, None)
+                .await;
+            match written {
+                Ok(_) => {}
+                Err(Error::TreeDbFull(why)) => {
+                    assert!(why.contains("tree_max_db"), "{why}");
+                    return n;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        most
     }
 
     /// `updates` updates sent together; their answers.
@@ -338,5 +409,75 @@ mod tests {
         let (head, current) = state.get("s", None).await.expect("get");
         assert_eq!((head, &current["n"]), (2, &json!(2)));
         assert_eq!(stored_checkpoints(&db).await, 2);
+    }
+
+    /// A small share: about a hundred of these checkpoints.
+    const SMALL_SHARE: StateLimits = StateLimits {
+        max_write: 256 << 10,
+        max_session: 2 << 20,
+        checkpoint_keep: 400,
+        tree_max_db: 30_000,
+    };
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_trees_share_holds_across_a_restart_and_the_user_still_writes() {
+        let (_dir, db, state, stop) = started_with(SMALL_SHARE).await;
+        on_record(&db, "r", "a1").await;
+        let (state, stop) = {
+            // The agents are on record before the count is read, as in a daemon.
+            let _ = stop.send(true);
+            drop(state);
+            service_on(&db, SMALL_SHARE).await
+        };
+        let stored = writes_until_refused(&state, 1000).await;
+        assert!((50..200).contains(&stored), "{stored} writes stored");
+        assert_eq!(
+            stored_checkpoints(&db).await,
+            stored,
+            "a refused write stores nothing"
+        );
+        state
+            .update("s", "user", add_one(), None, None)
+            .await
+            .expect("the user's write");
+        let _ = stop.send(true);
+        drop(state);
+        let (state, _stop) = service_on(&db, SMALL_SHARE).await;
+        assert_eq!(
+            writes_until_refused(&state, 1000).await,
+            0,
+            "reset by a restart"
+        );
+        // Deleting the session gives its bytes back.
+        state
+            .remove("s", "user", "test", Vec::new())
+            .await
+            .expect("rm");
+        state
+            .ensure("s", Some(counter()), true)
+            .await
+            .expect("again");
+        assert_eq!(writes_until_refused(&state, 10).await, 10, "given back");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn compaction_gives_a_trees_bytes_back() {
+        let limits = StateLimits {
+            checkpoint_keep: 2,
+            ..SMALL_SHARE
+        };
+        let (_dir, db, state, _stop) = started_with(limits).await;
+        assert_eq!(writes_until_refused(&state, 1000).await, 1000);
+        assert!(stored_checkpoints(&db).await < 100);
+        // What was counted as it was written, less what compactions gave back, is what
+        // a start reads from the rows (snapshots included).
+        let stored = db
+            .call(|conn| store::session_writer_bytes(conn, "s"))
+            .await
+            .expect("read back");
+        assert_eq!(
+            stored.get("a1").copied(),
+            Some(state.tree_db().used("r") as i64)
+        );
     }
 }

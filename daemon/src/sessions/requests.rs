@@ -12,6 +12,7 @@ impl StateService {
             Req::Update {
                 session,
                 writer,
+                tree,
                 writes,
                 key,
                 code,
@@ -21,7 +22,11 @@ impl StateService {
                     let _ = reply.send(Err(e));
                     return;
                 }
-                self.stage(&session, &writer, &writes, key, code, reply);
+                let by = Writer {
+                    id: &writer,
+                    tree: tree.as_deref(),
+                };
+                self.stage(&session, by, &writes, key, code, reply);
                 self.keep_checkpoints(&session);
             }
             other => {
@@ -98,14 +103,16 @@ impl StateService {
                 at,
                 new_session,
                 writer,
+                tree,
                 migrate,
                 reply,
             } => {
+                let by = Writer {
+                    id: &writer,
+                    tree: tree.as_deref(),
+                };
                 let forked = match self.use_session(&session).await {
-                    Ok(()) => {
-                        self.fork(&session, at, &new_session, &writer, migrate)
-                            .await
-                    }
+                    Ok(()) => self.fork(&session, at, &new_session, by, migrate).await,
                     Err(e) => Err(e),
                 };
                 if forked.is_ok() {
@@ -258,9 +265,10 @@ impl StateService {
         name: &str,
         at: u64,
         new_name: &str,
-        writer: &str,
+        by: Writer<'_>,
         migrate: bool,
     ) -> Result<SessionInfo, Error> {
+        let writer = by.id;
         let source = self.session(name)?;
         source.check_checkpoint(at)?;
         validate_session_name(new_name)?;
@@ -319,9 +327,18 @@ impl StateService {
             }
         })?;
         let row = fork.row();
-        self.db
+        let charged = by.tree.map(|tree| (tree.to_string(), first.bytes()));
+        if let Some((tree, bytes)) = &charged {
+            self.budget.charge(tree, writer, *bytes)?;
+        }
+        let stored = self
+            .db
             .call(move |conn| store::commit_fork(conn, &first, &row))
-            .await?;
+            .await;
+        if let (Err(_), Some((tree, bytes))) = (&stored, &charged) {
+            self.budget.refund(tree, *bytes);
+        }
+        stored?;
         let info = fork.info();
         self.sessions.insert(new_name.to_string(), fork);
         Ok(info)
@@ -340,10 +357,16 @@ impl StateService {
         row.oldest = oldest;
         let schema = session.schema.clone();
         let pins = session.pins.clone();
-        let (dropped, code) = self
+        let ((dropped, code), freed) = self
             .db
-            .call(move |conn| store::compact(conn, &row, &schema, &pins))
+            .call(move |conn| {
+                let name = row.name.clone();
+                counted(conn, &name, |conn| {
+                    store::compact(conn, &row, &schema, &pins)
+                })
+            })
             .await?;
+        self.budget.stored(&freed);
         code::drop_refs_later(code);
         if let Some(session) = self.sessions.get_mut(name) {
             session.oldest = oldest;
@@ -415,12 +438,15 @@ impl StateService {
                     live_agents,
                     purged,
                 };
-                let code = store::remove_session(conn, &removal)?;
-                Ok((removal, code))
+                let name = removal.session.clone();
+                let (code, freed) =
+                    counted(conn, &name, |conn| store::remove_session(conn, &removal))?;
+                Ok((removal, code, freed))
             })
             .await?;
         self.sessions.remove(name);
-        let (removal, code) = removal;
+        let (removal, code, freed) = removal;
+        self.budget.stored(&freed);
         code::drop_refs_later(code);
         Ok(removal)
     }
@@ -472,10 +498,16 @@ impl StateService {
             )));
         }
         let (owned, oldest) = (name.to_string(), session.oldest);
-        let code = self
+        let (code, freed) = self
             .db
-            .call(move |conn| store::set_pin(conn, &owned, at, pinned, oldest))
+            .call(move |conn| {
+                let name = owned.clone();
+                counted(conn, &name, |conn| {
+                    store::set_pin(conn, &owned, at, pinned, oldest)
+                })
+            })
             .await?;
+        self.budget.stored(&freed);
         code::drop_refs_later(code.unwrap_or_default());
         let Some(session) = self.sessions.get_mut(name) else {
             return Ok(Vec::new());
@@ -487,6 +519,19 @@ impl StateService {
         }
         Ok(session.pins.iter().copied().collect())
     }
+}
+
+/// Runs `change` on session `name`, with what it changed in each writer's stored
+/// checkpoints (`tree_max_db`). On the database thread, so nothing writes between.
+fn counted<T>(
+    conn: &mut rusqlite::Connection,
+    name: &str,
+    change: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<(T, budget::WriterBytes)> {
+    let before = store::session_writer_bytes(conn, name)?;
+    let done = change(conn)?;
+    let after = store::session_writer_bytes(conn, name)?;
+    Ok((done, budget::difference(&before, &after)))
 }
 
 pub(super) fn list_ids(ids: &std::collections::BTreeSet<u64>) -> String {
@@ -506,4 +551,10 @@ pub(super) fn batch_error(e: BatchError) -> Error {
         }
         other => Error::BadInput(other.to_string()),
     }
+}
+
+/// Who writes an update: an agent id or `user`, and an agent's tree (its root).
+pub(super) struct Writer<'a> {
+    pub(super) id: &'a str,
+    pub(super) tree: Option<&'a str>,
 }

@@ -1,5 +1,6 @@
 //! Sessions, checkpoints and snapshots in SQLite. Runs on the database thread.
 
+use super::budget::{AgentRow, WriterBytes};
 use grove_proto::state::CheckpointInfo;
 use grove_state::{replay_batch, LastChange, Schema, State, Write};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -71,6 +72,20 @@ impl CheckpointRow {
             info,
             idempotency: None,
         })
+    }
+
+    /// What this row counts against its writer's tree (`tree_max_db`): the same sum
+    /// [`writer_bytes`] reads back from the stored row.
+    pub fn bytes(&self) -> u64 {
+        let text = [&self.writes, &self.channels];
+        let optional = [&self.code, &self.snapshot];
+        super::budget::ROW_BYTES
+            + text.iter().map(|t| t.len() as u64).sum::<u64>()
+            + optional
+                .iter()
+                .flat_map(|t| t.as_ref())
+                .map(|t| t.len() as u64)
+                .sum::<u64>()
     }
 
     /// Stores `key` with this checkpoint (in its transaction), answering what
@@ -212,7 +227,7 @@ pub fn commit_group(
     checkpoints: &[CheckpointRow],
     heads: &[SessionHead],
     compactions: &[Compaction],
-) -> rusqlite::Result<Vec<DroppedCode>> {
+) -> rusqlite::Result<(Vec<DroppedCode>, WriterBytes)> {
     let tx = conn.transaction()?;
     if let Some(last) = checkpoints.iter().rfind(|row| row.idempotency.is_some()) {
         crate::db::idempotency::prune(&tx, last.info.at_ms)?;
@@ -224,13 +239,76 @@ pub fn commit_group(
         advance_session(&tx, head)?;
     }
     let mut dropped = Vec::with_capacity(compactions.len());
+    let mut freed = WriterBytes::new();
     for c in compactions {
+        let before = session_writer_bytes(&tx, &c.session)?;
         dropped.push(drop_before(&tx, &c.session, c.oldest, &c.schema, &c.pins)?.1);
+        let after = session_writer_bytes(&tx, &c.session)?;
+        for (writer, bytes) in super::budget::difference(&before, &after) {
+            *freed.entry(writer).or_default() += bytes;
+        }
         crate::faults::point("mid_compaction");
     }
     crate::faults::point("mid_state_commit");
     tx.commit()?;
-    Ok(dropped)
+    Ok((dropped, freed))
+}
+
+/// What each agent writer's stored checkpoints count against its tree (see
+/// [`CheckpointRow::bytes`]), among the checkpoints `filter` selects (alias `c`): the
+/// rows, then the snapshots stored with them (few: one per `SNAPSHOT_EVERY`).
+/// `octet_length` reads the sizes in the rows' headers, not the values.
+fn writer_bytes<P: rusqlite::Params + Copy>(
+    conn: &Connection,
+    filter: &str,
+    args: P,
+) -> rusqlite::Result<WriterBytes> {
+    let rows = format!(
+        "SELECT c.writer, sum({} + octet_length(c.writes) + octet_length(c.channels)
+                           + coalesce(octet_length(c.code), 0))
+         FROM checkpoints c WHERE c.writer != 'user' AND {filter} GROUP BY c.writer",
+        super::budget::ROW_BYTES
+    );
+    let snapshots = format!(
+        "SELECT c.writer, sum(octet_length(s.state))
+         FROM snapshots s JOIN checkpoints c ON c.session = s.session AND c.id = s.id
+         WHERE c.writer != 'user' AND {filter} GROUP BY c.writer"
+    );
+    let mut bytes = WriterBytes::new();
+    for sql in [rows, snapshots] {
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let found = stmt.query_map(args, |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in found {
+            let (writer, n) = row?;
+            *bytes.entry(writer).or_default() += n;
+        }
+    }
+    Ok(bytes)
+}
+
+/// [`writer_bytes`] of one session's checkpoints.
+pub fn session_writer_bytes(conn: &Connection, session: &str) -> rusqlite::Result<WriterBytes> {
+    writer_bytes(conn, "c.session = ?1", [session])
+}
+
+/// What the trees hold, read at start: every writer's checkpoints, and every agent on
+/// record with its parent and the bytes of its record and queued environment.
+pub fn tree_rows(conn: &Connection) -> rusqlite::Result<(Vec<AgentRow>, WriterBytes)> {
+    let writers = writer_bytes(conn, "1", [])?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT a.id, json_extract(a.record, '$.parent'),
+                {} + octet_length(a.record)
+                + coalesce((SELECT octet_length(q.env) FROM queued_env q
+                            WHERE q.agent_id = a.id), 0)
+         FROM agents a",
+        super::budget::ROW_BYTES
+    ))?;
+    let agents = stmt
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)?.max(0) as u64))
+        })?
+        .collect::<rusqlite::Result<Vec<AgentRow>>>()?;
+    Ok((agents, writers))
 }
 
 /// Stores a new session forked from another, with its first checkpoint.

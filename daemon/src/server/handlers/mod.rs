@@ -325,6 +325,8 @@ pub struct Caller {
     pub writer: String,
     /// The caller is an agent (`writer` is its id), not the user.
     pub agent: bool,
+    /// An agent caller's tree (its root), whose share of the database its writes use.
+    pub tree: Option<String>,
 }
 
 /// The repository a client named, which must be an absolute path (the daemon's
@@ -390,6 +392,7 @@ async fn caller(
                 session: agent.session,
                 writer: agent.id,
                 agent: true,
+                tree: Some(agent.root),
             })
         }
         None => Ok(Caller {
@@ -404,6 +407,7 @@ async fn caller(
                 .to_string(),
             writer: "user".into(),
             agent: false,
+            tree: None,
         }),
     }
 }

@@ -137,12 +137,14 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
         None => Default::default(),
     };
     ctx.janitor.check_disk().await?;
+    let charged = charge_tree(ctx, parent.as_ref(), &params)?;
     if let Some(name) = &params.session {
         ctx.state
             .ensure(name, schema.clone(), params.schema.is_some())
             .await?;
     }
-    ctx.core
+    let spawned = ctx
+        .core
         .spawn(NewAgent {
             params,
             schema,
@@ -156,7 +158,29 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
             stdin,
             idempotency_key: conn.idempotency_key().map(String::from),
         })
-        .await
+        .await;
+    if let (Err(_), Some((root, bytes))) = (&spawned, &charged) {
+        ctx.state.tree_db().refund(root, *bytes);
+    }
+    spawned
+}
+
+/// An agent's child is stored as its request says (its record, the environment it
+/// waits with, its schema): counted against the agent's tree (`tree_max_db`), before
+/// anything of it is stored.
+fn charge_tree(
+    ctx: &Ctx,
+    parent: Option<&crate::core::Identity>,
+    params: &SpawnParams,
+) -> Result<Option<(String, u64)>, Error> {
+    let Some(parent) = parent else {
+        return Ok(None);
+    };
+    let bytes = crate::sessions::budget::ROW_BYTES + crate::sessions::json_bytes(params);
+    ctx.state
+        .tree_db()
+        .charge(&parent.root, &parent.id, bytes)?;
+    Ok(Some((parent.root.clone(), bytes)))
 }
 
 /// A jailed agent spawns only in its own repository: anywhere else, worktree creation

@@ -19,7 +19,7 @@ pub async fn handle(
             &caller.session,
             params.at,
             &params.new_session,
-            &caller.writer,
+            (&caller.writer, caller.tree.as_deref()),
             params.migrate,
         )
         .await?;

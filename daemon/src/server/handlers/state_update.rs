@@ -31,9 +31,10 @@ pub async fn handle(
     };
     let checkpoint = ctx
         .state
-        .update(
+        .update_in_tree(
             &caller.session,
             &caller.writer,
+            caller.tree.as_deref(),
             writes,
             conn.idempotency_key().map(String::from),
             code,
