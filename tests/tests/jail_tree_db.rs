@@ -234,3 +234,64 @@ fn an_invalid_tree_max_db_is_refused_with_what_to_write() {
     g.run(&["config"])
         .assert_exit(2, &["config.toml", "tree_max_db", "expected a size"]);
 }
+
+/// With $MODE `fork`, forks its session, with `spawn`, spawns children with a 100 KB
+/// variable each, until refused: `DONE N exit CODE: MESSAGE`.
+const FORK_OR_SPAWN: &str = r#"
+printf '{"blob":"%s"}' "$(head -c 100000 /dev/zero | tr '\0' x)" > blob.json
+"$GROVE_BIN" state update --file blob.json > /dev/null || exit 1
+big=$(head -c 100000 /dev/zero | tr '\0' y)
+n=0
+while [ $n -le 100 ]; do
+  if [ "$MODE" = fork ]; then
+    "$GROVE_BIN" state fork --at 1 --session "fork-$n" >/dev/null 2>err.txt
+  else
+    id=$("$GROVE_BIN" spawn --env "BIG=$big" -- true 2>err.txt) && "$GROVE_BIN" wait "$id" >/dev/null
+  fi
+  code=$?
+  [ $code -ne 0 ] && break
+  n=$((n+1))
+done
+echo "DONE $n exit $code: $(cat err.txt)"
+"#;
+
+#[test]
+fn forks_and_children_count_against_the_tree_too() {
+    if !have_landlock() {
+        return;
+    }
+    for mode in ["fork", "spawn"] {
+        // The control is the larger budget: about three times as many fit.
+        let done: Vec<u64> = ["1M", "3M"]
+            .iter()
+            .map(|budget| {
+                let g = grove_with_blobs(budget);
+                let env = format!("MODE={mode}");
+                let id =
+                    spawn_in_session_with(&g, "flood", &["--jail", "--env", &env], FORK_OR_SPAWN);
+                let log = g.succeeded_log(&id);
+                let line = log
+                    .lines()
+                    .find(|l| l.starts_with("DONE"))
+                    .unwrap_or_else(|| panic!("{log}"));
+                assert!(
+                    line.contains("exit 4") && line.contains("tree_max_db"),
+                    "{mode}: {line}"
+                );
+                println!("{mode} under {budget}: {line}");
+                line.split(' ')
+                    .nth(1)
+                    .and_then(|n| n.parse().ok())
+                    .expect("count")
+            })
+            .collect();
+        assert!(
+            (7..=10).contains(&done[0]),
+            "{mode}: {done:?} of 100 KB in 1M"
+        );
+        assert!(
+            (27..=30).contains(&done[1]),
+            "{mode}: {done:?} of 100 KB in 3M"
+        );
+    }
+}

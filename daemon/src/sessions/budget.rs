@@ -82,8 +82,8 @@ impl TreeDb {
             crate::metrics::tree_db_refused();
             return Err(Error::TreeDbFull(format!(
                 "the agents of agent {root}'s tree (it and its descendants) hold {used} bytes \
-                 of grove.db and this write of agent {agent} would add {bytes}, past the {} \
-                 one tree may (tree_max_db); nothing of it was stored: finish or kill agents \
+                 of grove.db and this request of agent {agent} would store {bytes} more, past \
+                 the {} one tree may (tree_max_db); nothing of it was stored: finish or kill agents \
                  of the tree (`grove kill {root}`), have the user delete sessions they wrote \
                  (`grove session rm`), or raise tree_max_db",
                 self.max

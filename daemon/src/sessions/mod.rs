@@ -111,10 +111,34 @@ async fn load_sessions(db: &Db) -> Result<HashMap<String, Session>, Error> {
 }
 
 /// The sessions, and what each tree holds counted from the rows (before any update is
-/// taken, so that a restart resets no tree's count).
+/// taken, so that a restart resets no tree's count), a page per database call.
 async fn load_all(db: &Db, budget: &budget::TreeDb) -> Result<HashMap<String, Session>, Error> {
     let sessions = load_sessions(db).await?;
-    let (agents, writers) = db.call(|conn| store::tree_rows(conn)).await?;
+    let mut agents = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = db
+            .call(move |conn| store::agent_rows_page(conn, after, LOAD_PAGE))
+            .await?;
+        let Some(&(last, _)) = page.last() else {
+            break;
+        };
+        after = last;
+        agents.extend(page.into_iter().map(|(_, row)| row));
+    }
+    let mut names: Vec<String> = sessions.keys().cloned().collect();
+    names.sort_unstable();
+    let starts: Vec<String> = names.into_iter().step_by(LOAD_PAGE).collect();
+    let mut writers = budget::WriterBytes::new();
+    for (n, from) in starts.iter().enumerate() {
+        let (from, to) = (from.clone(), starts.get(n + 1).cloned());
+        let range = db
+            .call(move |conn| store::range_writer_bytes(conn, &from, to.as_deref()))
+            .await?;
+        for (writer, bytes) in range {
+            *writers.entry(writer).or_default() += bytes;
+        }
+    }
     budget.load(agents, writers);
     Ok(sessions)
 }

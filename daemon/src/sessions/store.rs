@@ -291,24 +291,45 @@ pub fn session_writer_bytes(conn: &Connection, session: &str) -> rusqlite::Resul
     writer_bytes(conn, "c.session = ?1", [session])
 }
 
-/// What the trees hold, read at start: every writer's checkpoints, and every agent on
-/// record with its parent and the bytes of its record and queued environment.
-pub fn tree_rows(conn: &Connection) -> rusqlite::Result<(Vec<AgentRow>, WriterBytes)> {
-    let writers = writer_bytes(conn, "1", [])?;
-    let mut stmt = conn.prepare(&format!(
-        "SELECT a.id, json_extract(a.record, '$.parent'),
+/// [`writer_bytes`] of the sessions from `from` up to `to` (not included; `None`: all
+/// after), for the trees' count at start, read a range at a time.
+pub fn range_writer_bytes(
+    conn: &Connection,
+    from: &str,
+    to: Option<&str>,
+) -> rusqlite::Result<WriterBytes> {
+    // Two statements: an `OR` would keep SQLite from seeking to the range.
+    match to {
+        Some(to) => writer_bytes(
+            conn,
+            "c.session >= ?1 AND c.session < ?2",
+            params![from, to],
+        ),
+        None => writer_bytes(conn, "c.session >= ?1", [from]),
+    }
+}
+
+/// One page of the agents on record, for the trees' count at start: the `limit` after
+/// rowid `after`, each with its rowid, its parent and the bytes of its record and
+/// queued environment.
+pub fn agent_rows_page(
+    conn: &Connection,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<(i64, AgentRow)>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT a.rowid, a.id, json_extract(a.record, '$.parent'),
                 {} + octet_length(a.record)
                 + coalesce((SELECT octet_length(q.env) FROM queued_env q
                             WHERE q.agent_id = a.id), 0)
-         FROM agents a",
+         FROM agents a WHERE a.rowid > ?1 ORDER BY a.rowid LIMIT ?2",
         super::budget::ROW_BYTES
     ))?;
-    let agents = stmt
-        .query_map([], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)?.max(0) as u64))
-        })?
-        .collect::<rusqlite::Result<Vec<AgentRow>>>()?;
-    Ok((agents, writers))
+    let rows = stmt.query_map(params![after, limit as i64], |r| {
+        let bytes = r.get::<_, i64>(3)?.max(0) as u64;
+        Ok((r.get(0)?, (r.get(1)?, r.get(2)?, bytes)))
+    })?;
+    rows.collect()
 }
 
 /// Stores a new session forked from another, with its first checkpoint.

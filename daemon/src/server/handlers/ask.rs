@@ -27,7 +27,16 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: AskParams) -> Result<AskResu
             )
         })?;
     let question = question(params)?;
-    let asked = ctx.core.ask_question(&me.id, question).await?;
+    // Stored with the agent's record, and with its answer: counted twice against the
+    // agent's tree (`tree_max_db`), before anything of it is.
+    let bytes = 2 * crate::sessions::json_bytes(&question);
+    let tree = ctx.state.tree_db();
+    tree.charge(&me.root, &me.id, bytes)?;
+    let asked = ctx.core.ask_question(&me.id, question).await;
+    if asked.is_err() {
+        tree.refund(&me.root, bytes);
+    }
+    let asked = asked?;
     let (question, answer) = match asked {
         Asked::Answered(answered) => return Ok(answered_now(me.id, answered)),
         Asked::TimedOut => return Ok(timed_out(me.id)),
