@@ -122,9 +122,10 @@ fn a_flooding_tree_is_refused_at_tree_max_db_and_the_user_and_other_trees_still_
                 .ok()
         })
         .sum();
+    // 3M holds 31 of them (100 KB and 256 bytes each), the children's spawns aside.
     assert!(
-        written <= 31,
-        "{written} writes of 100 KB fit in 3M? {outcomes:?}"
+        (25..=31).contains(&written),
+        "{written} writes of 100 KB in 3M: {outcomes:?}"
     );
     let grew = db_bytes(&g).saturating_sub(before);
     println!("a tree refused at 3M grew grove.db (+wal) by {grew} bytes after {written} writes");
