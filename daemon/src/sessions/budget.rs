@@ -25,6 +25,8 @@ pub type AgentRow = (String, Option<String>, u64);
 pub struct TreeDb {
     max: u64,
     usage: Mutex<Usage>,
+    /// `None` until the count is read at start; then whether it could be.
+    loaded: tokio::sync::watch::Sender<Option<bool>>,
 }
 
 #[derive(Debug, Default)]
@@ -39,7 +41,34 @@ impl TreeDb {
         TreeDb {
             max,
             usage: Mutex::default(),
+            loaded: tokio::sync::watch::Sender::new(None),
         }
+    }
+
+    /// Waits until the count at start is read: a charge before it would be held to
+    /// an empty count. Refuses if it could not be read.
+    pub async fn loaded(&self) -> Result<(), Error> {
+        let mut loaded = self.loaded.subscribe();
+        match loaded.wait_for(Option::is_some).await.map(|l| *l) {
+            Ok(Some(true)) => Ok(()),
+            _ => Err(Error::Refused(
+                "the daemon could not read what each tree of agents holds in grove.db \
+                 (its log says why), so agents' requests that store are refused; restart \
+                 it (`grove daemon restart`)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// [`charge`](Self::charge), once the count at start is read.
+    pub async fn charge_loaded(&self, root: &str, agent: &str, bytes: u64) -> Result<(), Error> {
+        self.loaded().await?;
+        self.charge(root, agent, bytes)
+    }
+
+    /// The count could not be read at start: nothing is charged, every charge refused.
+    pub fn unreadable(&self) {
+        self.loaded.send_replace(Some(false));
     }
 
     fn usage(&self) -> std::sync::MutexGuard<'_, Usage> {
@@ -68,6 +97,7 @@ impl TreeDb {
             }
         }
         *self.usage() = usage;
+        self.loaded.send_replace(Some(true));
     }
 
     /// Counts `bytes` more for the tree of `root`, written by its agent `agent`; or,

@@ -179,6 +179,7 @@ pub async fn start(
                 tokio::spawn(code::sweep_orphan_refs(service.db.clone()));
             }
             Err(e) => {
+                service.budget.unreadable();
                 tracing::error!(error = %e, "cannot read the sessions; shared state is unavailable");
                 let why = Arc::new(e);
                 while let Some(req) = rx.recv().await {
@@ -318,15 +319,20 @@ mod tests {
         (state, stop)
     }
 
-    /// Agent `child` of the tree of agent `root`, on record.
+    /// Agent `child` of the tree of agent `root`, on record, both in session `s`.
     async fn on_record(db: &Db, root: &str, child: &str) {
+        on_record_in(db, (root, "s"), (child, "s")).await;
+    }
+
+    /// A root agent and its child, on record with their sessions.
+    async fn on_record_in(db: &Db, (root, a): (&str, &str), (child, b): (&str, &str)) {
         let rows = [
-            (root.to_string(), None),
-            (child.to_string(), Some(root.to_string())),
+            (root.to_string(), None, a.to_string()),
+            (child.to_string(), Some(root.to_string()), b.to_string()),
         ];
         db.call(move |conn| {
-            for (id, parent) in &rows {
-                let record = json!({ "id": id, "parent": parent }).to_string();
+            for (id, parent, session) in &rows {
+                let record = json!({ "id": id, "parent": parent, "session": session }).to_string();
                 conn.execute(
                     "INSERT INTO agents (id, status, created_at_ms, token, record)
                      VALUES (?1, 'running', 1, ?1, ?2)",
@@ -503,5 +509,27 @@ mod tests {
             stored.get("a1").copied(),
             Some(state.tree_db().used("r") as i64)
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_childs_own_session_counts_for_its_tree_at_start() {
+        let schema = counter().to_json().to_string().len() as u64;
+        let mut counted = Vec::new();
+        for child_session in ["own", "s"] {
+            let (_dir, db, state, stop) = started_with(SMALL_SHARE).await;
+            state
+                .ensure("own", Some(counter()), true)
+                .await
+                .expect("own");
+            on_record_in(&db, ("r", "s"), ("c", child_session)).await;
+            let _ = stop.send(true);
+            drop(state);
+            let (state, _stop) = service_on(&db, SMALL_SHARE).await;
+            // Answered once the count is read.
+            state.list().await.expect("list");
+            counted.push(state.tree_db().used("r"));
+        }
+        // Its own session's row is the child's spawn's; its parent's session is not.
+        assert_eq!(counted[0], counted[1] + schema + 2, "{counted:?}");
     }
 }

@@ -310,19 +310,29 @@ pub fn range_writer_bytes(
 }
 
 /// One page of the agents on record, for the trees' count at start: the `limit` after
-/// rowid `after`, each with its rowid, its parent and the bytes of its record and
-/// queued environment.
+/// rowid `after`, each with its rowid, its parent and the bytes of its record, its
+/// queued environment and the row of its own session (one its parent's is not: the
+/// spawn stored its schema).
 pub fn agent_rows_page(
     conn: &Connection,
     after: i64,
     limit: usize,
 ) -> rusqlite::Result<Vec<(i64, AgentRow)>> {
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT a.rowid, a.id, json_extract(a.record, '$.parent'),
-                {} + octet_length(a.record)
+        "WITH page AS (
+             SELECT a.rowid AS rowid, a.id AS id, a.record AS record,
+                    json_extract(a.record, '$.parent') AS parent,
+                    json_extract(a.record, '$.session') AS session
+             FROM agents a WHERE a.rowid > ?1 ORDER BY a.rowid LIMIT ?2)
+         SELECT rowid, id, parent,
+                {} + octet_length(record)
                 + coalesce((SELECT octet_length(q.env) FROM queued_env q
-                            WHERE q.agent_id = a.id), 0)
-         FROM agents a WHERE a.rowid > ?1 ORDER BY a.rowid LIMIT ?2",
+                            WHERE q.agent_id = page.id), 0)
+                + coalesce((SELECT octet_length(s.schema) FROM sessions s
+                            WHERE s.name = page.session
+                              AND s.name IS NOT (SELECT json_extract(p.record, '$.session')
+                                                 FROM agents p WHERE p.id = page.parent)), 0)
+         FROM page ORDER BY rowid",
         super::budget::ROW_BYTES
     ))?;
     let rows = stmt.query_map(params![after, limit as i64], |r| {

@@ -31,7 +31,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: AskParams) -> Result<AskResu
     // agent's tree (`tree_max_db`), before anything of it is.
     let bytes = 2 * crate::sessions::json_bytes(&question);
     let tree = ctx.state.tree_db();
-    tree.charge(&me.root, &me.id, bytes)?;
+    tree.charge_loaded(&me.root, &me.id, bytes).await?;
     let asked = ctx.core.ask_question(&me.id, question).await;
     if asked.is_err() {
         tree.refund(&me.root, bytes);

@@ -14,7 +14,10 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: ReportParams) -> Result<Agen
     let charged = match &me {
         Some(me) => {
             let bytes = crate::sessions::json_bytes(&params.text);
-            ctx.state.tree_db().charge(&me.root, &me.id, bytes)?;
+            ctx.state
+                .tree_db()
+                .charge_loaded(&me.root, &me.id, bytes)
+                .await?;
             Some((me.root.clone(), bytes))
         }
         None => None,

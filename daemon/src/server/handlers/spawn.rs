@@ -137,7 +137,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
         None => Default::default(),
     };
     ctx.janitor.check_disk().await?;
-    let charged = charge_tree(ctx, parent.as_ref(), &params)?;
+    let charged = charge_tree(ctx, parent.as_ref(), &params).await?;
     if let Some(name) = &params.session {
         ctx.state
             .ensure(name, schema.clone(), params.schema.is_some())
@@ -168,7 +168,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, mut params: SpawnParams) -> Result<A
 /// An agent's child is stored as its request says (its record, the environment it
 /// waits with, its schema): counted against the agent's tree (`tree_max_db`), before
 /// anything of it is stored.
-fn charge_tree(
+async fn charge_tree(
     ctx: &Ctx,
     parent: Option<&crate::core::Identity>,
     params: &SpawnParams,
@@ -179,7 +179,8 @@ fn charge_tree(
     let bytes = crate::sessions::budget::ROW_BYTES + crate::sessions::json_bytes(params);
     ctx.state
         .tree_db()
-        .charge(&parent.root, &parent.id, bytes)?;
+        .charge_loaded(&parent.root, &parent.id, bytes)
+        .await?;
     Ok(Some((parent.root.clone(), bytes)))
 }
 
