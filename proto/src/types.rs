@@ -198,6 +198,10 @@ pub struct AgentRecord {
     /// admin dir): collect kept the worktree and did not salvage through it.
     #[serde(default)]
     pub tampered: bool,
+    /// True when its checkout was cloned from grove's template of its base
+    /// (copy-on-write, on a filesystem with reflinks), not checked out file by file.
+    #[serde(default)]
+    pub cloned: bool,
     /// Place in the queue (1 = next to start) while the agent is queued.
     #[serde(default)]
     pub queue_position: Option<u64>,

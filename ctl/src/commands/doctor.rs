@@ -136,6 +136,7 @@ pub fn checks() -> Vec<Check> {
                 config.disk_high,
                 config.disk_low,
             ));
+            checks.push(checkouts(&config.dirs.worktree_root));
             checks.push(database(&config.dirs.database()));
             checks.push(daemon(&config.dirs));
             checks.extend(slos(&config.dirs));
@@ -520,6 +521,32 @@ fn disk(root: &Path, high: f64, low: f64) -> Check {
     } else {
         check("disk", Level::Ok, message, data)
     }
+}
+
+/// How agents' checkouts are made under `root`: cloned (copy-on-write) where its
+/// filesystem clones files, else checked out file by file.
+fn checkouts(root: &Path) -> Check {
+    let probed = root.ancestors().find(|dir| dir.is_dir()).unwrap_or(root);
+    let cloned = grove_sys::reflink::supported(probed);
+    let message = if cloned {
+        format!(
+            "{} clones files (reflinks): an agent's checkout is cloned from grove's template \
+             of its base, copy-on-write, costing almost no disk",
+            root.display()
+        )
+    } else {
+        format!(
+            "{} cannot clone files (no reflinks): worktrees are checked out file by file; on \
+             btrfs or XFS with reflink they would be cloned",
+            root.display()
+        )
+    };
+    check(
+        "worktrees",
+        Level::Ok,
+        message,
+        json!({ "path": root, "cloned": cloned }),
+    )
 }
 
 fn database(path: &Path) -> Check {

@@ -92,7 +92,18 @@ fn describe(r: &AgentRecord, deleted_since: bool, discarded: Option<&str>) -> St
                 "no".into()
             },
         ),
-        ("worktree", r.worktree.display().to_string()),
+        (
+            "worktree",
+            format!(
+                "{}{}",
+                r.worktree.display(),
+                if r.cloned {
+                    " (cloned from its base's template, copy-on-write)"
+                } else {
+                    ""
+                }
+            ),
+        ),
         ("log", r.log_path.display().to_string()),
     ];
     if r.jail {

@@ -297,6 +297,7 @@ impl Core {
             error: None,
             salvage_error: None,
             tampered: false,
+            cloned: false,
             queue_position: None,
             parent: None,
             depth: 0,
@@ -340,6 +341,7 @@ impl Core {
                     crate::metrics::agent_running(row.record.created_at_ms, pooled);
                 }
                 if let Some(row) = self.agents.get_mut(id) {
+                    row.record.cloned = prepared.cloned;
                     let placed = &mut row.record.placed;
                     for path in prepared.placed {
                         if !placed.contains(&path) {

@@ -6,7 +6,8 @@ use crate::error::Error;
 use crate::git::lane::Lanes;
 use crate::git::pool::{self, Taken};
 use crate::git::target::{resolve_repo, RepoTarget};
-use crate::git::{own_repo, worktree};
+use crate::git::worktree::Checkout;
+use crate::git::{clone_checkout, own_repo, worktree};
 use crate::supervisor::cli_trust;
 use crate::supervisor::environment::{agent_environment, AgentIdentity};
 use crate::supervisor::jail_home;
@@ -32,18 +33,46 @@ pub struct Prepared {
     pub pid: u32,
     /// Paths the setup placed in the worktree (never salvaged).
     pub placed: Vec<String>,
+    /// The checkout was cloned from its base's template.
+    pub cloned: bool,
+}
+
+/// Where worktrees can be cloned, a fresh checkout's base gets its template, in the
+/// background: the next spawn on that base clones it instead of checking out.
+fn make_template(job: &PrepareJob, target: &RepoTarget) {
+    let record = &job.record;
+    if !record.sparse.is_empty() || !clone_checkout::root_clones(&record.worktree) {
+        return;
+    }
+    let Ok(base) = git2::Oid::from_str(&record.base_commit) else {
+        return;
+    };
+    let (common, worktree) = (target.common_dir.clone(), record.worktree.clone());
+    let workers = job.config.checkout_workers;
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = clone_checkout::build_template(&common, &worktree, base, workers) {
+            tracing::warn!(error = %e, "cannot make the template for copy-on-write worktrees");
+        }
+    });
 }
 
 /// Creates the worktree, sets it up and starts the shim.
 pub async fn prepare(lanes: Lanes, job: PrepareJob) -> Result<Prepared, Error> {
     let repo = job.record.repo.clone();
     let target = tokio::task::spawn_blocking(move || resolve_repo(&repo)).await??;
-    create_worktree(&lanes, &target, &job).await?;
+    let checkout = create_worktree(&lanes, &target, &job).await?;
+    if checkout == Checkout::CheckedOut {
+        make_template(&job, &target);
+    }
     crate::faults::hold("prepared_worktree").await;
     let started = async {
         let placed = set_up(&job, &target.common_dir).await?;
         let pid = start_shim(&job).await?;
-        Ok(Prepared { pid, placed })
+        Ok(Prepared {
+            pid,
+            placed,
+            cloned: checkout == Checkout::Cloned,
+        })
     };
     match started.await {
         Ok(prepared) => Ok(prepared),
@@ -66,7 +95,7 @@ async fn create_worktree(
     lanes: &Lanes,
     target: &RepoTarget,
     job: &PrepareJob,
-) -> Result<(), Error> {
+) -> Result<Checkout, Error> {
     let record = &job.record;
     let base = git2::Oid::from_str(&record.base_commit).map_err(|source| Error::BadCommitId {
         what: "base commit",
@@ -87,7 +116,7 @@ async fn create_worktree(
             if jailed {
                 if let Some(taken) = pooled {
                     match own_repo::adopt_pooled(lane, &taken, &path, &branch, base, workers) {
-                        Ok(()) => return Ok(()),
+                        Ok(()) => return Ok(Checkout::CheckedOut),
                         Err(e) => tracing::warn!(error = %e, "cannot use a warm-pool worktree"),
                     }
                 }
@@ -95,7 +124,7 @@ async fn create_worktree(
             }
             if let Some(taken) = pooled {
                 match pool::adopt(lane, &taken, &path, &branch, base, &reason, workers) {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => return Ok(Checkout::CheckedOut),
                     // The pool worktree is gone with the failure; check out afresh.
                     Err(e) => tracing::warn!(error = %e, "cannot use a warm-pool worktree"),
                 }

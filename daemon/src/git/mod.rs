@@ -4,6 +4,7 @@
 //! fsmonitor, no global or system config.
 
 pub mod authorship;
+pub mod clone_checkout;
 pub mod code_store;
 pub mod collect;
 pub mod deleter;

@@ -4,11 +4,13 @@
 //! objects and index, and the user's refs, objects and logs stay out of its reach.
 //! Its branch comes back into the user's repository at collect (see `collect`).
 
+use super::clone_checkout;
 use super::hardened_git;
 use super::lane::RepoLane;
 use super::pool::{self, Taken};
 use super::scratch::{fetch_into, Scratch};
 use super::worktree::create_branch;
+use super::worktree::Checkout;
 use crate::error::Error;
 use git2::{Oid, Repository};
 use std::fs;
@@ -24,7 +26,7 @@ pub fn create(
     base: Oid,
     checkout_workers: usize,
     sparse: &[String],
-) -> Result<(), Error> {
+) -> Result<Checkout, Error> {
     if !sparse.is_empty() {
         return Err(sparse_refusal());
     }
@@ -61,17 +63,47 @@ fn init(
     branch: &str,
     base: Oid,
     checkout_workers: usize,
-) -> Result<(), Error> {
+) -> Result<Checkout, Error> {
     fs::create_dir(path)
         .map_err(|e| Error::Git(format!("cannot create {}: {e}", path.display())))?;
     init_git_dir(common, path, branch, base)?;
+    // The clones share no writable data with the template or anyone's checkout: a
+    // write to a cloned file gives it blocks of its own (copy-on-write).
+    if let Some(template) = clone_checkout::usable_template(path, base) {
+        match clone_checkout::clone_into(&template, path, &path.join(".git/index")) {
+            Ok(()) => return Ok(Checkout::Cloned),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot clone the template; checking out");
+                clear_but_git(path)?;
+            }
+        }
+    }
     agent_git(path)(&[
         "-c",
         &format!("checkout.workers={checkout_workers}"),
         "reset",
         "--hard",
         "--quiet",
-    ])
+    ])?;
+    Ok(Checkout::CheckedOut)
+}
+
+/// Empties `path` but for its `.git`: a clone cut short leaves nothing git would see.
+fn clear_but_git(path: &Path) -> Result<(), Error> {
+    let failed = |e: std::io::Error| Error::Git(format!("cannot empty {}: {e}", path.display()));
+    for entry in fs::read_dir(path).map_err(failed)?.flatten() {
+        if entry.file_name() == ".git" {
+            continue;
+        }
+        let at = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            fs::remove_dir_all(&at).map_err(failed)?;
+        } else {
+            fs::remove_file(&at).map_err(failed)?;
+        }
+    }
+    let _ = fs::remove_file(path.join(".git/index"));
+    Ok(())
 }
 
 /// Runs hardened git in the agent's repository at `path`.

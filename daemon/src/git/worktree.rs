@@ -71,7 +71,17 @@ pub fn resolve_base(
     }
 }
 
-/// Creates `branch` at `base` and checks it out at `path`, locked with `reason`.
+/// How a worktree's files came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checkout {
+    /// Cloned from the template of its base (`clone_checkout`): copy-on-write.
+    Cloned,
+    /// Written out by git.
+    CheckedOut,
+}
+
+/// Creates `branch` at `base` and checks it out at `path`, locked with `reason`: cloned
+/// from the template of `base` where the filesystem allows, else checked out by git.
 /// On failure nothing is left behind: no directory, no metadata, no branch.
 pub fn create(
     lane: &RepoLane,
@@ -81,11 +91,94 @@ pub fn create(
     reason: &str,
     checkout_workers: usize,
     sparse: &[String],
-) -> Result<(), Error> {
+) -> Result<Checkout, Error> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
             .map_err(|e| Error::Git(format!("cannot create {}: {e}", parent.display())))?;
     }
+    if sparse.is_empty() {
+        if let Some(template) = super::clone_checkout::usable_template(path, base) {
+            match create_cloned(lane, path, branch, reason, &template) {
+                Ok(()) => return Ok(Checkout::Cloned),
+                // A template removed meanwhile (its base moved on): check out instead.
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot clone the template; checking out");
+                    rollback(&lane.repo, path, branch);
+                }
+            }
+        }
+    }
+    check_out(lane, path, branch, base, reason, checkout_workers, sparse)?;
+    Ok(Checkout::CheckedOut)
+}
+
+/// The worktree registered without a checkout, then its files and index cloned from
+/// `template`.
+fn create_cloned(
+    lane: &RepoLane,
+    path: &Path,
+    branch: &str,
+    reason: &str,
+    template: &Path,
+) -> Result<(), Error> {
+    forget_metadata(&lane.repo, path);
+    let base = lane
+        .repo
+        .find_commit(template_commit(template)?)
+        .map_err(|e| Error::Git(format!("template commit: {}", e.message())))?;
+    create_branch(&lane.repo, branch, base.id())?;
+    let output = super::hardened_git()
+        .arg("-C")
+        .arg(&lane.target.workdir)
+        .args([
+            "worktree",
+            "add",
+            "--quiet",
+            "--no-checkout",
+            "--lock",
+            "--reason",
+            reason,
+        ])
+        .arg(path)
+        .arg(branch)
+        .output()
+        .map_err(|e| Error::Git(format!("cannot run git: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Git(format!(
+            "git worktree add --no-checkout {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    let admin = crate::janitor::disk::admin_dir(path)
+        .ok_or_else(|| Error::Git(format!("{} has no git admin dir", path.display())))?;
+    super::clone_checkout::clone_into(template, path, &admin.join("index"))?;
+    crate::faults::point("after_worktree_add");
+    Ok(())
+}
+
+/// The commit a template is of (its name says).
+fn template_commit(template: &Path) -> Result<Oid, Error> {
+    let name = template
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let hex = name
+        .strip_prefix(super::clone_checkout::TEMPLATE_PREFIX)
+        .unwrap_or_default();
+    Oid::from_str(hex).map_err(|e| Error::Git(format!("template {name}: {}", e.message())))
+}
+
+/// `git worktree add` with its checkout (or a sparse one).
+fn check_out(
+    lane: &RepoLane,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+    reason: &str,
+    checkout_workers: usize,
+    sparse: &[String],
+) -> Result<(), Error> {
     // An earlier attempt at this path that a crash cut short may have left metadata
     // that git refuses to add over ("a missing but locked worktree").
     forget_metadata(&lane.repo, path);

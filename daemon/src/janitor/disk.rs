@@ -26,11 +26,13 @@ pub fn worktree_dirs(root: &Path) -> Vec<PathBuf> {
             continue;
         };
         for wt in worktrees.flatten() {
-            let deleting = wt
-                .file_name()
-                .to_string_lossy()
-                .starts_with(crate::git::worktree::TRASH_PREFIX);
-            if wt.file_type().is_ok_and(|t| t.is_dir()) && !deleting {
+            let name = wt.file_name();
+            let name = name.to_string_lossy();
+            // Files being deleted, and the templates worktrees are cloned from: no
+            // agent's, nobody's work.
+            let deleting = name.starts_with(crate::git::worktree::TRASH_PREFIX);
+            let template = name.starts_with(crate::git::clone_checkout::TEMPLATE_PREFIX);
+            if wt.file_type().is_ok_and(|t| t.is_dir()) && !deleting && !template {
                 found.push(wt.path());
             }
         }

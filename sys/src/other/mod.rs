@@ -17,6 +17,7 @@ pub mod pids;
 pub mod priority;
 pub mod proc;
 pub mod random;
+pub mod reflink;
 pub mod signal;
 pub mod supervise;
 pub mod view;

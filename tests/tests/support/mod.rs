@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 pub mod clis;
+pub mod loopfs;
 pub mod pty;
 mod tmpfs;
 #[allow(unused_imports)]
@@ -518,7 +519,8 @@ impl Grove {
 
     /// Every directory two levels below the worktree root (one per agent worktree),
     /// but a removed worktree whose files are still being deleted (`.grove-trash-*`:
-    /// the daemon deletes them after it reports the collect).
+    /// the daemon deletes them after it reports the collect) and the templates cloned
+    /// worktrees are made from (`.grove-template-*`).
     pub fn worktree_dirs(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
         for repo_dir in fs::read_dir(self.worktree_root())
@@ -531,11 +533,9 @@ impl Grove {
                 .flatten()
                 .flatten()
             {
-                if !wt
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with(".grove-trash-")
-                {
+                let name = wt.file_name();
+                let name = name.to_string_lossy();
+                if !name.starts_with(".grove-trash-") && !name.starts_with(".grove-template-") {
                     found.push(wt.path());
                 }
             }

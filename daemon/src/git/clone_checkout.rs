@@ -1,0 +1,204 @@
+//! Copy-on-write checkouts. Where the worktree root's filesystem clones files (reflink:
+//! btrfs, XFS), grove keeps one checkout of a repository's latest base beside its
+//! worktrees, a template (`.grove-template-<commit>`, its index beside it), and makes an
+//! agent's checkout of that base by cloning the template's files and index: the clones
+//! share the template's blocks until written, so N worktrees cost about one checkout of
+//! disk, and no file is written out again. Elsewhere, and for a base with no template
+//! yet, worktrees are checked out as before; the first such checkout on a reflink root
+//! has its base's template made beside it.
+
+use super::hardened_git;
+use crate::error::Error;
+use git2::{IndexTime, Oid};
+use std::fs::{self, File};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Templates are named for their commit; the index is the same name plus `.index`.
+pub const TEMPLATE_PREFIX: &str = ".grove-template-";
+
+/// A gitlink (a submodule's commit): no file of its own to clone or to stat.
+const GITLINK: u32 = 0o160000;
+
+/// The template of `base` among the worktrees of `repo_dir`.
+pub fn template(repo_dir: &Path, base: Oid) -> PathBuf {
+    repo_dir.join(format!("{TEMPLATE_PREFIX}{base}"))
+}
+
+fn index_of(template: &Path) -> PathBuf {
+    let mut name = template.as_os_str().to_owned();
+    name.push(".index");
+    PathBuf::from(name)
+}
+
+/// True for a template or its index (the janitor's scans pass over them).
+pub fn is_template(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(TEMPLATE_PREFIX))
+}
+
+/// How a worktree at `path` of `base` can be made: the template to clone, when there is
+/// one and the filesystem clones.
+pub fn usable_template(path: &Path, base: Oid) -> Option<PathBuf> {
+    let repo_dir = path.parent()?;
+    let template = template(repo_dir, base);
+    (template.is_dir() && index_of(&template).is_file() && grove_sys::reflink::supported(repo_dir))
+        .then_some(template)
+}
+
+/// Whether worktrees beside `path` could be cloned (the filesystem clones files).
+pub fn root_clones(path: &Path) -> bool {
+    path.parent().is_some_and(grove_sys::reflink::supported)
+}
+
+/// Clones the template's files into `dest` (an empty directory, or one holding only
+/// `.git`) and its index to `dest_index`, with the stat data of the new files, so that
+/// the checkout is clean at once and git hashes nothing to see so.
+pub fn clone_into(template: &Path, dest: &Path, dest_index: &Path) -> Result<(), Error> {
+    clone_dir(template, dest)?;
+    fs::copy(index_of(template), dest_index)
+        .map_err(|e| Error::Git(format!("cannot copy the template's index: {e}")))?;
+    restat(dest, dest_index)
+}
+
+fn clone_dir(from: &Path, to: &Path) -> Result<(), Error> {
+    let failed = |what: &str, at: &Path, e: std::io::Error| {
+        Error::Git(format!("cannot {what} {}: {e}", at.display()))
+    };
+    for entry in fs::read_dir(from).map_err(|e| failed("read", from, e))? {
+        let entry = entry.map_err(|e| failed("read", from, e))?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let meta = entry.metadata().map_err(|e| failed("stat", &source, e))?;
+        if meta.is_dir() {
+            fs::create_dir(&target).map_err(|e| failed("create", &target, e))?;
+            clone_dir(&source, &target)?;
+            fs::set_permissions(&target, meta.permissions())
+                .map_err(|e| failed("set the mode of", &target, e))?;
+        } else if meta.file_type().is_symlink() {
+            let link = fs::read_link(&source).map_err(|e| failed("read", &source, e))?;
+            std::os::unix::fs::symlink(link, &target).map_err(|e| failed("link", &target, e))?;
+        } else if meta.is_file() {
+            clone_file(&source, &target, &meta).map_err(|e| failed("clone", &target, e))?;
+        }
+    }
+    Ok(())
+}
+
+fn clone_file(source: &Path, target: &Path, meta: &fs::Metadata) -> std::io::Result<()> {
+    let src = File::open(source)?;
+    let dst = File::options().write(true).create_new(true).open(target)?;
+    grove_sys::reflink::clone_file(&src, &dst)?;
+    dst.set_permissions(meta.permissions())?;
+    // git compares mtimes: the clone keeps the template's, as a copy with -p would.
+    dst.set_modified(meta.modified()?)
+}
+
+/// Rewrites the stat data of every entry of the index at `index` from the files under
+/// `root`; the contents are the template's, so the object ids stay.
+fn restat(root: &Path, index: &Path) -> Result<(), Error> {
+    let failed = |e: git2::Error| {
+        Error::Git(format!(
+            "cannot rewrite {}: {}",
+            index.display(),
+            e.message()
+        ))
+    };
+    let mut entries = git2::Index::open(index).map_err(failed)?;
+    let all: Vec<git2::IndexEntry> = entries.iter().collect();
+    for mut entry in all {
+        if entry.mode == GITLINK {
+            continue;
+        }
+        let path = root.join(std::ffi::OsStr::from_bytes(&entry.path));
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        // The index keeps 32 bits of each: what git itself writes.
+        entry.ctime = IndexTime::new(meta.ctime() as i32, meta.ctime_nsec() as u32);
+        entry.mtime = IndexTime::new(meta.mtime() as i32, meta.mtime_nsec() as u32);
+        entry.dev = meta.dev() as u32;
+        entry.ino = meta.ino() as u32;
+        entry.uid = meta.uid();
+        entry.gid = meta.gid();
+        entry.file_size = meta.len() as u32;
+        entries.add(&entry).map_err(failed)?;
+    }
+    entries.write().map_err(failed)
+}
+
+/// Makes the template of `base` beside `worktree` (a checkout of the same base just
+/// made), unless there is one, and removes the repository's older templates: one per
+/// repository. Built under a trash name, so that a crash leaves only what the start-up
+/// scan deletes; outside the lane (it writes only its own files).
+pub fn build_template(
+    common_dir: &Path,
+    worktree: &Path,
+    base: Oid,
+    workers: usize,
+) -> Result<(), Error> {
+    let Some(repo_dir) = worktree.parent() else {
+        return Ok(());
+    };
+    let done = template(repo_dir, base);
+    if done.exists() {
+        return Ok(());
+    }
+    let building = repo_dir.join(format!(
+        "{}template-{base}-{}",
+        super::worktree::TRASH_PREFIX,
+        std::process::id()
+    ));
+    // Inside what is built until placed: a crash leaves one trash directory, no file.
+    let building_index = building.join(".grove-template-index");
+    fs::create_dir_all(&building)
+        .map_err(|e| Error::Git(format!("cannot create {}: {e}", building.display())))?;
+    // Hardened as any checkout of a base: it may be an agent's commit.
+    let made = super::output_on_index(
+        {
+            let mut git = hardened_git();
+            git.arg("--git-dir")
+                .arg(common_dir)
+                .arg("--work-tree")
+                .arg(&building)
+                .arg("-c")
+                .arg(format!("checkout.workers={workers}"));
+            git
+        },
+        Some(&building_index),
+        &building,
+        &["read-tree", "--reset", "-u", &base.to_string()],
+    );
+    let placed = made.and_then(|_| {
+        fs::rename(&building_index, index_of(&done))
+            .and_then(|()| fs::rename(&building, &done))
+            .map_err(|e| Error::Git(format!("cannot place {}: {e}", done.display())))
+    });
+    if placed.is_err() {
+        let _ = fs::remove_dir_all(&building);
+        return placed;
+    }
+    remove_older(repo_dir, &done);
+    Ok(())
+}
+
+/// The repository's other templates go: they hold no work, only a base it moved from.
+fn remove_older(repo_dir: &Path, keep: &Path) {
+    let Ok(entries) = fs::read_dir(repo_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !is_template(&path) || path == keep || path == index_of(keep) {
+            continue;
+        }
+        let removed = if path.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        if let Err(e) = removed {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove an old template");
+        }
+    }
+}
