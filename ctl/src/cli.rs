@@ -379,6 +379,11 @@ pub enum StateCommand {
         /// Read the state right after this checkpoint.
         #[arg(long)]
         at: Option<u64>,
+        /// Read it carried through every `session migrate` since (renames, drops, the
+        /// schema chain's conversions), in the newest schema; without it a checkpoint
+        /// reads in the schema it was written under.
+        #[arg(long, requires = "at")]
+        migrate: bool,
         channel: Option<String>,
     },
     /// List checkpoints, newest first.

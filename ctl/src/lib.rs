@@ -26,6 +26,14 @@ pub fn main() -> ExitCode {
     {
         return grove_agent_shim::main();
     }
+    // The daemon's converter of state values (a child with limits): before the CLI is
+    // parsed or anything else is set up, as little of this binary as it can.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == grove_state::chain::CONVERT_ARG)
+    {
+        return convert_state();
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => parse_failed(error),
@@ -157,5 +165,28 @@ fn quoted(arg: &str) -> String {
         arg.to_string()
     } else {
         format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+/// `grove __state-convert`: a migration chain on one state, JSON in on stdin and out
+/// on stdout (daemon/src/sessions/convert.rs runs it).
+fn convert_state() -> ExitCode {
+    use grove_state::chain::ConvertInput;
+    use std::io::Write;
+    let input: ConvertInput = match serde_json::from_reader(std::io::stdin().lock()) {
+        Ok(input) => input,
+        Err(error) => {
+            eprintln!(
+                "grove: {}: unreadable input: {error}",
+                grove_state::chain::CONVERT_ARG
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let output = input.run();
+    let mut stdout = std::io::stdout().lock();
+    match serde_json::to_writer(&mut stdout, &output).map(|()| stdout.flush()) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
     }
 }

@@ -792,6 +792,9 @@ pub struct SessionMigrateResult {
     pub dropped: Vec<String>,
     /// Channels whose reducer changed.
     pub changed: Vec<String>,
+    /// Channels whose values a step of the schema's chain converted or mapped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub converted: Vec<String>,
     /// Channels renamed, old name to new.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub renamed: std::collections::BTreeMap<String, String>,
@@ -843,6 +846,10 @@ pub struct StateGetParams {
     /// Read the state as it was right after this checkpoint (default: the newest).
     #[serde(default)]
     pub at: Option<u64>,
+    /// Read `at`'s state carried through every migration since, in the newest schema
+    /// (otherwise it reads in the schema it was written under).
+    #[serde(default)]
+    pub migrate: bool,
     /// Only this channel.
     #[serde(default)]
     pub channel: Option<String>,

@@ -6,6 +6,7 @@
 //! refused. The exact rules are in `docs/state-semantics.md`.
 
 mod batch;
+pub mod chain;
 mod error;
 mod reducer;
 mod schema;

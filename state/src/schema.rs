@@ -8,6 +8,7 @@ use serde_json::{Map, Number, Value};
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use crate::chain::{check_chain, Migration};
 use crate::error::{SchemaError, UnsupportedVersion};
 use crate::reducer::{a_type, dedupe, json_type, known_reducers, Reducer};
 use crate::State;
@@ -18,7 +19,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Origin named in errors of [`Schema::from_json`], which has no file.
 pub const JSON_ORIGIN: &str = "state schema";
 
-const STATE_KEYS: [&str; 2] = ["version", "channels"];
+const STATE_KEYS: [&str; 4] = ["version", "revision", "channels", "migrations"];
 const CHANNEL_KEYS: [&str; 3] = ["reducer", "default", "same_key"];
 
 /// One declared channel.
@@ -78,8 +79,14 @@ impl SameKey {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "Value", into = "Value")]
 pub struct Schema {
+    /// grove's format of the schema ([`SCHEMA_VERSION`]), not the user's.
     pub version: u32,
+    /// The user's own version of what the channels mean (`revision = N`; 1 when not
+    /// given, so that every schema written before it is revision 1).
+    pub revision: u32,
     pub channels: BTreeMap<String, ChannelSpec>,
+    /// The chain from older revisions to this one, one step per revision.
+    pub migrations: Vec<Migration>,
 }
 
 impl ChannelSpec {
@@ -166,7 +173,18 @@ impl Schema {
                 )))
             }
         };
-        Ok(Schema { version, channels })
+        let revision = match object.get("revision") {
+            None => 1,
+            Some(Value::Number(number)) => check_revision(number.as_i64()).map_err(fail)?,
+            Some(_) => return Err(fail(revision_reason())),
+        };
+        let migrations = json_migrations(object.get("migrations"), revision).map_err(fail)?;
+        Ok(Schema {
+            version,
+            revision,
+            channels,
+            migrations,
+        })
     }
 
     /// The wire form read by [`Schema::from_json`].
@@ -178,8 +196,26 @@ impl Schema {
             .collect();
         let mut schema = Map::new();
         schema.insert("version".into(), Value::from(self.version));
+        // Only when set: a schema without them reads and stores as it always did.
+        if self.revision != 1 {
+            schema.insert("revision".into(), Value::from(self.revision));
+        }
         schema.insert("channels".into(), Value::Object(channels));
+        if !self.migrations.is_empty() {
+            let steps = self.migrations.iter().map(Migration::to_json).collect();
+            schema.insert("migrations".into(), Value::Array(steps));
+        }
         Value::Object(schema)
+    }
+
+    /// No channels, revision 1: a session created without a schema.
+    pub fn empty() -> Schema {
+        Schema {
+            version: SCHEMA_VERSION,
+            revision: 1,
+            channels: BTreeMap::new(),
+            migrations: Vec::new(),
+        }
     }
 
     /// Every declared channel at its initial value.
@@ -266,10 +302,45 @@ fn check_version(version: Option<i64>) -> Result<u32, String> {
         .ok_or_else(version_reason)?;
     if version > SCHEMA_VERSION {
         return Err(format!(
-            "state schema version {version} is newer than this grove understands (up to {SCHEMA_VERSION})"
+            "state schema version {version} is newer than this grove understands (up to \
+             {SCHEMA_VERSION}); `version` is grove's format of the schema: to number your \
+             own schema's meaning, keep `version = {SCHEMA_VERSION}` and write \
+             `revision = {version}`"
         ));
     }
     Ok(version)
+}
+
+fn check_revision(revision: Option<i64>) -> Result<u32, String> {
+    revision
+        .filter(|revision| *revision > 0)
+        .and_then(|revision| u32::try_from(revision).ok())
+        .ok_or_else(revision_reason)
+}
+
+fn revision_reason() -> String {
+    "`revision` (the schema's own version) must be a positive integer".to_owned()
+}
+
+/// The `migrations` list, a whole chain ending at `revision`.
+fn json_migrations(value: Option<&Value>, revision: u32) -> Result<Vec<Migration>, String> {
+    let steps = match value {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(steps)) => steps,
+        Some(other) => {
+            return Err(format!(
+                "`migrations` must be a list of steps ([[state.migrations]]), got {}",
+                a_type(json_type(other))
+            ))
+        }
+    };
+    let steps = steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| Migration::from_json(index, step))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_chain(&steps, revision)?;
+    Ok(steps)
 }
 
 fn version_reason() -> String {
@@ -361,15 +432,36 @@ impl TomlSource<'_> {
             Some(channels) => self.channels(channels)?,
             None => BTreeMap::new(),
         };
-        Ok(Schema { version, channels })
+        let revision = match table.get("revision") {
+            None => 1,
+            Some(revision) => check_revision(self.integer(revision))
+                .map_err(|reason| self.error(revision.span(), reason))?,
+        };
+        let migrations = match table.get("migrations") {
+            None => Vec::new(),
+            Some(steps) => {
+                let json = self.json(steps)?;
+                json_migrations(Some(&json), revision)
+                    .map_err(|reason| self.error(steps.span(), reason))?
+            }
+        };
+        Ok(Schema {
+            version,
+            revision,
+            channels,
+            migrations,
+        })
+    }
+
+    fn integer(&self, value: &TomlValue<'_>) -> Option<i64> {
+        value
+            .get_ref()
+            .as_integer()
+            .and_then(|integer| i64::from_str_radix(integer.as_str(), integer.radix()).ok())
     }
 
     fn version(&self, version: &TomlValue<'_>) -> Result<u32, SchemaError> {
-        let number = version
-            .get_ref()
-            .as_integer()
-            .and_then(|integer| i64::from_str_radix(integer.as_str(), integer.radix()).ok());
-        check_version(number).map_err(|reason| self.error(version.span(), reason))
+        check_version(self.integer(version)).map_err(|reason| self.error(version.span(), reason))
     }
 
     fn channels(

@@ -84,13 +84,14 @@ pub fn run(command: SessionCommand, json: bool) -> Result<ExitCode> {
                     .collect();
                 println!(
                     "session {} migrated at checkpoint {}: added {}; dropped {}; reducer changed \
-                     {}; renamed {}",
+                     {}; renamed {}; converted {}",
                     done.session,
                     done.checkpoint,
                     list(&done.added),
                     list(&done.dropped),
                     list(&done.changed),
-                    list(&renamed)
+                    list(&renamed),
+                    list(&done.converted)
                 );
             }
         }

@@ -97,6 +97,7 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
         StateCommand::Get {
             session,
             at,
+            migrate,
             channel,
         } => {
             let got = read_state(
@@ -105,6 +106,7 @@ pub fn run(command: StateCommand, json: bool) -> Result<ExitCode> {
                     session: session.session,
                     token: token(),
                     at,
+                    migrate,
                     channel,
                     offset: None,
                 },

@@ -132,6 +132,8 @@ pub struct Report {
 pub struct StateGet {
     pub session: String,
     pub at: Option<u64>,
+    #[serde(default)]
+    pub migrate: bool,
     pub channel: Option<String>,
 }
 

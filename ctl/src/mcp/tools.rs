@@ -397,6 +397,8 @@ pub fn all() -> Vec<Tool> {
                 json!({
                     "session": text("The session."),
                     "at": integer("Read the state as it was right after this checkpoint (default: now)."),
+                    "migrate": boolean("Read `at`'s state carried through the migrations since, \
+                        in the newest schema (default: the schema it was written under)."),
                     "channel": text("Only this channel."),
                 }),
                 &["session"],
@@ -562,7 +564,7 @@ pub async fn call(
             let r: args::StateGet = args::parse(name, arguments)?;
             rpc(
                 "state.get",
-                json!({ "session": r.session, "at": r.at, "channel": r.channel }),
+                json!({ "session": r.session, "at": r.at, "migrate": r.migrate, "channel": r.channel }),
             )
             .await
         }

@@ -2,11 +2,12 @@
 //! `session_schemas`, `until_id` being the migration's checkpoint: a checkpoint before
 //! it was written under that schema. Reading, replaying and forking a checkpoint use
 //! the schema of its era, never the newest with the old state (state-semantics.md, 32
-//! and 33); a fork asked to `migrate` carries the state forward through every recorded
-//! migration after it, as each migration did to the head.
+//! and 33); a fork or read asked to `migrate` carries the state forward through every
+//! recorded migration after it, as each migration did to the head: the steps of the
+//! next schema's chain, then the renames, adds and drops (36).
 
 use crate::error::Error;
-use grove_state::{Schema, State};
+use grove_state::{chain, Schema, State};
 use rusqlite::{params, Connection};
 use std::collections::BTreeMap;
 
@@ -61,6 +62,10 @@ pub struct Step {
     pub state: State,
     pub added: Vec<String>,
     pub changed: Vec<String>,
+    /// Channels the schema's chain converted or mapped, by the step that did.
+    pub converted: BTreeMap<String, String>,
+    /// The old schema as the chain left it (its renames and drops made).
+    pub before: Schema,
 }
 
 /// A value the new reducer of its channel cannot take.
@@ -68,17 +73,109 @@ pub struct Unfit {
     pub channel: String,
     pub held: serde_json::Value,
     pub reducer: grove_state::Reducer,
+    /// The chain step whose conversion gave the value, when one did.
+    pub by: Option<String>,
 }
 
-/// `state` of schema `old` moved to `new`, as a migration does: renamed channels keep
-/// their values under their new names, channels `new` adds get their defaults, those
-/// it leaves out go, the others keep their values, which a changed reducer must take.
-/// The caller checked that `renames` and what is left out fit the two schemas.
-pub fn step(
+/// Why a state could not be carried from one schema to the next.
+pub enum Uncarried {
+    /// The new schema's chain does not go from the old revision to its own.
+    Chain(String),
+    /// A step of the chain failed (or its converter went past its limits).
+    Step(super::convert::Failed),
+    Unfit(Unfit),
+}
+
+impl Uncarried {
+    /// In words, for a message that goes on to say what was left unchanged.
+    pub fn describe(&self) -> String {
+        match self {
+            Uncarried::Chain(reason) => reason.clone(),
+            Uncarried::Step(failed) => failed.to_string(),
+            Uncarried::Unfit(unfit) => {
+                let by = match &unfit.by {
+                    Some(step) => format!("{step} converted channel `{}` to", unfit.channel),
+                    None => format!("channel `{}` holds", unfit.channel),
+                };
+                format!(
+                    "{by} {}, which reducer `{}` of the new schema cannot take (it needs {})",
+                    grove_state::json_type(&unfit.held),
+                    unfit.reducer,
+                    unfit.reducer.expected_default()
+                )
+            }
+        }
+    }
+}
+
+/// `state` of schema `old` moved to `new`, as a migration does: first through the
+/// steps of `new`'s chain from `old`'s revision to its own (state-semantics.md, 36),
+/// then renamed channels keep their values under their new names, channels `new`
+/// adds get their defaults, those it leaves out go, the others keep their values,
+/// which a changed reducer (or a conversion) must fit. The caller checked that
+/// `renames` and what is left out fit the two schemas.
+pub async fn carry(
+    old: &Schema,
+    new: &Schema,
+    renames: &BTreeMap<String, String>,
+    state: State,
+) -> Result<Step, Uncarried> {
+    let steps = chain::steps_between(&new.migrations, old.revision, new.revision)
+        .map_err(Uncarried::Chain)?;
+    let carried = super::convert::carry(steps, state)
+        .await
+        .map_err(Uncarried::Step)?;
+    let before = renamed_by(old, steps);
+    let mut step =
+        step(&before, new, renames, carried.state, &carried.converted).map_err(Uncarried::Unfit)?;
+    for (channel, by) in carried.converted {
+        let held = step.state.get(&channel).cloned().unwrap_or_default();
+        if let Some(spec) = new.channel(&channel) {
+            if !held.is_null() && !spec.reducer.accepts_default(&held) {
+                return Err(Uncarried::Unfit(Unfit {
+                    channel,
+                    held,
+                    reducer: spec.reducer,
+                    by: Some(by),
+                }));
+            }
+            step.converted.insert(channel, by);
+        }
+    }
+    step.before = before;
+    Ok(step)
+}
+
+/// `old` as `new`'s chain from its revision leaves it: the schema whose channels the
+/// rest of a migration (its flags, adds and drops) sees.
+pub fn before_chain(old: &Schema, new: &Schema) -> Result<Schema, Uncarried> {
+    let steps = chain::steps_between(&new.migrations, old.revision, new.revision)
+        .map_err(Uncarried::Chain)?;
+    Ok(renamed_by(old, steps))
+}
+
+/// `old`'s channels as `steps` rename and drop them (their reducers stay).
+fn renamed_by(old: &Schema, steps: &[chain::Migration]) -> Schema {
+    let mut schema = old.clone();
+    for step in steps {
+        for (from, to) in &step.rename {
+            if let Some(spec) = schema.channels.remove(from) {
+                schema.channels.insert(to.clone(), spec);
+            }
+        }
+        for channel in &step.drop {
+            schema.channels.remove(channel);
+        }
+    }
+    schema
+}
+
+fn step(
     old: &Schema,
     new: &Schema,
     renames: &BTreeMap<String, String>,
     mut state: State,
+    converted: &BTreeMap<String, String>,
 ) -> Result<Step, Unfit> {
     for (from, to) in renames {
         if let Some(value) = state.remove(from) {
@@ -90,6 +187,8 @@ pub fn step(
         state,
         added: Vec::new(),
         changed: Vec::new(),
+        converted: BTreeMap::new(),
+        before: old.clone(),
     };
     for (channel, spec) in &new.channels {
         let from = renames
@@ -108,6 +207,7 @@ pub fn step(
                         channel: channel.clone(),
                         held,
                         reducer: spec.reducer,
+                        by: converted.get(channel).cloned(),
                     });
                 }
                 step.changed.push(channel.clone());
@@ -121,11 +221,11 @@ pub fn step(
 /// The schema and state a fork of checkpoint `at` (whose state is `state`) starts
 /// with: `at`'s own era's, or with `migrate` the current schema and the state carried
 /// through every migration since (`kept`: [`kept_after`]).
-pub fn fork_point(
+pub async fn fork_point(
     session: &str,
     kept: Vec<Era>,
     current: &Schema,
-    mut state: State,
+    state: State,
     migrate: bool,
 ) -> Result<(Schema, State), Error> {
     let Some(first) = kept.first() else {
@@ -134,24 +234,59 @@ pub fn fork_point(
     if !migrate {
         return Ok((first.schema.clone(), state));
     }
-    let nexts = kept.iter().skip(1).map(|era| &era.schema);
-    for (era, next) in kept.iter().zip(nexts.chain(std::iter::once(current))) {
-        state = step(&era.schema, next, &era.renames, state)
-            .map_err(|unfit| cannot_carry(session, &unfit))?
-            .state;
-    }
+    let state = through_eras(&kept, current, state)
+        .await
+        .map_err(|why| cannot_carry(session, &why))?;
     Ok((current.clone(), state))
 }
 
+/// A state of the era `kept[0]` carried through every migration since, to `current`.
+pub async fn through_eras(
+    kept: &[Era],
+    current: &Schema,
+    mut state: State,
+) -> Result<State, Uncarried> {
+    let nexts = kept.iter().skip(1).map(|era| &era.schema);
+    for (era, next) in kept.iter().zip(nexts.chain(std::iter::once(current))) {
+        state = carry(&era.schema, next, &era.renames, state).await?.state;
+    }
+    Ok(state)
+}
+
 /// An older checkpoint may hold what the head no longer did when a migration ran.
-fn cannot_carry(session: &str, unfit: &Unfit) -> Error {
+fn cannot_carry(session: &str, why: &Uncarried) -> Error {
     Error::BadInput(format!(
-        "cannot carry channel `{}` of session `{session}` forward: it holds {} there, which \
-         reducer `{}` of a later migration cannot take (it needs {}); fork without \
+        "cannot carry the state of session `{session}` forward: {}; fork without \
          --migrate to keep that checkpoint's schema; nothing was created",
-        unfit.channel,
-        grove_state::json_type(&unfit.held),
-        unfit.reducer,
-        unfit.reducer.expected_default()
+        why.describe()
     ))
+}
+
+/// The state right after checkpoint `at` carried to the newest schema, `current`
+/// (`state get --at --migrate`): read on the database thread, carried off the state
+/// task.
+pub async fn migrated_state_at(
+    db: &crate::db::Db,
+    session: String,
+    current: Schema,
+    at: u64,
+) -> Result<State, Error> {
+    let name = session.clone();
+    let (kept, state, current) = db
+        .call(move |conn| {
+            let kept = kept_after(conn, &name, at)?;
+            let state = super::store::state_at(conn, &name, &current, at)?;
+            Ok((kept, state, current))
+        })
+        .await?;
+    if kept.is_empty() {
+        return Ok(state);
+    }
+    through_eras(&kept, &current, state).await.map_err(|why| {
+        Error::BadInput(format!(
+            "cannot read checkpoint {at} of session `{session}` in the newest schema: {}; \
+             read it without --migrate, in the schema it was written under",
+            why.describe()
+        ))
+    })
 }

@@ -24,6 +24,7 @@ pub(super) enum Req {
     Get {
         session: String,
         at: Option<u64>,
+        migrate: bool,
         reply: Reply<(u64, State)>,
     },
     History {
@@ -172,10 +173,23 @@ impl StateHandle {
         .await
     }
 
+    #[cfg(test)]
     pub async fn get(&self, session: &str, at: Option<u64>) -> Result<(u64, State), Error> {
+        self.get_migrated(session, at, false).await
+    }
+
+    /// [`StateHandle::get`], with `migrate`: an older era's state carried through every
+    /// migration since, in the newest schema.
+    pub async fn get_migrated(
+        &self,
+        session: &str,
+        at: Option<u64>,
+        migrate: bool,
+    ) -> Result<(u64, State), Error> {
         self.ask(|reply| Req::Get {
             session: session.into(),
             at,
+            migrate,
             reply,
         })
         .await

@@ -1,7 +1,9 @@
 //! `grove session migrate`: a session moves to a new schema in one checkpoint (source
 //! `migrate`). Channels may be added (with their defaults) and reducers changed where
-//! the stored value fits the new one; a channel goes only when named in `drop`. The
-//! old schema is kept for the checkpoints before, so history reads as it was written.
+//! the stored value fits the new one; a channel goes only when named in `drop`. A new
+//! schema of a higher revision first runs the steps of its chain from the session's
+//! revision (state-semantics.md, 36), all of it refused if one step fails. The old
+//! schema is kept for the checkpoints before, so history reads as it was written.
 
 use super::session::Session;
 use super::store::{self, CheckpointRow, SessionHead};
@@ -10,6 +12,7 @@ use crate::error::Error;
 use grove_agent_shim::now_ms;
 use grove_proto::methods::SessionMigrateResult;
 use grove_proto::state::CheckpointInfo;
+use grove_state::chain::Migration;
 use grove_state::{LastChange, Schema, State};
 use std::collections::{BTreeMap, HashMap};
 
@@ -19,16 +22,21 @@ struct Plan {
     added: Vec<String>,
     dropped: Vec<String>,
     changed: Vec<String>,
+    converted: Vec<String>,
+    /// The chain's steps it takes (their renames and drops are in `renamed`/`dropped`).
+    steps: Vec<Migration>,
 }
 
-fn plan(
-    session: &Session,
+/// The flags fit `old`, the session's schema as the new one's chain leaves it (its
+/// renames and drops made): what is dropped or renamed is there, what the new schema
+/// leaves out is named.
+fn check_flags(
+    name: &str,
+    old: &Schema,
     new: &Schema,
     drop: &[String],
     renames: &BTreeMap<String, String>,
-) -> Result<Plan, Error> {
-    let old = &session.schema;
-    let name = &session.name;
+) -> Result<(), Error> {
     for channel in drop {
         if old.channel(channel).is_none() {
             return Err(Error::BadInput(format!(
@@ -43,7 +51,7 @@ fn plan(
             )));
         }
     }
-    check_renames(session, new, drop, renames)?;
+    check_renames(name, old, new, drop, renames)?;
     for channel in old.channel_names() {
         if new.channel(&channel).is_none()
             && !drop.contains(&channel)
@@ -52,37 +60,64 @@ fn plan(
             return Err(Error::BadInput(format!(
                 "the new schema leaves out channel `{channel}` of session `{name}`; to drop \
                  it and its value, pass --drop {channel} (or --rename {channel}=NEW to keep \
-                 it under another name); nothing was changed"
+                 it under another name, or declare it in a step of [[state.migrations]]); \
+                 nothing was changed"
             )));
         }
     }
-    let step = super::eras::step(old, new, renames, session.current.clone()).map_err(|u| {
+    Ok(())
+}
+
+async fn plan(
+    session: &Session,
+    new: &Schema,
+    drop: &[String],
+    renames: &BTreeMap<String, String>,
+) -> Result<Plan, Error> {
+    let (old, name) = (&session.schema, &session.name);
+    let refused = |why: &super::eras::Uncarried| {
         Error::BadInput(format!(
-            "channel `{}` holds {}, which reducer `{}` cannot take (it needs {}); replace \
-             its value first with {{\"__overwrite__\": value}}, or drop it; nothing was \
-             changed",
-            u.channel,
-            grove_state::json_type(&u.held),
-            u.reducer,
-            u.reducer.expected_default()
+            "cannot migrate session `{name}`: {}; nothing was changed",
+            why.describe()
         ))
-    })?;
+    };
+    let before = super::eras::before_chain(old, new).map_err(|why| refused(&why))?;
+    check_flags(name, &before, new, drop, renames)?;
+    let step = super::eras::carry(old, new, renames, session.current.clone())
+        .await
+        .map_err(|why| match why {
+            super::eras::Uncarried::Unfit(ref unfit) if unfit.by.is_none() => {
+                Error::BadInput(format!(
+                    "{}; replace its value first with {{\"__overwrite__\": value}}, or \
+                     drop it; nothing was changed",
+                    why.describe()
+                ))
+            }
+            why => refused(&why),
+        })?;
+    let steps = grove_state::chain::steps_between(&new.migrations, old.revision, new.revision)
+        .map(<[Migration]>::to_vec)
+        .unwrap_or_default();
+    let mut dropped: Vec<String> = steps.iter().flat_map(|s| s.drop.clone()).collect();
+    dropped.extend(drop.iter().cloned());
     Ok(Plan {
         state: step.state,
         added: step.added,
-        dropped: drop.to_vec(),
+        dropped,
         changed: step.changed,
+        converted: step.converted.into_keys().collect(),
+        steps,
     })
 }
 
 /// A rename moves a channel of the old schema to a name only the new one declares.
 fn check_renames(
-    session: &Session,
+    name: &str,
+    old: &Schema,
     new: &Schema,
     drop: &[String],
     renames: &BTreeMap<String, String>,
 ) -> Result<(), Error> {
-    let (old, name) = (&session.schema, &session.name);
     let mut targets = std::collections::BTreeSet::new();
     for (from, to) in renames {
         let why = if old.channel(from).is_none() {
@@ -115,18 +150,29 @@ fn touched(
     before: &HashMap<String, LastChange>,
     id: u64,
 ) -> (Vec<String>, HashMap<String, LastChange>) {
+    let mut last_changes = before.clone();
+    let mut moved = Vec::new();
+    for step in &plan.steps {
+        for (from, to) in &step.rename {
+            if let Some(change) = last_changes.remove(from) {
+                last_changes.insert(to.clone(), change);
+            }
+            moved.extend([from.clone(), to.clone()]);
+        }
+    }
     let mut channels: Vec<String> = plan
         .added
         .iter()
+        .chain(&moved)
         .chain(&plan.dropped)
         .chain(&plan.changed)
+        .chain(&plan.converted)
         .chain(renames.keys())
         .chain(renames.values())
         .cloned()
         .collect();
     channels.sort();
     channels.dedup();
-    let mut last_changes = before.clone();
     last_changes.retain(|channel, _| !plan.dropped.contains(channel));
     for (from, to) in renames {
         if let Some(change) = last_changes.remove(from) {
@@ -134,7 +180,8 @@ fn touched(
         }
     }
     for channel in &channels {
-        if !plan.dropped.contains(channel) && !renames.contains_key(channel) {
+        // Only what the new state holds: not a channel dropped or renamed away.
+        if plan.state.contains_key(channel) {
             let change = LastChange::after(last_changes.get(channel), id, "migrate");
             last_changes.insert(channel.clone(), change);
         }
@@ -152,7 +199,8 @@ impl StateService {
     ) -> Result<SessionMigrateResult, Error> {
         self.use_session(name).await?;
         let session = self.session(name)?;
-        let plan = plan(session, &new, &drop, &renames)?;
+        let plan = plan(session, &new, &drop, &renames).await?;
+        let session = self.session(name)?;
         let id = session.head + 1;
         let at_ms = now_ms();
         let (channels, last_changes) = touched(&plan, &renames, &session.last_changes, id);
@@ -203,7 +251,13 @@ impl StateService {
             added: plan.added,
             dropped: plan.dropped,
             changed: plan.changed,
-            renamed: renames,
+            converted: plan.converted,
+            renamed: plan
+                .steps
+                .iter()
+                .flat_map(|step| step.rename.clone())
+                .chain(renames)
+                .collect(),
         })
     }
 }

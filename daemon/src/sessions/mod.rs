@@ -9,6 +9,7 @@ pub mod budget;
 pub mod code;
 pub mod code_ref;
 mod commit;
+mod convert;
 mod eras;
 pub mod gc;
 mod handle;

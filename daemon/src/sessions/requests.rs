@@ -59,8 +59,13 @@ impl StateService {
             } => {
                 let _ = reply.send(self.ensure(&name, schema, explicit, reserve).await);
             }
-            Req::Get { session, at, reply } => match self.use_session(&session).await {
-                Ok(()) => self.get(&session, at, reply),
+            Req::Get {
+                session,
+                at,
+                migrate,
+                reply,
+            } => match self.use_session(&session).await {
+                Ok(()) => self.get(&session, at, migrate, reply),
                 Err(e) => {
                     let _ = reply.send(Err(e));
                 }
@@ -195,10 +200,7 @@ impl StateService {
             return Ok(());
         }
         validate_session_name(name)?;
-        let schema = schema.unwrap_or(Schema {
-            version: grove_state::SCHEMA_VERSION,
-            channels: Default::default(),
-        });
+        let schema = schema.unwrap_or(Schema::empty());
         let mut session = Session::new(name, schema, now_ms());
         session.reserved = reserve;
         let row = session.row();
@@ -212,7 +214,13 @@ impl StateService {
 
     /// The head is in memory; older checkpoints are read on the database thread
     /// without holding up this task.
-    pub(super) fn get(&self, name: &str, at: Option<u64>, reply: Reply<(u64, State)>) {
+    pub(super) fn get(
+        &self,
+        name: &str,
+        at: Option<u64>,
+        migrate: bool,
+        reply: Reply<(u64, State)>,
+    ) {
         let session = match self.session(name) {
             Ok(session) => session,
             Err(e) => {
@@ -231,10 +239,13 @@ impl StateService {
         }
         let (db, name, schema) = (self.db.clone(), name.to_string(), session.schema.clone());
         tokio::spawn(async move {
-            let state = db
-                .call(move |conn| store::state_at(conn, &name, &schema, at))
-                .await
-                .map_err(Error::from);
+            let state = match migrate {
+                false => db
+                    .call(move |conn| store::state_at(conn, &name, &schema, at))
+                    .await
+                    .map_err(Error::from),
+                true => super::eras::migrated_state_at(&db, name, schema, at).await,
+            };
             let _ = reply.send(state.map(|s| (at, s)));
         });
     }
@@ -293,7 +304,8 @@ impl StateService {
                 Ok((kept, state))
             })
             .await?;
-        let (schema, state) = super::eras::fork_point(name, kept, &current_schema, state, migrate)?;
+        let (schema, state) =
+            super::eras::fork_point(name, kept, &current_schema, state, migrate).await?;
         let n = name.to_string();
         // The fork starts on the code its checkpoint recorded.
         let code = self

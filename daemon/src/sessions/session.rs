@@ -128,10 +128,7 @@ impl Session {
             })
         };
         let parsed = parsed.ok().filter(|_| unreadable.is_none());
-        let schema = parsed.unwrap_or(Schema {
-            version: SCHEMA_VERSION,
-            channels: Default::default(),
-        });
+        let schema = parsed.unwrap_or(Schema::empty());
         Session {
             name: row.name,
             // A written head is read on first use; an unwritten one is the initial state.

@@ -12,7 +12,10 @@ pub async fn handle(
     params: StateGetParams,
 ) -> Result<StateGetResult, Error> {
     let begun = std::time::Instant::now();
-    let (checkpoint, state) = ctx.state.get(&caller.session, params.at).await?;
+    let (checkpoint, state) = ctx
+        .state
+        .get_migrated(&caller.session, params.at, params.migrate)
+        .await?;
     if params.at.is_some() {
         crate::metrics::restored(begun);
     }
