@@ -387,3 +387,92 @@ fn json_null_default_means_none() {
     assert_eq!(schema.channels["x"].default, None);
     assert_eq!(schema.initial_state()["x"], json!(0));
 }
+
+const REVISED: &str = r#"
+[state]
+version = 1
+revision = 3
+[state.channels]
+cost = { reducer = "overwrite" }
+status = { reducer = "overwrite" }
+
+[[state.migrations]]
+from = 1
+to = 2
+convert.price = '{amount: ., currency: "EUR"}'
+
+[[state.migrations]]
+from = 2
+to = 3
+rename.price = "cost"
+drop = ["notes"]
+map.status = { open = "todo", closed = "done" }
+"#;
+
+#[test]
+fn a_revision_and_its_chain_read_from_toml_and_round_trip_through_json() {
+    let schema = Schema::from_toml(REVISED, "s.toml").unwrap().unwrap();
+    assert_eq!((schema.version, schema.revision), (1, 3));
+    assert_eq!(schema.migrations.len(), 2);
+    assert_eq!(schema.migrations[1].rename["price"], "cost");
+    assert_eq!(schema.migrations[1].drop, ["notes"]);
+    assert_eq!(schema.migrations[1].map["status"]["open"], "todo");
+    // The stored form reads back as the same schema.
+    assert_eq!(Schema::from_json(&schema.to_json()).unwrap(), schema);
+    // A schema without a revision is revision 1, and stores as it always did.
+    let plain = Schema::from_toml(DESIGN_EXAMPLE, ".grove.toml")
+        .unwrap()
+        .unwrap();
+    assert_eq!(plain.revision, 1);
+    assert!(plain.migrations.is_empty());
+    let stored = plain.to_json();
+    assert!(stored.get("revision").is_none() && stored.get("migrations").is_none());
+}
+
+#[test]
+fn a_chain_that_is_not_whole_or_not_well_formed_is_refused_with_where() {
+    let cases = [
+        (
+            REVISED.replace("from = 2\nto = 3", "from = 2\nto = 4"),
+            "skips a revision",
+        ),
+        (
+            REVISED.replace("revision = 3", "revision = 5"),
+            "end at revision 3",
+        ),
+        (
+            REVISED.replace("revision = 3", "revision = 0"),
+            "positive integer",
+        ),
+        (
+            REVISED.replace("drop = [\"notes\"]", "drop = \"notes\""),
+            "list of channel",
+        ),
+        (
+            REVISED.replace("rename.price = \"cost\"", "rename.price = 1"),
+            "channel = \"text\"",
+        ),
+        (REVISED.replace("from = 1\n", ""), "needs `from`"),
+        (
+            REVISED.replace("drop = [\"notes\"]", "drop = [\"price\"]"),
+            "renames and drops",
+        ),
+        (
+            REVISED.replace("map.status", "convert.status = '.'\nmap.status"),
+            "both converts and maps",
+        ),
+        (
+            REVISED.replace("convert.price", "shift.price"),
+            "unknown key `shift`",
+        ),
+        (
+            REVISED.replace("'{amount: .", "'{amount: .["),
+            "not valid jq",
+        ),
+    ];
+    for (text, needle) in cases {
+        let error = toml_error(&text).to_string();
+        assert!(error.contains(needle), "{needle}: {error}");
+        assert!(error.starts_with(".grove.toml:"), "{error}");
+    }
+}
