@@ -1,6 +1,6 @@
 //! Runs a schema's migration steps on a state (state-semantics.md, 36). A step with a
-//! jq conversion runs in a child `grove __state-convert` with limits on its CPU time
-//! and address space, so that an expression that does not end, or builds a huge value,
+//! jq conversion runs in a child `grove __state-convert` with limits on its CPU time,
+//! wall-clock time and address space, so that an expression that does not end, or builds a huge value,
 //! is stopped by the kernel instead of holding the sessions task or the daemon's
 //! memory; steps that only rename, drop and map run here.
 
@@ -13,6 +13,9 @@ use std::process::{Command, Stdio};
 pub const CPU_SECONDS: u64 = 2;
 /// Address space of the converter, in bytes.
 pub const MEMORY_BYTES: u64 = 512 << 20;
+/// Wall-clock time the converter may take: on a loaded machine its CPU seconds take
+/// longer, and the sessions task waits for a migration's conversions.
+pub const WALL_SECONDS: u64 = 10;
 
 /// Why a chain did not give a state.
 pub enum Failed {
@@ -76,6 +79,7 @@ fn run_converter(input: &[u8]) -> Result<ConvertOutput, String> {
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot run: starting the converter failed ({e})"))?;
+    let (stop, watchdog) = watchdog(child.id());
     // The converter reads all its input before it writes: no pipe waits on the other.
     let write_error = child
         .stdin
@@ -86,9 +90,18 @@ fn run_converter(input: &[u8]) -> Result<ConvertOutput, String> {
         .stdout
         .take()
         .and_then(|mut s| s.read_to_end(&mut out).err());
+    // The watchdog ends before the child is reaped, so its pid cannot be another's.
+    drop(stop);
+    let killed = watchdog.join().unwrap_or(false);
     let status = child
         .wait()
         .map_err(|e| format!("cannot run: waiting for the converter failed ({e})"))?;
+    if killed {
+        return Err(format!(
+            "took longer than {WALL_SECONDS} s and were stopped; a conversion must end \
+             quickly"
+        ));
+    }
     if !status.success() {
         return Err(stopped(status));
     }
@@ -96,6 +109,23 @@ fn run_converter(input: &[u8]) -> Result<ConvertOutput, String> {
         return Err(format!("cannot run: the converter's pipe failed ({e})"));
     }
     serde_json::from_slice(&out).map_err(|e| format!("gave no answer grove reads ({e})"))
+}
+
+/// Kills process `pid` unless told to stop (the sender dropped) within
+/// [`WALL_SECONDS`]; its thread says whether it killed.
+fn watchdog(pid: u32) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<bool>) {
+    use nix::sys::signal::{kill, Signal};
+    use std::sync::mpsc::RecvTimeoutError;
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let waited = stopped.recv_timeout(std::time::Duration::from_secs(WALL_SECONDS));
+        let late = matches!(waited, Err(RecvTimeoutError::Timeout));
+        if late {
+            let _ = kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        late
+    });
+    (stop, thread)
 }
 
 fn stopped(status: std::process::ExitStatus) -> String {
