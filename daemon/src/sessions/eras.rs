@@ -64,8 +64,6 @@ pub struct Step {
     pub changed: Vec<String>,
     /// Channels the schema's chain converted or mapped, by the step that did.
     pub converted: BTreeMap<String, String>,
-    /// The old schema as the chain left it (its renames and drops made).
-    pub before: Schema,
 }
 
 /// A value the new reducer of its channel cannot take.
@@ -142,7 +140,6 @@ pub async fn carry(
             step.converted.insert(channel, by);
         }
     }
-    step.before = before;
     Ok(step)
 }
 
@@ -188,7 +185,6 @@ fn step(
         added: Vec::new(),
         changed: Vec::new(),
         converted: BTreeMap::new(),
-        before: old.clone(),
     };
     for (channel, spec) in &new.channels {
         let from = renames
