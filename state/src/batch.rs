@@ -199,7 +199,7 @@ fn check_exact_sum(channel: &str, held: &Value, write: &Value) -> Result<(), Bat
     }
 }
 
-/// Behaviour 34: `same_key = "merge"`: where both sides hold an object under a key, the
+/// Behaviour 39: `same_key = "merge"`: where both sides hold an object under a key, the
 /// two are merged the same way; anything else is replaced by the write.
 fn merge_deep(held: &mut serde_json::Map<String, Value>, write: &serde_json::Map<String, Value>) {
     for (key, written) in write {

@@ -418,12 +418,12 @@ fn cli_updates_from_pairs_and_files_watch_and_conflicts() {
     );
 }
 
-/// Behaviour 34 on a real daemon: two agents report findings per file into a `merge`
+/// Behaviour 39 on a real daemon: two agents report findings per file into a `merge`
 /// channel declared `same_key = "merge"`; their nested objects are merged, where the
 /// default `"replace"` would keep only the second agent's object for the file. A replay
 /// of the history reads the same (a checkpoint before the second write).
 #[test]
-fn b34_a_deep_merge_channel_merges_nested_objects() {
+fn b39_a_deep_merge_channel_merges_nested_objects() {
     let schema = r#"
 [state]
 version = 1
