@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 pub mod clis;
+#[cfg(target_os = "linux")]
 pub mod loopfs;
 pub mod pty;
 mod tmpfs;

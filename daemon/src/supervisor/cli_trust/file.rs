@@ -26,7 +26,7 @@ pub struct Dir {
 /// What a file held, and its mode (kept by the replacement).
 pub struct Text {
     pub text: String,
-    mode: u32,
+    mode: Mode,
 }
 
 impl Dir {
@@ -71,7 +71,7 @@ impl Dir {
         File::from(fd).read_to_string(&mut text)?;
         Ok(Some(Text {
             text,
-            mode: stat.st_mode & 0o7777,
+            mode: Mode::from_bits_truncate(stat.st_mode & 0o7777),
         }))
     }
 
@@ -81,7 +81,7 @@ impl Dir {
         let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
         let fd = open_beneath(&self.fd, &temp, flags)?;
         let written = (|| {
-            fchmod(&fd, Mode::from_bits_truncate(old.mode))?;
+            fchmod(&fd, old.mode)?;
             let mut file = File::from(fd);
             file.write_all(text.as_bytes())?;
             file.sync_all()?;
