@@ -26,17 +26,23 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: DiffParams) -> Result<DiffRe
     }
     let mut diff = String::new();
     if let Some(worktree) = live_worktree(&record) {
-        let (base, stat, paths) = (
+        let (base, stat, paths, placed) = (
             record.base_commit.clone(),
             params.stat,
             params.paths.clone(),
+            record.placed.clone(),
         );
         let scratch = ctx.config.dirs.agent_dir(&record.id).join(LIVE_INDEX);
         let entry = live_entry(&record.id);
         diff = tokio::task::spawn_blocking(move || {
             // One diff of an agent at a time: they share its scratch index.
             let mut cached = entry.lock().unwrap_or_else(|e| e.into_inner());
-            worktree_diff(&worktree, &base, stat, &paths, &scratch, &mut cached)
+            let live = Live {
+                worktree: &worktree,
+                placed: &placed,
+                scratch: &scratch,
+            };
+            worktree_diff(&live, &base, stat, &paths, &mut cached)
         })
         .await??;
         cap(&mut diff);
@@ -159,19 +165,28 @@ fn forget_live(id: &str, agent_dir: &Path) {
     let _ = std::fs::remove_file(agent_dir.join(LIVE_INDEX));
 }
 
+/// A running agent's worktree as its live diff reads it.
+struct Live<'a> {
+    worktree: &'a Path,
+    /// What grove placed there (setup's copies and links, the preset CLI's own files):
+    /// never its work, so never in its diff, as salvage never commits them.
+    placed: &'a [String],
+    scratch: &'a Path,
+}
+
 /// The worktree's content against `base`, read without touching the agent's index: a
 /// scratch index (first a copy of the agent's, so that unchanged files are not hashed)
-/// takes in every change and untracked file, and is compared with the base. When
-/// `git add -A` left the scratch index as the last diff found it, that diff is still
-/// the answer.
+/// takes in every change and untracked file but what grove placed, and is compared with
+/// the base. When `git add -A` left the scratch index as the last diff found it, that
+/// diff is still the answer.
 fn worktree_diff(
-    worktree: &Path,
+    live: &Live<'_>,
     base: &str,
     stat: bool,
     paths: &[String],
-    scratch: &Path,
     cache: &mut LiveCache,
 ) -> Result<String, Error> {
+    let (worktree, scratch) = (live.worktree, live.scratch);
     let run = |args: &[&str], index: Option<&Path>| -> Result<Vec<u8>, Error> {
         let mut git = hardened_git();
         git.arg("-C").arg(worktree);
@@ -180,7 +195,14 @@ fn worktree_diff(
     if !scratch.exists() {
         seed_scratch(&run, scratch)?;
     }
-    if let Err(e) = run(&["add", "-A", "--", "."], Some(scratch)) {
+    let left_out: Vec<String> = live
+        .placed
+        .iter()
+        .map(|path| format!(":(exclude,literal){path}"))
+        .collect();
+    let mut add = vec!["add", "-A", "--", "."];
+    add.extend(left_out.iter().map(String::as_str));
+    if let Err(e) = run(&add, Some(scratch)) {
         // A scratch index a crash left half-written costs one fresh copy.
         let _ = std::fs::remove_file(scratch);
         cache.last = None;
