@@ -18,6 +18,18 @@ const KEYS: &[&str] = &[
 /// The placeholder of an argv template that the prompt replaces.
 pub const PROMPT: &str = "{prompt}";
 
+/// Claude Code's hooks, given to it by the preset (`--settings`): it tells grove
+/// itself when it waits for its user and when it works again, beside grove's own reading
+/// of its terminal. `grove` from the agent's PATH; where there is none, the hook does
+/// nothing, so Claude Code never shows a failed hook.
+pub const CLAUDE_HOOKS: &str = concat!(
+    r#"{"hooks":{"#,
+    r#""Notification":[{"hooks":[{"type":"command","command":"grove status waiting >/dev/null 2>&1 || true"}]}],"#,
+    r#""Stop":[{"hooks":[{"type":"command","command":"grove status waiting >/dev/null 2>&1 || true"}]}],"#,
+    r#""UserPromptSubmit":[{"hooks":[{"type":"command","command":"grove status working >/dev/null 2>&1 || true"}]}]"#,
+    r#"}}"#
+);
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Preset {
     pub name: String,
@@ -65,7 +77,7 @@ pub fn builtins() -> Vec<Preset> {
     vec![
         preset(
             "claude",
-            &["claude", PROMPT],
+            &["claude", "--settings", CLAUDE_HOOKS, PROMPT],
             &["claude", "-p", PROMPT],
             [
                 &[".claude", ".claude.json"],
@@ -328,12 +340,35 @@ mod tests {
         let claude = builtin("claude");
         assert_eq!(
             render(&claude, false, Some("fix it")).expect("ok"),
-            ["claude", "fix it"]
+            ["claude", "--settings", CLAUDE_HOOKS, "fix it"]
         );
-        assert_eq!(render(&claude, false, None).expect("ok"), ["claude"]);
+        assert_eq!(
+            render(&claude, false, None).expect("ok"),
+            ["claude", "--settings", CLAUDE_HOOKS]
+        );
         assert!(render(&claude, true, None).is_err());
         let aider = builtin("aider");
         assert!(render(&aider, false, Some("x")).is_err());
+    }
+
+    #[test]
+    fn claudes_hooks_are_json_that_tell_grove_when_it_waits() {
+        let hooks: serde_json::Value = serde_json::from_str(CLAUDE_HOOKS).expect("JSON");
+        let command = |event: &str| hooks["hooks"][event][0]["hooks"][0]["command"].clone();
+        assert_eq!(hooks["hooks"]["Stop"][0]["hooks"][0]["type"], "command");
+        for (event, activity) in [
+            ("Notification", "waiting"),
+            ("Stop", "waiting"),
+            ("UserPromptSubmit", "working"),
+        ] {
+            let command = command(event);
+            assert!(
+                command
+                    .as_str()
+                    .is_some_and(|c| c.starts_with(&format!("grove status {activity} "))),
+                "{event}: {command}"
+            );
+        }
     }
 
     #[test]

@@ -289,8 +289,17 @@ fn print_argv(g: &Grove, args: &[&str]) -> Vec<String> {
 fn built_in_presets_build_their_documented_argv() {
     let g = Grove::new();
     let task = "fix the flaky test";
+    // Claude Code gets grove's hooks as its settings (a JSON string, checked below).
+    let hooks = print_argv(&g, &["--agent", "claude"])[2].clone();
+    let parsed: serde_json::Value = serde_json::from_str(&hooks).expect("hooks JSON");
+    assert!(parsed["hooks"]["Stop"].is_array(), "{hooks}");
+    let hooks = hooks.as_str();
     for (name, interactive, headless) in [
-        ("claude", vec!["claude", task], vec!["claude", "-p", task]),
+        (
+            "claude",
+            vec!["claude", "--settings", hooks, task],
+            vec!["claude", "-p", task],
+        ),
         ("codex", vec!["codex", task], vec!["codex", "exec", task]),
         ("gemini", vec!["gemini", task], vec!["gemini", "-p", task]),
         (
@@ -311,7 +320,10 @@ fn built_in_presets_build_their_documented_argv() {
             "{name}"
         );
     }
-    assert_eq!(print_argv(&g, &["--agent", "claude"]), ["claude"]);
+    assert_eq!(
+        print_argv(&g, &["--agent", "claude"]),
+        ["claude", "--settings", hooks]
+    );
     assert_eq!(print_argv(&g, &["--agent", "aider"]), ["aider"]);
     // A prompt that would be dropped is refused instead.
     g.refused(
@@ -385,9 +397,11 @@ fn a_repository_preset_adds_names_but_never_replaces_a_known_one() {
     .expect("write");
     g.git(&["add", ".grove.toml"]);
     g.git(&["commit", "-qm", "presets"]);
+    let argv = print_argv(&g, &["--agent", "claude", "hi"]);
     assert_eq!(
-        print_argv(&g, &["--agent", "claude", "hi"]),
-        ["claude", "hi"]
+        [argv[0].as_str(), argv[1].as_str(), argv[3].as_str()],
+        ["claude", "--settings", "hi"],
+        "the built-in, not the repository's: {argv:?}"
     );
     let out = g.run(&["agents"]);
     assert!(out.stdout.contains("lint"), "{}", out.stdout);
@@ -438,6 +452,87 @@ fn a_presets_cli_files_are_never_salvaged_onto_its_branch() {
     // Bad entries are refused where they are read.
     g.write_config("[agents.bad]\ncommand = [\"true\"]\ncli_files = [\"../up\"]\n");
     g.refused_all(&["spawn", "--agent", "bad"], &["cli_files entry `../up`"]);
+}
+
+/// Issue 30, item 6: `grove diff` of a running agent leaves out what its preset's CLI
+/// writes for itself, as its branch will.
+#[test]
+fn a_running_agents_diff_leaves_out_its_clis_files() {
+    let g = Grove::new();
+    let gate = g.dir.path().join("gate");
+    let work = format!(
+        "echo hist > .notes.history; echo work > work.txt; \
+         while [ ! -e {} ]; do sleep 0.05; done",
+        gate.display()
+    );
+    g.write_config(format!(
+        "[agents.notes]\ncommand = [\"sh\", \"-c\", \"{work}\"]\n\
+         cli_files = [\".notes.history\"]\n"
+    ));
+    let id = g.ok(&["spawn", "--agent", "notes"]).trim().to_string();
+    let mut diff = String::new();
+    eventually(
+        "the running agent's diff shows its work",
+        Duration::from_secs(30),
+        || {
+            diff = g.ok(&["diff", &id]);
+            diff.contains("work.txt")
+        },
+    );
+    assert!(!diff.contains(".notes.history"), "{diff}");
+    fs::write(&gate, "").expect("gate");
+    g.succeeded_log(&id);
+}
+
+/// Issue 30, item 1: the hooks Claude Code's preset gives it, run as Claude Code runs
+/// them (a shell, the agent's environment, `grove` on its PATH), tell grove the agent
+/// waits (Stop, Notification) and works again (UserPromptSubmit).
+#[test]
+fn claudes_preset_hooks_tell_grove_when_it_waits_and_works() {
+    let g = Grove::new();
+    let hooks = print_argv(&g, &["--agent", "claude"])[2].clone();
+    let hooks: serde_json::Value = serde_json::from_str(&hooks).expect("hooks JSON");
+    let command = |event: &str| {
+        hooks["hooks"][event][0]["hooks"][0]["command"]
+            .as_str()
+            .expect("a command")
+            .to_string()
+    };
+    let bin = g.make_dir("bin");
+    std::os::unix::fs::symlink(BIN, bin.join("grove")).expect("symlink");
+    let path = format!(
+        "PATH={}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let gate = |name: &str| g.dir.path().join(name);
+    let wait_for = |name: &str| {
+        format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done",
+            gate(name).display()
+        )
+    };
+    let script = format!(
+        "{}; {}; {}; {}",
+        command("Stop"),
+        wait_for("prompted"),
+        command("UserPromptSubmit"),
+        wait_for("done")
+    );
+    let id = g.spawn(&["--env", &path], &script);
+    eventually(
+        "the Stop hook says waiting",
+        Duration::from_secs(30),
+        || g.record(&id)["activity"] == "waiting",
+    );
+    fs::write(gate("prompted"), "").expect("gate");
+    eventually(
+        "the prompt hook says working",
+        Duration::from_secs(30),
+        || g.record(&id)["activity"] != "waiting",
+    );
+    fs::write(gate("done"), "").expect("gate");
+    g.succeeded_log(&id);
 }
 
 #[test]
