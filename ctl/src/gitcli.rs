@@ -1,14 +1,19 @@
 //! The `git` command line, for reviewing and merging agents' branches.
 //!
-//! Everything here shells out to `git` instead of using git2: a merge, rebase or commit
-//! must run the user's hooks, merge drivers, rerere and `merge.*`/`commit.*` config,
-//! exactly as if they had typed the command, and reading goes the same way so that both
-//! halves see the repository identically.
+//! A merge, rebase or commit, a status and a merge preview shell out to `git`: they must
+//! run the user's hooks, merge drivers, rerere, excludes, fsmonitor and
+//! `merge.*`/`commit.*`/`status.*` config exactly as if the user had typed the command,
+//! and so does every change to the user's branches. Plain reads of refs, commits and
+//! trees (a tip, a merge base, which paths differ) have one answer whatever the config,
+//! and libgit2 gives it in process, as it writes grove's own merge record: each `git`
+//! costs a process start, and a `grove merge` asked dozens. A repository libgit2
+//! cannot open (an extension it does not know, such as reftable) goes to the command
+//! line for everything.
 
 use anyhow::{bail, Context, Result};
 use grove_proto::types::AgentRecord;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -69,6 +74,9 @@ impl Git {
 
     /// The commit `rev` names, if it names one.
     pub fn commit(&self, rev: &str) -> Result<Option<String>> {
+        if let Some(found) = self.in_process(|r| Ok(peel_commit(r, rev).ok().map(hex))) {
+            return Ok(found);
+        }
         let out = self.output(&[
             "rev-parse",
             "--verify",
@@ -95,19 +103,52 @@ impl Git {
     /// Remembers that grove merged `tip` of agent `id` into `target`.
     pub fn record_merge(&self, target: &str, id: &str, tip: &str) -> Result<()> {
         let message = format!("grove merge {id} into {target}");
+        // grove's own bookkeeping, written the way the daemon writes its salvage refs:
+        // libgit2 takes git's lock on the ref and keeps a reflog where
+        // `core.logAllRefUpdates` asks for one; the command line says why it cannot.
+        let written = self.in_process(|r| {
+            let tip = git2::Oid::from_str(tip)?;
+            r.reference(&merge_record(target, id), tip, true, &message)
+                .map(drop)
+        });
+        if written.is_some() {
+            return Ok(());
+        }
         self.run(&["update-ref", "-m", &message, &merge_record(target, id), tip])
             .map(|_| ())
     }
 
     pub fn head(&self) -> Result<String> {
+        // An unborn HEAD is an error: the command line says what git says about it.
+        if let Some(Some(head)) = self.in_process(|r| Ok(peel_commit(r, "HEAD").ok().map(hex))) {
+            return Ok(head);
+        }
         Ok(self.run(&["rev-parse", "HEAD"])?.trim().to_string())
     }
 
     pub fn is_ancestor(&self, ancestor: &str, of: &str) -> Result<bool> {
+        let in_process = self.in_process(|r| {
+            let (a, b) = (peel_commit(r, ancestor)?.id(), peel_commit(r, of)?.id());
+            Ok(a == b || r.graph_descendant_of(b, a)?)
+        });
+        if let Some(answer) = in_process {
+            return Ok(answer);
+        }
         self.test(&["merge-base", "--is-ancestor", ancestor, of])
     }
 
     pub fn merge_base(&self, a: &str, b: &str) -> Result<Option<String>> {
+        let in_process = self.in_process(|r| {
+            let (a, b) = (peel_commit(r, a)?.id(), peel_commit(r, b)?.id());
+            match r.merge_base(a, b) {
+                Ok(base) => Ok(Some(base.to_string())),
+                Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        if let Some(answer) = in_process {
+            return Ok(answer);
+        }
         let out = self.output(&["merge-base", a, b])?;
         Ok(out
             .status
@@ -146,6 +187,9 @@ impl Git {
 
     /// Paths that differ between two trees-ish, by name, renames as two paths.
     pub fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<String>> {
+        if let Some(paths) = self.in_process(|r| Ok(diff_paths(&tree_diff(r, from, to, None)?))) {
+            return Ok(paths);
+        }
         Ok(split_z(&self.run(&[
             "diff",
             "--name-only",
@@ -162,10 +206,17 @@ impl Git {
     /// stands in for the work tree and index: a merge driver of the user's config runs
     /// here too, and must not write into a checkout before the real merge.
     pub fn merge_tree(&self, ours: &str, theirs: &str, scratch: &Path) -> Result<Option<String>> {
-        let common = self.run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+        let common = match self.in_process(|r| Ok(r.commondir().to_path_buf())) {
+            Some(common) => common,
+            None => {
+                let common =
+                    self.run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+                PathBuf::from(common.trim_end_matches('\n'))
+            }
+        };
         let out = grove_proto::git::command()
             .arg("--git-dir")
-            .arg(common.trim_end_matches('\n'))
+            .arg(&common)
             .arg("--work-tree")
             .arg(scratch)
             .args([
@@ -190,8 +241,50 @@ impl Git {
         Ok((!tree.is_empty()).then(|| tree.to_string()))
     }
 
+    /// What a merge of `theirs` into `ours` writes when it can only be the union of the
+    /// two sides' changes: they changed disjoint paths, neither side deleted one (so
+    /// there is no rename for git to follow, of a file or a directory), and none is a
+    /// file where the other side has a directory. Then git merges no content, runs no
+    /// merge driver, and writes exactly what `theirs` changed. None when it may be more
+    /// than that, or when libgit2 cannot say.
+    pub fn union_merge_writes(&self, ours: &str, theirs: &str) -> Option<BTreeSet<String>> {
+        self.in_process(|r| {
+            // On a case-insensitive checkout, distinct names may be one file.
+            if r.config()?.get_bool("core.ignorecase").unwrap_or(false) {
+                return Ok(None);
+            }
+            let (o, t) = (peel_commit(r, ours)?.id(), peel_commit(r, theirs)?.id());
+            let fork = r.merge_base(o, t)?.to_string();
+            let side = |tip: git2::Oid| -> Result<Option<BTreeSet<String>>, git2::Error> {
+                let diff = tree_diff(r, &fork, &tip.to_string(), None)?;
+                let plain = diff
+                    .deltas()
+                    .all(|d| matches!(d.status(), git2::Delta::Added | git2::Delta::Modified));
+                Ok(plain.then(|| diff_paths(&diff).into_iter().collect()))
+            };
+            let (Some(mine), Some(yours)) = (side(o)?, side(t)?) else {
+                return Ok(None);
+            };
+            Ok((!clash(&mine, &yours) && !clash(&yours, &mine)).then_some(yours))
+        })
+        .flatten()
+    }
+
     /// The branch checked out here, None on a detached HEAD.
     pub fn current_branch(&self) -> Result<Option<String>> {
+        let in_process = self.in_process(|r| {
+            let head = r.find_reference("HEAD")?;
+            Ok(match head.symbolic_target() {
+                None => Some(None),
+                Some(name) => name
+                    .strip_prefix("refs/heads/")
+                    .map(|b| Some(b.to_string())),
+            })
+        });
+        // A HEAD naming something other than a branch is left to git to shorten.
+        if let Some(Some(answer)) = in_process {
+            return Ok(answer);
+        }
         let out = self.output(&["symbolic-ref", "-q", "--short", "HEAD"])?;
         Ok(out
             .status
@@ -200,6 +293,9 @@ impl Git {
     }
 
     pub fn worktrees(&self) -> Result<Vec<Worktree>> {
+        if let Some(Some(all)) = self.in_process(worktrees_of) {
+            return Ok(all);
+        }
         Ok(parse_worktrees(&self.run(&[
             "worktree",
             "list",
@@ -220,6 +316,9 @@ impl Git {
 
     /// What changed from `from` to `to`: files, and hunks in `from`'s line numbers.
     pub fn changes(&self, from: &str, to: &str) -> Result<Changes> {
+        if let Some(Some(changes)) = self.in_process(|r| changes_of(r, from, to)) {
+            return Ok(changes);
+        }
         // No renames: a renamed file counts under both names, so that overlaps match by
         // path whatever rename detection would have paired.
         let files = split_z(&self.run(&["diff", "--name-only", "-z", "--no-renames", from, to])?);
@@ -250,6 +349,196 @@ impl Git {
             to,
         ])?))
     }
+}
+
+impl Git {
+    /// `query` answered by libgit2, or None when libgit2 cannot open the repository or
+    /// fails to answer: then git's command line does.
+    fn in_process<R>(
+        &self,
+        query: impl FnOnce(&git2::Repository) -> Result<R, git2::Error>,
+    ) -> Option<R> {
+        OPENED.with_borrow_mut(|opened| {
+            let at = match opened.iter().position(|(dir, _)| *dir == self.dir) {
+                Some(at) => at,
+                None => {
+                    // Like `git -C`; and like grove's `git` commands, blind to GIT_DIR.
+                    let repo = git2::Repository::open_ext(
+                        &self.dir,
+                        git2::RepositoryOpenFlags::empty(),
+                        std::iter::empty::<&OsStr>(),
+                    )
+                    .ok()?;
+                    if opened.len() == KEPT_OPEN {
+                        opened.remove(0);
+                    }
+                    opened.push((self.dir.clone(), repo));
+                    opened.len() - 1
+                }
+            };
+            query(&opened[at].1).ok()
+        })
+    }
+}
+
+/// Repositories a thread keeps open between queries: opening one reads its config
+/// files, and a `grove merge` asks the same one dozens of questions. What a git
+/// command changes meanwhile shows: libgit2 reads refs and HEAD from disk each time,
+/// re-reads packed-refs when it changed, and rescans packs for an object it misses.
+const KEPT_OPEN: usize = 4;
+
+thread_local! {
+    static OPENED: std::cell::RefCell<Vec<(PathBuf, git2::Repository)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn peel_commit<'r>(repo: &'r git2::Repository, rev: &str) -> Result<git2::Commit<'r>, git2::Error> {
+    repo.revparse_single(rev)?.peel_to_commit()
+}
+
+fn hex(commit: git2::Commit<'_>) -> String {
+    commit.id().to_string()
+}
+
+/// Whether a path of `a` is one of `b`'s too, or a directory of one of `b`'s.
+fn clash(a: &BTreeSet<String>, b: &BTreeSet<String>) -> bool {
+    a.iter().any(|path| {
+        let inside = format!("{path}/");
+        b.contains(path)
+            || b.range(inside.clone()..)
+                .next()
+                .is_some_and(|q| q.starts_with(&inside))
+    })
+}
+
+/// Which paths differ between two tree-ishes, as `git diff --no-renames` finds them.
+fn tree_diff<'r>(
+    repo: &'r git2::Repository,
+    from: &str,
+    to: &str,
+    options: Option<&mut git2::DiffOptions>,
+) -> Result<git2::Diff<'r>, git2::Error> {
+    let from = repo.revparse_single(from)?.peel_to_tree()?;
+    let to = repo.revparse_single(to)?.peel_to_tree()?;
+    repo.diff_tree_to_tree(Some(&from), Some(&to), options)
+}
+
+/// Every path of a diff once, in git's order (by name). A file that became a symlink is
+/// one path to git and two deltas of the same path to libgit2.
+fn diff_paths(diff: &git2::Diff<'_>) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for delta in diff.deltas() {
+        let file = match delta.status() {
+            git2::Delta::Added => delta.new_file(),
+            _ => delta.old_file(),
+        };
+        let Some(path) = file.path() else { continue };
+        let path = path.to_string_lossy();
+        if paths.last().map(String::as_str) != Some(&*path) {
+            paths.push(path.into_owned());
+        }
+    }
+    paths
+}
+
+/// [`Git::changes`] in process; None when the user's diff config asks for what libgit2
+/// does not compute the way git does (another algorithm, wider hunks).
+fn changes_of(
+    repo: &git2::Repository,
+    from: &str,
+    to: &str,
+) -> Result<Option<Changes>, git2::Error> {
+    let config = repo.config()?.snapshot()?;
+    let algorithm = config.get_string("diff.algorithm").ok();
+    if algorithm.is_some_and(|a| !a.eq_ignore_ascii_case("myers") && a != "default")
+        || config
+            .get_i64("diff.interHunkContext")
+            .is_ok_and(|n| n != 0)
+    {
+        return Ok(None);
+    }
+    let mut options = git2::DiffOptions::new();
+    options
+        .context_lines(0)
+        .interhunk_lines(0)
+        // git's default since 2.14, which `diff.indentHeuristic` may turn off.
+        .indent_heuristic(config.get_bool("diff.indentHeuristic").unwrap_or(true));
+    let diff = tree_diff(repo, from, to, Some(&mut options))?;
+    let mut hunks: BTreeMap<String, Vec<Hunk>> = BTreeMap::new();
+    diff.foreach(
+        &mut |_, _| true,
+        None,
+        Some(&mut |delta, hunk| {
+            let file = match delta.status() {
+                git2::Delta::Added => delta.new_file(),
+                _ => delta.old_file(),
+            };
+            if let Some(path) = file.path() {
+                hunks
+                    .entry(path.to_string_lossy().into_owned())
+                    .or_default()
+                    .push(Hunk {
+                        start: u64::from(hunk.old_start()),
+                        count: u64::from(hunk.old_lines()),
+                    });
+            }
+            true
+        }),
+        None,
+    )?;
+    Ok(Some(Changes {
+        files: diff_paths(&diff),
+        hunks,
+    }))
+}
+
+/// [`Git::worktrees`] in process, for a repository with a checkout of its own: the
+/// main worktree, then the linked ones, read where git keeps them. None for what git
+/// should describe itself (a bare repository, a linked worktree's view).
+fn worktrees_of(repo: &git2::Repository) -> Result<Option<Vec<Worktree>>, git2::Error> {
+    if repo.is_bare() || repo.is_worktree() {
+        return Ok(None);
+    }
+    // git names the main worktree by the real path of its `.git`, minus `/.git`.
+    let common = repo.commondir();
+    let Some(main) = std::fs::canonicalize(common)
+        .ok()
+        .filter(|c| c.file_name() == Some(OsStr::new(".git")))
+        .and_then(|c| c.parent().map(Path::to_path_buf))
+    else {
+        return Ok(None);
+    };
+    let branch_of = |head: &str| {
+        let name = head.trim_end().strip_prefix("ref: ")?;
+        Some(name.strip_prefix("refs/heads/").unwrap_or(name).to_string())
+    };
+    let read_head = |dir: &Path| {
+        std::fs::read_to_string(dir.join("HEAD"))
+            .map_err(|e| git2::Error::from_str(&format!("reading HEAD: {e}")))
+    };
+    let mut all = vec![Worktree {
+        path: main,
+        branch: branch_of(&read_head(common)?),
+        locked: None,
+    }];
+    for name in repo.worktrees()?.iter().flatten() {
+        let linked = repo.find_worktree(name)?;
+        let locked = match linked.is_locked()? {
+            git2::WorktreeLockStatus::Unlocked => None,
+            git2::WorktreeLockStatus::Locked(reason) => Some(
+                reason
+                    .unwrap_or_default()
+                    .trim_end_matches('\n')
+                    .to_string(),
+            ),
+        };
+        all.push(Worktree {
+            path: linked.path().to_path_buf(),
+            branch: branch_of(&read_head(&common.join("worktrees").join(name))?),
+            locked,
+        });
+    }
+    Ok(Some(all))
 }
 
 /// What git said, for an error message.
@@ -423,7 +712,7 @@ impl Hunk {
 /// The changes a patch as `git diff` prints it describes (a live agent's diff from the
 /// daemon, say): every path it names, and its hunks, context lines included.
 pub fn changes_from_patch(patch: &str) -> Changes {
-    let mut files = std::collections::BTreeSet::new();
+    let mut files = BTreeSet::new();
     for line in patch.lines() {
         if let Some(path) = line.strip_prefix("--- ").and_then(|p| path_of(p, "a/")) {
             files.insert(path);
@@ -631,13 +920,15 @@ impl Work {
     }
 }
 
-/// Every agent of `records` whose branch exists, in `records`' order.
-/// Every branch tip and grove merge record of one repository, by ref name: one git
+/// Every branch tip and grove merge record of one repository, by ref name: one read
 /// instead of three per agent.
 struct Tips(std::collections::HashMap<String, String>);
 
 impl Tips {
     fn read(git: &Git) -> Result<Tips> {
+        if let Some(tips) = git.in_process(tips_of) {
+            return Ok(tips);
+        }
         let listed = git.run(&[
             "for-each-ref",
             "--format=%(objecttype) %(objectname) %(refname)",
@@ -653,6 +944,25 @@ impl Tips {
     }
 }
 
+/// [`Tips::read`] in process: refs that name a commit directly, as `for-each-ref`'s
+/// `%(objecttype)` tells them.
+fn tips_of(repo: &git2::Repository) -> Result<Tips, git2::Error> {
+    let mut tips = std::collections::HashMap::new();
+    for glob in ["refs/heads/*", "refs/grove/merged/*"] {
+        for reference in repo.references_glob(glob)? {
+            let reference = reference?;
+            let (Some(name), Some(oid)) = (reference.name(), reference.target()) else {
+                continue;
+            };
+            if repo.find_object(oid, None)?.kind() == Some(git2::ObjectType::Commit) {
+                tips.insert(name.to_string(), oid.to_string());
+            }
+        }
+    }
+    Ok(Tips(tips))
+}
+
+/// Every agent of `records` whose branch exists, in `records`' order.
 pub fn works(records: Vec<AgentRecord>) -> Result<Vec<Work>> {
     let mut tips: BTreeMap<PathBuf, Option<Tips>> = BTreeMap::new();
     for record in &records {
@@ -687,6 +997,169 @@ pub fn same_path(a: &Path, b: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A repository made by git: a branch, a linked worktree locked with a reason,
+    /// a detached one, a file renamed and files edited in places.
+    fn made_by_git(test: &str) -> (PathBuf, Git) {
+        let root = std::env::temp_dir().join(format!("grove-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo).expect("mkdir");
+        let git = Git::new(&repo);
+        let lines = |n: u32, changed: &[u32]| -> String {
+            (1..=n)
+                .map(|i| match changed.contains(&i) {
+                    true => format!("changed {i}\n"),
+                    false => format!("line {i}\n"),
+                })
+                .collect()
+        };
+        git.run(&["init", "-q", "-b", "main"]).expect("init");
+        git.run(&["config", "user.email", "t@t"]).expect("config");
+        git.run(&["config", "user.name", "t"]).expect("config");
+        std::fs::write(repo.join("a.txt"), lines(40, &[])).expect("write");
+        std::fs::write(repo.join("gone.txt"), "x\n").expect("write");
+        git.run(&["add", "-A"]).expect("add");
+        git.run(&["commit", "-qm", "one"]).expect("commit");
+        git.run(&["branch", "side"]).expect("branch");
+        std::fs::write(repo.join("a.txt"), lines(42, &[3, 4, 20])).expect("write");
+        std::fs::write(repo.join("new file.txt"), "new\n").expect("write");
+        git.run(&["rm", "-q", "gone.txt"]).expect("rm");
+        git.run(&["add", "-A"]).expect("add");
+        git.run(&["commit", "-qm", "two"]).expect("commit");
+        let linked = root.join("linked");
+        let detached = root.join("detached");
+        let (linked_s, detached_s) = (
+            linked.to_str().expect("path"),
+            detached.to_str().expect("path"),
+        );
+        git.run(&["worktree", "add", "-q", linked_s, "side"])
+            .expect("worktree");
+        git.run(&["worktree", "lock", "--reason", "held by x", linked_s])
+            .expect("lock");
+        git.run(&["worktree", "add", "-q", "--detach", detached_s, "HEAD"])
+            .expect("worktree");
+        (root, git)
+    }
+
+    #[test]
+    fn in_process_answers_are_what_the_command_line_says() {
+        let (root, git) = made_by_git("in-process");
+        let listed = parse_worktrees(
+            &git.run(&["worktree", "list", "--porcelain", "-z"])
+                .expect("list"),
+        );
+        let mut mine = git.worktrees().expect("worktrees");
+        assert!(git.in_process(|_| Ok(())).is_some(), "libgit2 opens it");
+        mine[1..].sort_by(|a, b| a.path.cmp(&b.path));
+        let key = |w: &Worktree| (w.path.clone(), w.branch.clone(), w.locked.clone());
+        assert_eq!(
+            mine.iter().map(key).collect::<Vec<_>>(),
+            listed.iter().map(key).collect::<Vec<_>>()
+        );
+        assert_eq!(mine[2].locked.as_deref(), Some("held by x"));
+
+        assert_eq!(
+            git.current_branch().expect("branch").as_deref(),
+            Some("main")
+        );
+        let detached = Git::new(root.join("detached"));
+        assert_eq!(detached.current_branch().expect("branch"), None);
+        assert_eq!(
+            Git::new(root.join("linked"))
+                .current_branch()
+                .expect("b")
+                .as_deref(),
+            Some("side")
+        );
+        let rev = |r: &str| {
+            git.run(&["rev-parse", r])
+                .expect("rev-parse")
+                .trim()
+                .to_string()
+        };
+        assert_eq!(git.head().expect("head"), rev("HEAD"));
+        assert_eq!(detached.head().expect("head"), rev("HEAD"));
+        assert_eq!(git.branch_tip("side").expect("tip"), Some(rev("side")));
+        assert_eq!(git.branch_tip("nothing").expect("tip"), None);
+        assert_eq!(
+            git.merge_base("main", "side").expect("base"),
+            Some(rev("side"))
+        );
+        assert!(git.is_ancestor("side", "main").expect("ancestor"));
+        assert!(!git.is_ancestor("main", "side").expect("ancestor"));
+
+        let changes = git.changes("side", "main").expect("changes");
+        let files = split_z(
+            &git.run(&["diff", "--name-only", "-z", "--no-renames", "side", "main"])
+                .expect("diff"),
+        );
+        let patch = git
+            .run(&[
+                "diff",
+                "-U0",
+                "--no-renames",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--src-prefix=a/",
+                "--dst-prefix=b/",
+                "side",
+                "main",
+            ])
+            .expect("diff");
+        assert_eq!(changes.files, files);
+        assert_eq!(changes.files, ["a.txt", "gone.txt", "new file.txt"]);
+        assert_eq!(changes.hunks, parse_hunks(&patch));
+        assert_eq!(git.changed_paths("side", "main").expect("paths"), files);
+
+        git.record_merge("main", "abc", &rev("side"))
+            .expect("record");
+        assert_eq!(
+            git.recorded_merge("main", "abc").expect("read"),
+            Some(rev("side"))
+        );
+        assert_eq!(
+            git.run(&["rev-parse", "refs/grove/merged/main/abc"])
+                .expect("rev-parse")
+                .trim(),
+            rev("side")
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_union_merge_is_one_of_paths_apart() {
+        let set =
+            |paths: &[&str]| -> BTreeSet<String> { paths.iter().map(|p| p.to_string()).collect() };
+        assert!(!clash(&set(&["a", "b/c"]), &set(&["b/d", "bc"])));
+        assert!(clash(&set(&["a"]), &set(&["a"])));
+        assert!(clash(&set(&["lib"]), &set(&["lib/x"])));
+        assert!(
+            !clash(&set(&["lib/x"]), &set(&["lib"])),
+            "the other way round is the other call"
+        );
+        let (root, git) = made_by_git("union");
+        // main deleted gone.txt since side forked: git could see a rename there.
+        assert_eq!(git.union_merge_writes("main", "side"), None);
+        git.run(&["branch", "other", "main"]).expect("branch");
+        let linked = Git::new(root.join("linked"));
+        std::fs::write(root.join("linked/only-side.txt"), "x\n").expect("write");
+        linked.run(&["add", "-A"]).expect("add");
+        linked.run(&["commit", "-qm", "side only"]).expect("commit");
+        // side added one file; main's deletion is on main's side of the fork.
+        assert_eq!(git.union_merge_writes("side", "main"), None);
+        assert_eq!(git.union_merge_writes("other", "main"), Some(set(&[])));
+        git.run(&["checkout", "-q", "-b", "plain", "side~1"])
+            .expect("checkout");
+        std::fs::write(root.join("repo/plain.txt"), "x\n").expect("write");
+        git.run(&["add", "-A"]).expect("add");
+        git.run(&["commit", "-qm", "plain"]).expect("commit");
+        assert_eq!(
+            git.union_merge_writes("side", "plain"),
+            Some(set(&["plain.txt"]))
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
 
     #[test]
     fn hunk_headers_in_old_line_numbers() {

@@ -337,6 +337,58 @@ fn a_failed_merge_that_changed_something_says_what_instead_of_nothing() {
     assert!(g.repo.join("left-behind.ignored").exists());
 }
 
+/// Two branches that changed different files merge without a preview by git; these
+/// are the cases where that would miss a path the merge writes, so the preview runs.
+#[test]
+fn a_change_git_would_carry_to_a_renamed_file_counts_too() {
+    let g = Grove::new();
+    fs::write(g.repo.join("a.txt"), "one\ntwo\nthree\nfour\n").expect("write");
+    g.git(&["add", "a.txt"]);
+    g.git(&["commit", "-qm", "a"]);
+    let id = g.spawn(
+        &[],
+        "printf 'one\\ntwo\\nthree\\nFOUR\\n' > a.txt && git commit -qam four",
+    );
+    g.wait(&id);
+    // The user renames the file; git's merge writes the agent's change into b.txt,
+    // where the user has work of their own.
+    g.git(&["mv", "a.txt", "b.txt"]);
+    g.git(&["commit", "-qm", "rename"]);
+    fs::write(g.repo.join("b.txt"), "one\ntwo\nthree\nfour\nmine\n").expect("write");
+    g.refused_all(
+        &["merge", &id],
+        &["uncommitted changes: b.txt", "nothing was changed"],
+    );
+    assert_eq!(
+        fs::read_to_string(g.repo.join("b.txt")).expect("read"),
+        "one\ntwo\nthree\nfour\nmine\n"
+    );
+    // Without the user's edit, the same merge goes through, into the renamed file.
+    g.git(&["checkout", "--", "b.txt"]);
+    g.ok(&["merge", &id]);
+    assert!(fs::read_to_string(g.repo.join("b.txt"))
+        .expect("read")
+        .contains("FOUR"));
+}
+
+#[test]
+fn a_file_where_the_other_side_made_a_directory_is_left_to_git() {
+    let g = Grove::new();
+    let id = g.spawn(&[], "echo agent > lib && git add lib && git commit -qm lib");
+    g.wait(&id);
+    // The user made `lib` a directory meanwhile: no plain union of the two sides.
+    fs::create_dir(g.repo.join("lib")).expect("mkdir");
+    fs::write(g.repo.join("lib/x.txt"), "x\n").expect("write");
+    g.git(&["add", "lib/x.txt"]);
+    g.git(&["commit", "-qm", "lib dir"]);
+    let head = g.git(&["rev-parse", "HEAD"]);
+    let out = g.run(&["merge", &id]);
+    assert_eq!(out.code, 1, "a conflict: {} {}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("conflicting files"), "{}", out.stderr);
+    assert_eq!(g.git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(g.git(&["status", "--porcelain"]), "");
+}
+
 #[test]
 fn a_file_git_would_move_into_a_renamed_directory_counts_too() {
     let g = Grove::new();

@@ -151,22 +151,36 @@ pub fn run(
     // Every check before the first change: a refusal leaves everything as it was.
     let checked_out = |name: &str| worktrees.iter().find(|w| w.branch.as_deref() == Some(name));
     let target_wt = checked_out(&target);
-    let target_writes = touched(&git, &before, &work.tip)?;
     // The status read for the check is the snapshot's too: on a big checkout each
     // `git status` is a walk of every file.
-    let target_status = match (target_wt, already) {
-        (Some(wt), false) => Some(usable(wt, &target, &target_writes, false)?),
-        _ => None,
-    };
-    let (agent_wt, agent_writes) = match mode {
-        // A rebase rewrites the agent's side with what the target changed.
-        Mode::Rebase => (checked_out(&branch), touched(&git, &work.tip, &before)?),
-        _ => (None, BTreeSet::new()),
-    };
-    // git rebases only a checkout without uncommitted changes.
-    let agent_status = match agent_wt {
-        Some(wt) => Some(usable(wt, &branch, &agent_writes, true)?),
-        None => None,
+    // The other agents, for the answer, are asked for meanwhile.
+    let (checked, others) = std::thread::scope(|scope| {
+        let others = scope.spawn(|| crate::connect::list_agents(&mut client, true));
+        let checked = usable(
+            &git,
+            target_wt.filter(|_| !already),
+            &target,
+            (&before, &work.tip),
+            false,
+        );
+        let others = others
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (checked, others)
+    });
+    let (target_writes, target_status) = checked?;
+    let others: Vec<AgentRecord> = others?
+        .into_iter()
+        .filter(|r| r.id != id && same_path(&r.repo, &work.record.repo))
+        .collect();
+    // A rebase rewrites the agent's side with what the target changed, and git rebases
+    // only a checkout without uncommitted changes.
+    let (agent_wt, (agent_writes, agent_status)) = match mode {
+        Mode::Rebase => {
+            let wt = checked_out(&branch);
+            (wt, usable(&git, wt, &branch, (&work.tip, &before), true)?)
+        }
+        _ => (None, (BTreeSet::new(), None)),
     };
 
     // A target checked out nowhere gets a temporary worktree rather than a refusal: git
@@ -222,10 +236,6 @@ pub fn run(
         deleted: None,
     };
     drop(target_place);
-    let others: Vec<AgentRecord> = crate::connect::list_agents(&mut client, true)?
-        .into_iter()
-        .filter(|r| r.id != id && same_path(&r.repo, &work.record.repo))
-        .collect();
     match attempt {
         Attempt::Conflict(files) => {
             report.result = "conflict";
@@ -242,23 +252,47 @@ pub fn run(
     }
     // A rebase moved the branch: its new tip is what the target holds.
     let merged_tip = git.branch_tip(&branch)?.unwrap_or_else(|| work.tip.clone());
-    git.record_merge(&target, &id, &merged_tip)?;
-    if delete {
-        report.deleted = Some(delete_branch(&git, &branch, &worktrees)?);
-    }
-    client.call::<Merged>(&MergedParams {
-        id: id.clone(),
-        target: target.clone(),
-        mode: mode.as_str().into(),
-        tip: merged_tip,
-        commit: report.commit.clone(),
-        deleted: report.deleted.as_deref() == Some("deleted"),
-    })?;
+    // The suggested order reads only the other branches: it is worked out while git
+    // records this merge and the daemon hears of it.
+    let (told, order) = std::thread::scope(|scope| {
+        let order = scope.spawn(|| suggested_order(others));
+        let told = (|| {
+            git.record_merge(&target, &id, &merged_tip)?;
+            if delete {
+                report.deleted = Some(delete_branch(&git, &branch, &worktrees)?);
+            }
+            client.call::<Merged>(&MergedParams {
+                id: id.clone(),
+                target: target.clone(),
+                mode: mode.as_str().into(),
+                tip: merged_tip.clone(),
+                commit: report.commit.clone(),
+                deleted: report.deleted.as_deref() == Some("deleted"),
+            })?;
+            anyhow::Ok(())
+        })();
+        let order = order
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (told, order)
+    });
+    told?;
     drop(lease);
+    report.order = order?;
+    if json {
+        print_json(&report)?;
+    } else {
+        print!("{}", success_text(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The other unmerged branches, in the order that merges them with the fewest conflicts.
+fn suggested_order(others: Vec<AgentRecord>) -> Result<Vec<Next>> {
     let mut cache = ChangeCache::open()?;
     let radar = Radar::new(candidates(others)?, &mut cache)?;
     cache.save(false);
-    report.order = radar
+    Ok(radar
         .merge_order()
         .into_iter()
         .map(|(i, overlaps, base_changed_files)| Next {
@@ -267,13 +301,7 @@ pub fn run(
             overlaps,
             base_changed_files,
         })
-        .collect();
-    if json {
-        print_json(&report)?;
-    } else {
-        print!("{}", success_text(&report));
-    }
-    Ok(ExitCode::SUCCESS)
+        .collect())
 }
 
 /// `--delete`: the merged branch goes; its tip stays under grove's merge record. A
@@ -296,32 +324,59 @@ fn usage(message: String) -> anyhow::Error {
     UsageError(message).into()
 }
 
-/// A worktree git may merge in: not held by a running agent, nothing staged (git merges
-/// only onto a clean index, and undoing a failed merge would unstage it), and none of
-/// the paths the merge `writes` untracked, ignored or changed; with `all_clean`, no
-/// uncommitted change at all.
-/// Refuses a checkout where the merge would overwrite what is not committed; else its
-/// status as read for the check.
+/// The paths a merge of `theirs` into `ours` writes, and, when `branch` is checked out
+/// (`wt`), that checkout's status as read to make sure git may merge there (see
+/// [`check`]). The status walk and git's preview of the merge run at once: each is a
+/// git of its own, and neither needs the other.
 fn usable(
-    wt: &Worktree,
+    git: &Git,
+    wt: Option<&Worktree>,
     branch: &str,
-    writes: &BTreeSet<String>,
+    (ours, theirs): (&str, &str),
     all_clean: bool,
-) -> Result<Vec<StatusEntry>> {
+) -> Result<(BTreeSet<String>, Option<Vec<StatusEntry>>)> {
+    let Some(wt) = wt else {
+        return Ok((touched(git, ours, theirs)?, None));
+    };
     let path = safe_path(&wt.path);
-    let branch = safe(branch);
     if let Some(reason) = &wt.locked {
         return Err(usage(format!(
-            "{branch} is checked out in {path}, which is locked ({}); nothing was changed",
+            "{} is checked out in {path}, which is locked ({}); nothing was changed",
+            safe(branch),
             safe(reason)
         )));
     }
-    let status = Git::new(&wt.path)
-        .status_entries()
-        .with_context(|| format!("checking {path}"))?;
-    let found = obstacles(&wt.path, &status, writes, all_clean);
+    let (writes, status) = std::thread::scope(|scope| {
+        let status = scope.spawn(|| Git::new(&wt.path).status_entries());
+        let writes = touched(git, ours, theirs);
+        let status = status
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (writes, status)
+    });
+    let writes = writes?;
+    let status = status.with_context(|| format!("checking {path}"))?;
+    check(wt, branch, &status, &writes, all_clean)?;
+    Ok((writes, Some(status)))
+}
+
+/// A worktree git may merge in: not held by a running agent, nothing staged (git merges
+/// only onto a clean index, and undoing a failed merge would unstage it), and none of
+/// the paths the merge `writes` untracked, ignored or changed; with `all_clean`, no
+/// uncommitted change at all. Refuses a checkout where the merge would overwrite what
+/// is not committed.
+fn check(
+    wt: &Worktree,
+    branch: &str,
+    status: &[StatusEntry],
+    writes: &BTreeSet<String>,
+    all_clean: bool,
+) -> Result<()> {
+    let path = safe_path(&wt.path);
+    let branch = safe(branch);
+    let found = obstacles(&wt.path, status, writes, all_clean);
     if found.is_empty() {
-        return Ok(status);
+        return Ok(());
     }
     let shown = found
         .iter()
@@ -425,6 +480,10 @@ fn occupied(root: &Path, dir: &str, written: &str) -> bool {
 /// two forked, and where git's merged tree differs from `ours` (a rename on one side
 /// carries the other side's change to a new path).
 fn touched(git: &Git, ours: &str, theirs: &str) -> Result<BTreeSet<String>> {
+    // The common case, branches that changed different files, needs no preview by git.
+    if let Some(paths) = git.union_merge_writes(ours, theirs) {
+        return Ok(paths);
+    }
     let mut paths = BTreeSet::new();
     match git.merge_base(ours, theirs)? {
         Some(fork) => paths.extend(git.changed_paths(&fork, theirs)?),
