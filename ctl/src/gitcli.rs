@@ -358,39 +358,40 @@ impl Git {
         &self,
         query: impl FnOnce(&git2::Repository) -> Result<R, git2::Error>,
     ) -> Option<R> {
-        OPENED.with_borrow_mut(|opened| {
-            let at = match opened.iter().position(|(dir, _)| *dir == self.dir) {
-                Some(at) => at,
-                None => {
-                    // Like `git -C`; and like grove's `git` commands, blind to GIT_DIR.
-                    let repo = git2::Repository::open_ext(
-                        &self.dir,
-                        git2::RepositoryOpenFlags::empty(),
-                        std::iter::empty::<&OsStr>(),
-                    )
-                    .ok()?;
-                    if opened.len() == KEPT_OPEN {
-                        opened.remove(0);
-                    }
-                    opened.push((self.dir.clone(), repo));
-                    opened.len() - 1
-                }
-            };
-            query(&opened[at].1).ok()
-        })
+        let taken = {
+            let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+            let at = opened.iter().position(|(dir, _)| *dir == self.dir);
+            at.map(|at| opened.swap_remove(at).1)
+        };
+        let repo = match taken {
+            Some(repo) => repo,
+            // Like `git -C`; and like grove's `git` commands, blind to GIT_DIR.
+            None => git2::Repository::open_ext(
+                &self.dir,
+                git2::RepositoryOpenFlags::empty(),
+                std::iter::empty::<&OsStr>(),
+            )
+            .ok()?,
+        };
+        let answer = query(&repo).ok();
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        if opened.len() == KEPT_OPEN {
+            opened.remove(0);
+        }
+        opened.push((self.dir.clone(), repo));
+        answer
     }
 }
 
-/// Repositories a thread keeps open between queries: opening one reads its config
-/// files, and a `grove merge` asks the same one dozens of questions. What a git
-/// command changes meanwhile shows: libgit2 reads refs and HEAD from disk each time,
-/// re-reads packed-refs when it changed, and rescans packs for an object it misses.
-const KEPT_OPEN: usize = 4;
+/// Repositories kept open between queries, for any thread to take one: opening one
+/// reads its config files, and a `grove merge` asks the same one dozens of questions,
+/// some from worker threads (`parallel`). What a git command changes meanwhile shows:
+/// libgit2 reads refs and HEAD from disk each time, re-reads packed-refs when it
+/// changed, and rescans packs for an object it misses.
+const KEPT_OPEN: usize = 8;
 
-thread_local! {
-    static OPENED: std::cell::RefCell<Vec<(PathBuf, git2::Repository)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
+static OPENED: std::sync::Mutex<Vec<(PathBuf, git2::Repository)>> =
+    std::sync::Mutex::new(Vec::new());
 
 fn peel_commit<'r>(repo: &'r git2::Repository, rev: &str) -> Result<git2::Commit<'r>, git2::Error> {
     repo.revparse_single(rev)?.peel_to_commit()
