@@ -37,8 +37,6 @@ struct Halves {
     old: Option<u64>,
     /// Output dropped before `.old`.
     dropped: u64,
-    /// The new file still needs its marker line.
-    marker_due: bool,
     /// The shim's own stdout and stderr (its messages) follow the current file.
     own_output: bool,
 }
@@ -68,7 +66,6 @@ impl Log {
                 skip,
                 old,
                 dropped,
-                marker_due: false,
                 own_output,
             }),
             unsaved: 0,
@@ -119,17 +116,6 @@ impl Log {
             let Some(halves) = self.halves.as_mut() else {
                 return file.write_all(bytes);
             };
-            if halves.marker_due {
-                let line = marker(halves.dropped);
-                if let Err(e) = file.write_all(line.as_bytes()) {
-                    // Without its marker the half would misplace every offset.
-                    let _ = file.set_len(0);
-                    return Err(e);
-                }
-                halves.marker_due = false;
-                halves.len = line.len() as u64;
-                halves.skip = halves.len;
-            }
             let room = halves.half.saturating_sub(halves.len).max(1) as usize;
             let (now, rest) = bytes.split_at(room.min(bytes.len()));
             file.write_all(now)?;
@@ -139,18 +125,32 @@ impl Log {
         Ok(())
     }
 
-    /// The current half becomes `.old` (the older one is dropped); the next write
-    /// opens a new one.
+    /// The current half becomes `.old` (the older one is dropped) and a new one takes
+    /// its name with its marker line already in it: made beside it first, so that no
+    /// reader ever finds a new half without the marker that places its bytes.
     fn rotate(&mut self) -> io::Result<()> {
         let Some(halves) = self.halves.as_mut() else {
             return Ok(());
         };
+        let dropped = halves.dropped + halves.old.unwrap_or(0);
+        let line = if dropped > 0 {
+            marker(dropped)
+        } else {
+            String::new()
+        };
+        let mut next = halves.path.as_os_str().to_owned();
+        next.push(".next");
+        let next = PathBuf::from(next);
+        if let Err(e) = std::fs::write(&next, line.as_bytes()) {
+            let _ = std::fs::remove_file(&next);
+            return Err(e);
+        }
         std::fs::rename(&halves.path, old_path(&halves.path))?;
-        halves.dropped += halves.old.unwrap_or(0);
+        std::fs::rename(&next, &halves.path)?;
+        halves.dropped = dropped;
         halves.old = Some(halves.len - halves.skip);
-        halves.len = 0;
-        halves.skip = 0;
-        halves.marker_due = halves.dropped > 0;
+        halves.len = line.len() as u64;
+        halves.skip = halves.len;
         self.file = None;
         self.reopen()
     }
