@@ -91,6 +91,16 @@ impl Part {
     }
 }
 
+/// Which file `path` names now (device, inode); none when it names none.
+fn identity_of(path: &Path) -> io::Result<Option<(u64, u64)>> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(meta) => Ok(Some((meta.dev(), meta.ino()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The log's two halves, opened together.
 pub struct LogView {
     start: u64,
@@ -101,8 +111,10 @@ impl LogView {
     /// Opens the log whose current file is `current` (a log that is not there reads as
     /// empty).
     pub fn open(current: &Path) -> io::Result<LogView> {
-        // The current file first, then the older half: a rotation in between shows as
-        // both being one file, and is read again.
+        // The current file, the older half, then the current file's name again: only
+        // if it still names the file opened first did no rotation come in between (a
+        // fast writer fills a half in moments, so two can: the "older" half is then
+        // newer than the current one). Otherwise read again.
         for _ in 0..8 {
             let Some(now) = Part::open(current)? else {
                 return Ok(LogView {
@@ -111,7 +123,10 @@ impl LogView {
                 });
             };
             let old = Part::open(&old_path(current))?;
-            if old.as_ref().is_some_and(|old| old.identity == now.identity) {
+            let still = identity_of(current)?;
+            if still != Some(now.identity)
+                || old.as_ref().is_some_and(|o| o.identity == now.identity)
+            {
                 continue;
             }
             let start = now.dropped.unwrap_or(0);
