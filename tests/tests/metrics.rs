@@ -555,6 +555,14 @@ fn spawn_latency_is_split_by_pool_hits_and_misses() {
 
 /// Issue 34, item 6: the cleanup lag is every collector's, the sessions' lifecycle GC
 /// too: with the prune pass an hour away, a GC pass held past its due time breaches it.
+/// Stops the daemon (SIGSTOP) for three seconds: every pass due meanwhile starts late.
+fn hold_the_daemon_past_its_passes(g: &Grove) {
+    let pid = nix::unistd::Pid::from_raw(g.daemon_pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
+    std::thread::sleep(Duration::from_secs(3));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+}
+
 #[test]
 fn slo_cleanup_lag_counts_the_session_gc() {
     let g = watched(&[
@@ -563,10 +571,7 @@ fn slo_cleanup_lag_counts_the_session_gc() {
         ("GROVE_SLO_CLEANUP_LAG", "1s"),
     ]);
     let rx = subscribe(&g);
-    let pid = nix::unistd::Pid::from_raw(g.daemon_pid());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
-    std::thread::sleep(Duration::from_secs(3));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    hold_the_daemon_past_its_passes(&g);
     breach_then_recover(&g, &rx, "cleanup_lag", "cleanup lag", || {});
 }
 
@@ -580,10 +585,7 @@ fn slo_cleanup_lag_breaches_and_recovers() {
         ("GROVE_SLO_CLEANUP_LAG", "1s"),
     ]);
     let rx = subscribe(&g);
-    let pid = nix::unistd::Pid::from_raw(g.daemon_pid());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP");
-    std::thread::sleep(Duration::from_secs(3));
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
+    hold_the_daemon_past_its_passes(&g);
     // The late pass leaves the window and the next one is a day away: met again.
     breach_then_recover(&g, &rx, "cleanup_lag", "cleanup lag", || {});
     let status = g.json(&["daemon", "status"]);

@@ -273,6 +273,13 @@ fn sparse_spawns_do_not_use_the_pool() {
 
 #[test]
 fn a_crash_while_a_spawn_takes_a_pool_worktree_loses_nothing() {
+    crash_while_taking_a_pool_worktree(&[]);
+}
+
+/// A spawn (with `flags`) crashes its daemon while it takes a pool worktree: the next
+/// daemon rolls the half-taken worktree back and runs the agent afresh, once, leaving
+/// its branch and nothing else.
+fn crash_while_taking_a_pool_worktree(flags: &[&str]) {
     let g = pooled("1");
     let crash = [("GROVE_TEST_CRASH_AT", "mid_pool_adopt")];
     // The daemon that crashes is started by this command, with the crash point set.
@@ -280,9 +287,10 @@ fn a_crash_while_a_spawn_takes_a_pool_worktree_loses_nothing() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     g.wait(out.stdout.trim());
     wait_for_ready_pool(&g, 1);
-    g.crash_during("mid_pool_adopt", SPAWN_KEEPING_ENV);
+    let mut spawn = SPAWN_KEEPING_ENV.to_vec();
+    spawn.splice(1..1, flags.iter().copied());
+    g.crash_during("mid_pool_adopt", &spawn);
 
-    // The next daemon rolls the half-taken worktree back and runs the agent afresh.
     let agents = g.json(&["list", "--all"])["agents"].clone();
     let id = agents
         .as_array()
@@ -424,35 +432,7 @@ fn a_jailed_spawn_takes_a_warm_worktree_as_a_repository_of_its_own() {
 /// daemon rolls it back and runs the agent afresh, once, leaving nothing behind.
 #[test]
 fn a_crash_while_a_jailed_spawn_takes_a_pool_worktree_loses_nothing() {
-    if !(have_landlock() && writable_cgroup2().is_some()) {
-        return;
+    if have_landlock() && writable_cgroup2().is_some() {
+        crash_while_taking_a_pool_worktree(&["--jail"]);
     }
-    let g = pooled("1");
-    // The daemon that crashes is started by this command, with the crash point set.
-    let out = g.run_env(
-        &["spawn", "--", "true"],
-        &[("GROVE_TEST_CRASH_AT", "mid_pool_adopt")],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    g.wait(out.stdout.trim());
-    wait_for_ready_pool(&g, 1);
-    let mut jailed = SPAWN_KEEPING_ENV.to_vec();
-    jailed.insert(1, "--jail");
-    g.crash_during("mid_pool_adopt", &jailed);
-    let agents = g.json(&["list", "--all"])["agents"].clone();
-    let id = agents
-        .as_array()
-        .expect("agents")
-        .iter()
-        .find(|a| a["argv"][0] == "sh")
-        .and_then(|a| a["id"].as_str())
-        .expect("the jailed agent")
-        .to_string();
-    let record = g.wait(&id);
-    assert_eq!(record["outcome"], "succeeded", "{record}");
-    assert_eq!(g.agent_file(&id, "x.txt"), "kept\n");
-    eventually("no worktree left", LONG, || {
-        g.worktree_dirs().is_empty() && git_worktrees(&g).len() == 1
-    });
-    g.git(&["fsck", "--strict"]);
 }
