@@ -13,7 +13,6 @@
 //! checkpoint's (`bring_in`); the user's own `state.code` brings one in before then
 //! (`bring_tree_in`).
 
-use super::hardened_git;
 use super::object_sizes::first_oversized_new;
 use crate::error::Error;
 use git2::{Oid, Repository};
@@ -251,23 +250,9 @@ fn fetch_refs(common: &Path, store: &Path, names: &[String]) -> Result<(), Error
 }
 
 /// One hardened fetch of `(store ref, user's ref)` pairs, forced: the destinations are
-/// refs only grove writes. git hashes every object it receives, so the user's
-/// repository never gets one under a name that is not its content's.
+/// refs only grove writes.
 fn fetch_as(common: &Path, store: &Path, pairs: &[(String, String)]) -> Result<(), Error> {
-    let mut command = hardened_git();
-    command
-        .arg("--git-dir")
-        .arg(common)
-        .args([
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-recurse-submodules",
-            "--no-auto-maintenance",
-        ])
-        .arg(store)
-        .stdin(std::process::Stdio::null());
+    let mut command = super::scratch::fetch_from(common, store);
     for (from, to) in pairs {
         command.arg(format!("+{from}:{to}"));
     }

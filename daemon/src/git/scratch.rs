@@ -986,10 +986,11 @@ fn run(command: &mut Command, what: &str) -> Result<String, Error> {
     }
 }
 
-/// Brings `(scratch ref, destination ref)` pairs into the repository whose git dir is
-/// `common`, forced: the destinations are refs only grove writes
-/// (`refs/grove/import/...`); the caller moves branches from there. Runs in the lane.
-pub fn fetch_into(common: &Path, scratch: &Path, refs: &[(String, String)]) -> Result<(), Error> {
+/// A hardened `git fetch` into the repository whose git dir is `common` from the
+/// grove-owned repository `from`, its refspecs still to add: no tags, no FETCH_HEAD,
+/// no submodules, no maintenance. git hashes every object it receives, so nothing
+/// enters under a name that is not its content's.
+pub fn fetch_from(common: &Path, from: &Path) -> Command {
     let mut command = hardened_git();
     command
         .arg("--git-dir")
@@ -1002,7 +1003,16 @@ pub fn fetch_into(common: &Path, scratch: &Path, refs: &[(String, String)]) -> R
             "--no-recurse-submodules",
             "--no-auto-maintenance",
         ])
-        .arg(scratch);
+        .arg(from)
+        .stdin(Stdio::null());
+    command
+}
+
+/// Brings `(scratch ref, destination ref)` pairs into the repository whose git dir is
+/// `common`, forced: the destinations are refs only grove writes
+/// (`refs/grove/import/...`); the caller moves branches from there. Runs in the lane.
+pub fn fetch_into(common: &Path, scratch: &Path, refs: &[(String, String)]) -> Result<(), Error> {
+    let mut command = fetch_from(common, scratch);
     for (from, to) in refs {
         command.arg(format!("+refs/heads/{from}:{to}"));
     }
