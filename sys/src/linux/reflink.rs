@@ -11,22 +11,25 @@ pub fn clone_file(src: &File, dst: &File) -> io::Result<()> {
     rustix::fs::ioctl_ficlone(dst, src).map_err(io::Error::from)
 }
 
-/// Whether files in `dir` can be cloned: tried on two files made there and removed.
+/// Whether files in `dir` can be cloned: tried on two unnamed files made there
+/// (O_TMPFILE), which go with their descriptors, so that no probe is ever left behind
+/// among the worktrees, whatever kills the process meanwhile.
 pub fn supported(dir: &Path) -> bool {
-    let probe = |name: &str| {
-        dir.join(format!(
-            ".grove-reflink-probe-{}-{name}",
-            std::process::id()
-        ))
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let unnamed = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .mode(0o600)
+            .open(dir)
     };
-    let (src_path, dst_path) = (probe("a"), probe("b"));
     let cloned = (|| -> io::Result<()> {
-        std::fs::write(&src_path, b"grove reflink probe")?;
-        let src = File::open(&src_path)?;
-        let dst = File::create(&dst_path)?;
+        let mut src = unnamed()?;
+        src.write_all(b"grove reflink probe")?;
+        let dst = unnamed()?;
         clone_file(&src, &dst)
     })();
-    let _ = std::fs::remove_file(&src_path);
-    let _ = std::fs::remove_file(&dst_path);
     cloned.is_ok()
 }
