@@ -39,12 +39,13 @@ pub fn is_template(path: &Path) -> bool {
 }
 
 /// How a worktree at `path` of `base` can be made: the template to clone, when there is
-/// one and the filesystem clones.
+/// one. A template is only made where the filesystem clones, so it is not probed again
+/// here; a clone that fails all the same (the root moved to another filesystem) falls
+/// back to a checkout in the callers.
 pub fn usable_template(path: &Path, base: Oid) -> Option<PathBuf> {
     let repo_dir = path.parent()?;
     let template = template(repo_dir, base);
-    (template.is_dir() && index_of(&template).is_file() && grove_sys::reflink::supported(repo_dir))
-        .then_some(template)
+    (template.is_dir() && index_of(&template).is_file()).then_some(template)
 }
 
 /// Whether worktrees beside `path` could be cloned (the filesystem clones files).
