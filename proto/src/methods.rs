@@ -7,158 +7,98 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::PathBuf;
 
-/// A method of the protocol, tying its name to its typed params and result.
+/// A method of the protocol, tying its name to its typed params and result, and saying
+/// who may call it: the trait has no default, so a method cannot be added without
+/// deciding that, and the daemon admits each call by it (docs/protocol.md, "Authority").
 pub trait Method {
     const NAME: &'static str;
+    const CALLERS: Callers;
     type Params: Serialize + DeserializeOwned;
     type Result: Serialize + DeserializeOwned;
 }
 
-macro_rules! method {
-    ($ty:ident, $name:literal, $params:ty, $result:ty) => {
-        pub struct $ty;
-        impl Method for $ty {
-            const NAME: &'static str = $name;
-            type Params = $params;
-            type Result = $result;
-        }
+/// Who may call a method. The user (a connection from outside every agent) may call
+/// every method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Callers {
+    /// Any caller; a method that acts on agents finds them among those its caller may
+    /// see (an agent: itself and the agents it spawned).
+    Anyone,
+    /// The user only: an agent is told it may not do what the text says.
+    User(&'static str),
+    /// The user on the session it names, an agent on its own session only.
+    OwnSession,
+}
+
+macro_rules! methods {
+    ($($ty:ident: $name:literal, $callers:expr, $params:ty => $result:ty;)*) => {
+        $(
+            pub struct $ty;
+            impl Method for $ty {
+                const NAME: &'static str = $name;
+                const CALLERS: Callers = $callers;
+                type Params = $params;
+                type Result = $result;
+            }
+        )*
+
+        /// Every method name the daemon serves.
+        pub const ALL_METHODS: &[&str] = &[$($name),*];
+
+        /// Who may call each method, by name.
+        pub const METHOD_CALLERS: &[(&str, Callers)] = &[$(($name, $callers)),*];
     };
 }
 
-method!(Hello, "hello", HelloParams, HelloResult);
-method!(Spawn, "agent.spawn", SpawnParams, AgentRecord);
-method!(List, "agent.list", ListParams, AgentList);
-method!(Get, "agent.get", IdParams, AgentRecord);
-method!(Wait, "agent.wait", WaitParams, AgentList);
-method!(Kill, "agent.kill", IdParams, AgentRecord);
-method!(Pause, "agent.pause", IdParams, AgentRecord);
-method!(Resume, "agent.resume", IdParams, AgentRecord);
-method!(Report, "agent.report", ReportParams, AgentRecord);
-method!(Logs, "agent.logs", LogsParams, LogsResult);
-method!(Diff, "agent.diff", DiffParams, DiffResult);
-method!(
-    EventsSubscribe,
-    "events.subscribe",
-    SubscribeParams,
-    SubscribeResult
-);
-method!(Queue, "agent.queue", Empty, AgentList);
-method!(Remove, "agent.remove", IdParams, AgentRecord);
-method!(Discard, "agent.discard", IdParams, DiscardResult);
-method!(Merged, "agent.merged", MergedParams, AgentRecord);
-method!(Lease, "repo.lease", LeaseParams, LeaseResult);
-method!(Gc, "janitor.gc", GcParams, GcReport);
-method!(GcLog, "janitor.log", GcLogParams, GcLogResult);
-method!(Salvaged, "salvage.list", Empty, SalvagedResult);
-method!(Restore, "salvage.restore", RestoreParams, RestoreResult);
-method!(Trust, "repo.trust", TrustParams, TrustResult);
-method!(
-    SessionCreate,
-    "session.create",
-    SessionCreateParams,
-    SessionInfo
-);
-method!(
-    SessionList,
-    "session.list",
-    SessionListParams,
-    SessionListResult
-);
-method!(SessionShow, "session.show", SessionShowParams, SessionInfo);
-method!(SessionRm, "session.rm", SessionRmParams, SessionRemoval);
-method!(
-    SessionMigrate,
-    "session.migrate",
-    SessionMigrateParams,
-    SessionMigrateResult
-);
-method!(
-    StateUpdate,
-    "state.update",
-    StateUpdateParams,
-    StateUpdateResult
-);
-method!(StateGet, "state.get", StateGetParams, StateGetResult);
-method!(
-    StateHistory,
-    "state.history",
-    StateHistoryParams,
-    StateHistoryResult
-);
-method!(StateFork, "state.fork", StateForkParams, SessionInfo);
-method!(StatePin, "state.pin", StatePinParams, StatePinResult);
-method!(StateCode, "state.code", StateCodeParams, StateCodeResult);
-method!(
-    StateCompact,
-    "state.compact",
-    StateCompactParams,
-    StateCompactResult
-);
-method!(
-    StateWatch,
-    "state.watch",
-    StateWatchParams,
-    StateWatchResult
-);
-method!(Attach, "agent.attach", AttachParams, AttachResult);
-method!(Send, "agent.send", SendParams, SendResult);
-method!(Screen, "agent.screen", ScreenParams, ScreenResult);
-method!(SetActivity, "agent.activity", ActivityParams, AgentRecord);
-method!(Ask, "agent.ask", AskParams, AskResult);
-method!(Answer, "agent.answer", AnswerParams, Answered);
-method!(DaemonStatus, "daemon.status", Empty, DaemonStatusResult);
-method!(DaemonStop, "daemon.stop", Empty, Empty);
-method!(DaemonMetrics, "daemon.metrics", Empty, MetricsResult);
-method!(DaemonProbe, "daemon.probe", Empty, ProbeResult);
+use Callers::{Anyone, OwnSession, User};
 
-/// Every method name the daemon serves.
-pub const ALL_METHODS: &[&str] = &[
-    Hello::NAME,
-    Spawn::NAME,
-    List::NAME,
-    Get::NAME,
-    Wait::NAME,
-    Kill::NAME,
-    Pause::NAME,
-    Resume::NAME,
-    Report::NAME,
-    Logs::NAME,
-    Diff::NAME,
-    EventsSubscribe::NAME,
-    Queue::NAME,
-    Remove::NAME,
-    Discard::NAME,
-    Merged::NAME,
-    Lease::NAME,
-    Gc::NAME,
-    GcLog::NAME,
-    Salvaged::NAME,
-    Restore::NAME,
-    Trust::NAME,
-    SessionCreate::NAME,
-    SessionList::NAME,
-    SessionShow::NAME,
-    SessionRm::NAME,
-    SessionMigrate::NAME,
-    StateUpdate::NAME,
-    StateGet::NAME,
-    StateHistory::NAME,
-    StateFork::NAME,
-    StateCode::NAME,
-    StateCompact::NAME,
-    StatePin::NAME,
-    StateWatch::NAME,
-    Attach::NAME,
-    Send::NAME,
-    Screen::NAME,
-    SetActivity::NAME,
-    Ask::NAME,
-    Answer::NAME,
-    DaemonStatus::NAME,
-    DaemonStop::NAME,
-    DaemonMetrics::NAME,
-    DaemonProbe::NAME,
-];
+methods! {
+    Hello: "hello", Anyone, HelloParams => HelloResult;
+    Spawn: "agent.spawn", Anyone, SpawnParams => AgentRecord;
+    List: "agent.list", Anyone, ListParams => AgentList;
+    Get: "agent.get", Anyone, IdParams => AgentRecord;
+    Wait: "agent.wait", Anyone, WaitParams => AgentList;
+    Kill: "agent.kill", Anyone, IdParams => AgentRecord;
+    Pause: "agent.pause", Anyone, IdParams => AgentRecord;
+    Resume: "agent.resume", Anyone, IdParams => AgentRecord;
+    Report: "agent.report", Anyone, ReportParams => AgentRecord;
+    Logs: "agent.logs", Anyone, LogsParams => LogsResult;
+    Diff: "agent.diff", Anyone, DiffParams => DiffResult;
+    EventsSubscribe: "events.subscribe", Anyone, SubscribeParams => SubscribeResult;
+    Queue: "agent.queue", User("see the queue"), Empty => AgentList;
+    Remove: "agent.remove", User("remove worktrees"), IdParams => AgentRecord;
+    Discard: "agent.discard", User("discard branches"), IdParams => DiscardResult;
+    Merged: "agent.merged", User("record merges"), MergedParams => AgentRecord;
+    Lease: "repo.lease", User("lease repositories"), LeaseParams => LeaseResult;
+    Gc: "janitor.gc", User("run the prune pass"), GcParams => GcReport;
+    GcLog: "janitor.log", User("read the removal log"), GcLogParams => GcLogResult;
+    Salvaged: "salvage.list", User("list salvage refs"), Empty => SalvagedResult;
+    Restore: "salvage.restore", User("restore salvage refs"), RestoreParams => RestoreResult;
+    Trust: "repo.trust", User("approve a repository's .grove.toml (grove trust)"), TrustParams => TrustResult;
+    SessionCreate: "session.create", User("create sessions"), SessionCreateParams => SessionInfo;
+    SessionList: "session.list", Anyone, SessionListParams => SessionListResult;
+    SessionShow: "session.show", Anyone, SessionShowParams => SessionInfo;
+    SessionRm: "session.rm", User("delete sessions"), SessionRmParams => SessionRemoval;
+    SessionMigrate: "session.migrate", User("migrate sessions"), SessionMigrateParams => SessionMigrateResult;
+    StateUpdate: "state.update", OwnSession, StateUpdateParams => StateUpdateResult;
+    StateGet: "state.get", OwnSession, StateGetParams => StateGetResult;
+    StateHistory: "state.history", OwnSession, StateHistoryParams => StateHistoryResult;
+    StateFork: "state.fork", OwnSession, StateForkParams => SessionInfo;
+    StateCode: "state.code", OwnSession, StateCodeParams => StateCodeResult;
+    StateCompact: "state.compact", User("compact state"), StateCompactParams => StateCompactResult;
+    StatePin: "state.pin", User("pin checkpoints"), StatePinParams => StatePinResult;
+    StateWatch: "state.watch", OwnSession, StateWatchParams => StateWatchResult;
+    Attach: "agent.attach", Anyone, AttachParams => AttachResult;
+    Send: "agent.send", Anyone, SendParams => SendResult;
+    Screen: "agent.screen", Anyone, ScreenParams => ScreenResult;
+    SetActivity: "agent.activity", Anyone, ActivityParams => AgentRecord;
+    Ask: "agent.ask", Anyone, AskParams => AskResult;
+    Answer: "agent.answer", Anyone, AnswerParams => Answered;
+    DaemonStatus: "daemon.status", Anyone, Empty => DaemonStatusResult;
+    DaemonStop: "daemon.stop", User("stop the daemon"), Empty => Empty;
+    DaemonMetrics: "daemon.metrics", User("read the daemon's metrics"), Empty => MetricsResult;
+    DaemonProbe: "daemon.probe", User("probe the daemon's machine"), Empty => ProbeResult;
+}
 
 /// The optional param that every method in [`CHANGING_METHODS`] accepts: a string the
 /// client chooses (1 to 128 bytes), so that a request sent again after a lost

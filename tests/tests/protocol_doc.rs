@@ -31,3 +31,35 @@ fn every_error_code_is_in_the_table() {
         );
     }
 }
+
+/// The Authority section's table says who may call each method as the method's type
+/// does (`Method::CALLERS`), row for row.
+#[test]
+fn the_authority_table_says_who_may_call_each_method_as_its_type_does() {
+    use grove_proto::methods::{Callers, METHOD_CALLERS};
+    let documented: Vec<(&str, &str)> = DOC
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            match cells.as_slice() {
+                ["", method, who, ""] if method.starts_with('`') => {
+                    Some((method.trim_matches('`'), *who))
+                }
+                _ => None,
+            }
+        })
+        .filter(|(method, _)| ALL_METHODS.contains(method))
+        .collect();
+    let typed: Vec<(&str, &str)> = METHOD_CALLERS
+        .iter()
+        .map(|(method, callers)| {
+            let who = match callers {
+                Callers::Anyone => "anyone",
+                Callers::OwnSession => "own session",
+                Callers::User(_) => "user",
+            };
+            (*method, who)
+        })
+        .collect();
+    assert_eq!(documented, typed);
+}

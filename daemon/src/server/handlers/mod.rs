@@ -2,6 +2,7 @@
 //! only, or an agent on its own session: see authority.rs); a handler that acts on
 //! agents gets the connection too, to find them among those its caller may see.
 
+mod admit;
 pub mod agent_activity;
 pub mod agent_attach;
 pub mod agent_screen;
@@ -51,6 +52,8 @@ pub mod wait;
 
 use super::connection::Conn;
 use super::Ctx;
+pub use admit::parse;
+use admit::{admit, admit_on_session};
 use grove_proto::methods::{self as m, Method};
 use grove_proto::{codes, RpcError, MAX_LINE_BYTES};
 use serde::Serialize;
@@ -109,154 +112,161 @@ async fn route(
 ) -> Result<Option<Answer>, RpcError> {
     Ok(match method {
         m::StateWatch::NAME => {
-            let (caller, _) = parse_with_caller::<m::StateWatch>(ctx, conn, params).await?;
+            let (caller, _) = admit_on_session::<m::StateWatch>(ctx, conn, params).await?;
             state_watch::handle(ctx, conn, id, caller).await
         }
         m::EventsSubscribe::NAME => {
-            events_subscribe::handle(ctx, conn, id, parse::<m::EventsSubscribe>(params)?).await
+            events_subscribe::handle(ctx, conn, id, admit::<m::EventsSubscribe>(conn, params)?)
+                .await
         }
-        m::Attach::NAME => agent_attach::handle(ctx, conn, id, parse::<m::Attach>(params)?).await,
+        m::Attach::NAME => {
+            agent_attach::handle(ctx, conn, id, admit::<m::Attach>(conn, params)?).await
+        }
         m::Lease::NAME => {
-            let params = parse_for_user::<m::Lease>(conn, params, "lease repositories")?;
+            let params = admit::<m::Lease>(conn, params)?;
             repo_lease::handle(ctx, conn, id, params).await
         }
         m::List::NAME => {
-            list::handle(ctx, conn, id, parse::<m::List>(params)?).await;
+            list::handle(ctx, conn, id, admit::<m::List>(conn, params)?).await;
             None
         }
         _ => Some(call(ctx, conn, method, params).await),
     })
 }
 
-/// The methods that answer once. Each arm says who may call it: anyone (a handler that
-/// acts on agents finds them among those the caller may see), the user only
-/// (`parse_for_user`), or a caller acting on its own session (`parse_with_caller`).
+/// The methods that answer once. Who may call each is its method's `CALLERS`, which
+/// `admit` and `admit_on_session` apply (a handler that acts on agents also finds them
+/// among those the caller may see).
 async fn call(ctx: &Ctx, conn: &Conn, method: &str, params: Option<Value>) -> Answer {
     match method {
         // Boxed: a spawn's future is 6 KiB, three times any other's, and every request's
         // task would carry (and copy) that much; spawns are few.
         m::Spawn::NAME => {
-            reply(Box::pin(spawn::handle(ctx, conn, parse::<m::Spawn>(params)?)).await)
+            reply(Box::pin(spawn::handle(ctx, conn, admit::<m::Spawn>(conn, params)?)).await)
         }
-        m::Get::NAME => reply(get::handle(ctx, conn, parse::<m::Get>(params)?).await),
-        m::Wait::NAME => reply(wait::handle(ctx, conn, parse::<m::Wait>(params)?).await),
-        m::Kill::NAME => reply(kill::handle(ctx, conn, parse::<m::Kill>(params)?).await),
-        m::Pause::NAME => reply(pause::handle(ctx, conn, parse::<m::Pause>(params)?, true).await),
+        m::Get::NAME => reply(get::handle(ctx, conn, admit::<m::Get>(conn, params)?).await),
+        m::Wait::NAME => reply(wait::handle(ctx, conn, admit::<m::Wait>(conn, params)?).await),
+        m::Kill::NAME => reply(kill::handle(ctx, conn, admit::<m::Kill>(conn, params)?).await),
+        m::Pause::NAME => {
+            reply(pause::handle(ctx, conn, admit::<m::Pause>(conn, params)?, true).await)
+        }
         m::Resume::NAME => {
-            reply(pause::handle(ctx, conn, parse::<m::Resume>(params)?, false).await)
+            reply(pause::handle(ctx, conn, admit::<m::Resume>(conn, params)?, false).await)
         }
-        m::Report::NAME => reply(report::handle(ctx, conn, parse::<m::Report>(params)?).await),
-        m::Send::NAME => reply(agent_send::handle(ctx, conn, parse::<m::Send>(params)?).await),
+        m::Report::NAME => {
+            reply(report::handle(ctx, conn, admit::<m::Report>(conn, params)?).await)
+        }
+        m::Send::NAME => {
+            reply(agent_send::handle(ctx, conn, admit::<m::Send>(conn, params)?).await)
+        }
         m::Screen::NAME => {
-            reply(agent_screen::handle(ctx, conn, parse::<m::Screen>(params)?).await)
+            reply(agent_screen::handle(ctx, conn, admit::<m::Screen>(conn, params)?).await)
         }
         m::SetActivity::NAME => {
-            reply(agent_activity::handle(ctx, conn, parse::<m::SetActivity>(params)?).await)
+            reply(agent_activity::handle(ctx, conn, admit::<m::SetActivity>(conn, params)?).await)
         }
-        m::Ask::NAME => reply(ask::handle(ctx, conn, parse::<m::Ask>(params)?).await),
-        m::Answer::NAME => reply(answer::handle(ctx, conn, parse::<m::Answer>(params)?).await),
-        m::Logs::NAME => reply(logs::handle(ctx, conn, parse::<m::Logs>(params)?).await),
-        m::Diff::NAME => reply(diff::handle(ctx, conn, parse::<m::Diff>(params)?).await),
+        m::Ask::NAME => reply(ask::handle(ctx, conn, admit::<m::Ask>(conn, params)?).await),
+        m::Answer::NAME => {
+            reply(answer::handle(ctx, conn, admit::<m::Answer>(conn, params)?).await)
+        }
+        m::Logs::NAME => reply(logs::handle(ctx, conn, admit::<m::Logs>(conn, params)?).await),
+        m::Diff::NAME => reply(diff::handle(ctx, conn, admit::<m::Diff>(conn, params)?).await),
         m::Queue::NAME => {
-            parse_for_user::<m::Queue>(conn, params, "see the queue")?;
+            admit::<m::Queue>(conn, params)?;
             reply(queue::handle(ctx).await)
         }
         m::Remove::NAME => {
-            let params = parse_for_user::<m::Remove>(conn, params, "remove worktrees")?;
+            let params = admit::<m::Remove>(conn, params)?;
             reply(remove::handle(ctx, params).await)
         }
         m::Discard::NAME => {
-            let params = parse_for_user::<m::Discard>(conn, params, "discard branches")?;
+            let params = admit::<m::Discard>(conn, params)?;
             reply(discard::handle(ctx, params).await)
         }
         m::Merged::NAME => {
-            let params = parse_for_user::<m::Merged>(conn, params, "record merges")?;
+            let params = admit::<m::Merged>(conn, params)?;
             reply(merged::handle(ctx, params).await)
         }
         m::Gc::NAME => {
-            let params = parse_for_user::<m::Gc>(conn, params, "run the prune pass")?;
+            let params = admit::<m::Gc>(conn, params)?;
             reply(gc::handle(ctx, params).await)
         }
         m::GcLog::NAME => {
-            let params = parse_for_user::<m::GcLog>(conn, params, "read the removal log")?;
+            let params = admit::<m::GcLog>(conn, params)?;
             reply(gc_log::handle(ctx, params).await)
         }
         m::Salvaged::NAME => {
-            parse_for_user::<m::Salvaged>(conn, params, "list salvage refs")?;
+            admit::<m::Salvaged>(conn, params)?;
             reply(salvaged::handle(ctx).await)
         }
         m::Restore::NAME => {
-            let params = parse_for_user::<m::Restore>(conn, params, "restore salvage refs")?;
+            let params = admit::<m::Restore>(conn, params)?;
             reply(restore::handle(ctx, params).await)
         }
         m::Trust::NAME => {
-            let params = parse_for_user::<m::Trust>(
-                conn,
-                params,
-                "approve a repository's .grove.toml (grove trust)",
-            )?;
+            let params = admit::<m::Trust>(conn, params)?;
             reply(trust::handle(ctx, params).await)
         }
         m::SessionCreate::NAME => {
-            let params = parse_for_user::<m::SessionCreate>(conn, params, "create sessions")?;
+            let params = admit::<m::SessionCreate>(conn, params)?;
             reply(session_create::handle(ctx, params).await)
         }
         m::SessionList::NAME => {
-            reply(session_list::handle(ctx, conn, parse::<m::SessionList>(params)?).await)
+            reply(session_list::handle(ctx, conn, admit::<m::SessionList>(conn, params)?).await)
         }
         m::SessionShow::NAME => {
-            reply(session_show::handle(ctx, conn, parse::<m::SessionShow>(params)?).await)
+            reply(session_show::handle(ctx, conn, admit::<m::SessionShow>(conn, params)?).await)
         }
         m::StateUpdate::NAME => {
-            let (caller, params) = parse_with_caller::<m::StateUpdate>(ctx, conn, params).await?;
+            let (caller, params) = admit_on_session::<m::StateUpdate>(ctx, conn, params).await?;
             reply(state_update::handle(ctx, conn, caller, params).await)
         }
         m::StateGet::NAME => {
-            let (caller, params) = parse_with_caller::<m::StateGet>(ctx, conn, params).await?;
+            let (caller, params) = admit_on_session::<m::StateGet>(ctx, conn, params).await?;
             reply(state_get::handle(ctx, caller, params).await)
         }
         m::StateHistory::NAME => {
-            let (caller, params) = parse_with_caller::<m::StateHistory>(ctx, conn, params).await?;
+            let (caller, params) = admit_on_session::<m::StateHistory>(ctx, conn, params).await?;
             reply(state_history::handle(ctx, caller, params).await)
         }
         m::StateFork::NAME => {
-            let (caller, params) = parse_with_caller::<m::StateFork>(ctx, conn, params).await?;
+            let (caller, params) = admit_on_session::<m::StateFork>(ctx, conn, params).await?;
             reply(state_fork::handle(ctx, caller, params).await)
         }
         m::StateCode::NAME => {
-            let (caller, params) = parse_with_caller::<m::StateCode>(ctx, conn, params).await?;
+            let (caller, params) = admit_on_session::<m::StateCode>(ctx, conn, params).await?;
             reply(state_code::handle(ctx, caller, params).await)
         }
         m::StateCompact::NAME => {
-            let params = parse_for_user::<m::StateCompact>(conn, params, "compact state")?;
+            let params = admit::<m::StateCompact>(conn, params)?;
             reply(state_compact::handle(ctx, params).await)
         }
         m::SessionMigrate::NAME => {
-            let params = parse_for_user::<m::SessionMigrate>(conn, params, "migrate sessions")?;
+            let params = admit::<m::SessionMigrate>(conn, params)?;
             reply(session_migrate::handle(ctx, params).await)
         }
         m::SessionRm::NAME => {
-            let params = parse_for_user::<m::SessionRm>(conn, params, "delete sessions")?;
+            let params = admit::<m::SessionRm>(conn, params)?;
             reply(session_rm::handle(ctx, params).await)
         }
         m::StatePin::NAME => {
-            let params = parse_for_user::<m::StatePin>(conn, params, "pin checkpoints")?;
+            let params = admit::<m::StatePin>(conn, params)?;
             reply(state_pin::handle(ctx, params).await)
         }
         m::DaemonStatus::NAME => {
-            parse::<m::DaemonStatus>(params)?;
+            admit::<m::DaemonStatus>(conn, params)?;
             reply(daemon_status::handle(ctx).await)
         }
         m::DaemonMetrics::NAME => {
-            parse_for_user::<m::DaemonMetrics>(conn, params, "read the daemon's metrics")?;
+            admit::<m::DaemonMetrics>(conn, params)?;
             reply(daemon_metrics::handle(ctx).await)
         }
         m::DaemonProbe::NAME => {
-            parse_for_user::<m::DaemonProbe>(conn, params, "probe the daemon's machine")?;
+            admit::<m::DaemonProbe>(conn, params)?;
             reply(daemon_probe::handle().await)
         }
         m::DaemonStop::NAME => {
-            parse_for_user::<m::DaemonStop>(conn, params, "stop the daemon")?;
+            admit::<m::DaemonStop>(conn, params)?;
             reply(daemon_stop::handle(ctx).await)
         }
         other => Err(RpcError::new(
@@ -280,42 +290,6 @@ pub fn fitting_a_page<T: Serialize>(items: &[T]) -> usize {
         }
     }
     items.len()
-}
-
-/// Decodes the params of method `M`; absent params count as `{}`.
-pub fn parse<M: Method>(params: Option<Value>) -> Result<M::Params, RpcError> {
-    let params = params.unwrap_or_else(|| Value::Object(Default::default()));
-    serde_json::from_value(params).map_err(|e| {
-        RpcError::new(
-            codes::INVALID_PARAMS,
-            format!("invalid params for {}: {e}", M::NAME),
-        )
-    })
-}
-
-/// Decodes the params of a method that is the user's alone; to an agent it answers that
-/// it may not `what`.
-fn parse_for_user<M: Method>(
-    conn: &Conn,
-    params: Option<Value>,
-    what: &str,
-) -> Result<M::Params, RpcError> {
-    let params = parse::<M>(params)?;
-    authority::user_only(conn, what)?;
-    Ok(params)
-}
-
-/// Decodes the params of a method on a session's state, and who acts on which session.
-async fn parse_with_caller<M: Method>(
-    ctx: &Ctx,
-    conn: &Conn,
-    params: Option<Value>,
-) -> Result<(Caller, M::Params), RpcError>
-where
-    M::Params: SessionScoped,
-{
-    let params = parse::<M>(params)?;
-    Ok((caller(ctx, conn, &params).await?, params))
 }
 
 /// Who is asking about which session. Inside an agent (its process tree or its token)
@@ -342,74 +316,6 @@ pub async fn client_repo(
     }
     let repo = path.to_path_buf();
     tokio::task::spawn_blocking(move || crate::git::target::resolve_repo(&repo)).await?
-}
-
-/// Parameters of a method that acts on a session: the session named (the user's
-/// choice) and the token (an agent's proof of who it is).
-pub trait SessionScoped {
-    fn session(&self) -> Option<&str>;
-    fn token(&self) -> Option<&str>;
-}
-
-macro_rules! session_scoped {
-    ($($params:ty),* $(,)?) => {$(
-        impl SessionScoped for $params {
-            fn session(&self) -> Option<&str> {
-                self.session.as_deref()
-            }
-            fn token(&self) -> Option<&str> {
-                self.token.as_deref()
-            }
-        }
-    )*};
-}
-
-session_scoped!(
-    m::StateCodeParams,
-    m::StateForkParams,
-    m::StateGetParams,
-    m::StateHistoryParams,
-    m::StateUpdateParams,
-    m::StateWatchParams,
-);
-
-/// Who acts on which session: an agent on its own only, the user on the one named.
-async fn caller(
-    ctx: &Ctx,
-    conn: &Conn,
-    params: &impl SessionScoped,
-) -> Result<Caller, crate::Error> {
-    let (session, token) = (params.session(), params.token());
-    match authority::acting_agent(ctx, conn, token).await? {
-        Some(agent) => {
-            if let Some(named) = session.filter(|named| *named != agent.session) {
-                return Err(crate::Error::Refused(format!(
-                    "agent {} may use only its own session `{}`, not `{named}`",
-                    agent.id, agent.session
-                )));
-            }
-            Ok(Caller {
-                session: agent.session,
-                writer: agent.id,
-                agent: true,
-                tree: Some(agent.root),
-            })
-        }
-        None => Ok(Caller {
-            session: session
-                .ok_or_else(|| {
-                    crate::Error::BadInput(
-                        "say which session: --session NAME (inside an agent GROVE_SESSION \
-                         and GROVE_TOKEN say it)"
-                            .into(),
-                    )
-                })?
-                .to_string(),
-            writer: "user".into(),
-            agent: false,
-            tree: None,
-        }),
-    }
 }
 
 fn reply<T: Serialize>(result: Result<T, crate::Error>) -> Answer {
