@@ -25,9 +25,8 @@ pub fn spare_daemon(lock: PathBuf) {
 /// agent cannot write there, so a process is a shim only if such a file names its pid
 /// and start time. Its argv only says where to look, never decides.
 fn is_claimed_shim(pid: i32) -> bool {
-    let looks_like_shim = grove_sys::proc::argv(pid as u32).is_some_and(|argv| {
-        argv.get(1).map(Vec::as_slice) == Some(crate::program::SHIM_ARG.as_bytes())
-    });
+    let looks_like_shim = grove_sys::proc::argv(pid as u32)
+        .is_some_and(|argv| argv.get(1).map(Vec::as_slice) == Some(crate::SHIM_ARG.as_bytes()));
     if !looks_like_shim {
         return false;
     }

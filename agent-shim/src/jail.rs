@@ -4,7 +4,7 @@
 //! The shim builds the ruleset itself (it stays outside the jail, so it can still signal
 //! and kill the whole tree), and the forked child enters it just before exec.
 
-use crate::spec::JailSpec;
+use crate::JailSpec;
 pub use grove_sys::landlock::{describe_abi, kernel_abi, REQUIRED_ABI};
 use std::io;
 

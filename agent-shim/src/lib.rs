@@ -13,24 +13,17 @@ mod descendants;
 pub mod jail;
 mod log;
 mod program;
-mod record;
 mod relay;
 mod run;
 mod runner;
 pub mod setup;
-mod spec;
 
+pub use grove_proto::now_ms;
+pub use grove_proto::shim::{
+    read_exit_record, shim_path, ConsoleSpec, ExitRecord, JailSpec, LogSpec, ShimProgram, ShimSpec,
+    ViewEntry, EXIT_RECORD_FILE, SHIM_ARG,
+};
 pub use grove_sys::cgroup;
 pub use grove_sys::pids;
-pub use program::{c_main, main, shim_path, ShimProgram, SHIM_ARG};
-pub use record::{read_exit_record, ExitRecord, EXIT_RECORD_FILE};
+pub use program::{c_main, main};
 pub use run::main_from_stdin;
-pub use spec::{ConsoleSpec, JailSpec, LogSpec, ShimSpec, ViewEntry};
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}

@@ -5,59 +5,9 @@
 //! of all of grove's. `grove __shim` does the same job and remains the fallback when the
 //! separate binary is missing (a `grove` copied somewhere on its own).
 
+use grove_proto::shim::SHIM_ARG;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// The argument every shim is started with, whichever binary runs it. It names shims in
-/// `/proc/<pid>/cmdline` for the descendant walk (`descendants::is_grove_service`) and
-/// tells `grove` to act as a shim; `grove-shim` insists on it so that a person running it
-/// by hand gets an explanation instead of a process silently waiting on stdin.
-pub const SHIM_ARG: &str = "__shim";
-
-/// How the daemon runs as `exe` starts its shims.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ShimProgram {
-    /// `X-shim __shim`: the shim binary next to the grove executable `X`.
-    Separate(PathBuf),
-    /// `X __shim`: `missing` (where the shim binary should be) does not exist.
-    Fallback { exe: PathBuf, missing: PathBuf },
-}
-
-impl ShimProgram {
-    /// The shim of the grove executable `exe`: `X-shim` in the same directory when it is
-    /// there (`grove` -> `grove-shim`, the test build `grove-e2e` -> `grove-e2e-shim`),
-    /// else `exe` itself.
-    pub fn for_exe(exe: &Path) -> ShimProgram {
-        let missing = shim_path(exe);
-        if missing.is_file() {
-            ShimProgram::Separate(missing)
-        } else {
-            ShimProgram::Fallback {
-                exe: exe.to_path_buf(),
-                missing,
-            }
-        }
-    }
-
-    /// The program to execute (always with [`SHIM_ARG`]).
-    pub fn program(&self) -> &Path {
-        match self {
-            ShimProgram::Separate(path) => path,
-            ShimProgram::Fallback { exe, .. } => exe,
-        }
-    }
-}
-
-/// Where the shim binary of the grove executable `exe` belongs: `X-shim` next to `X`.
-pub fn shim_path(exe: &Path) -> PathBuf {
-    let mut name = exe
-        .file_name()
-        .unwrap_or(OsStr::new("grove"))
-        .to_os_string();
-    name.push("-shim");
-    exe.with_file_name(name)
-}
 
 /// The `main` of `grove __shim`.
 pub fn main() -> ExitCode {
@@ -87,50 +37,12 @@ fn exit_code() -> u8 {
         );
         return 2;
     }
-    let code = if std::env::args_os().nth(2).as_deref() == Some(OsStr::new(crate::setup::SETUP_ARG))
+    let code = if std::env::args_os().nth(2).as_deref()
+        == Some(OsStr::new(grove_proto::shim::SETUP_ARG))
     {
         crate::setup::main_from_stdin()
     } else {
         crate::main_from_stdin()
     };
     code.clamp(0, 255) as u8
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shim_sits_next_to_its_grove() {
-        assert_eq!(
-            shim_path(Path::new("/usr/bin/grove")),
-            Path::new("/usr/bin/grove-shim")
-        );
-        assert_eq!(
-            shim_path(Path::new("/t/debug/grove-e2e")),
-            Path::new("/t/debug/grove-e2e-shim")
-        );
-    }
-
-    #[test]
-    fn falls_back_to_grove_itself_without_the_shim_binary() {
-        let dir = std::env::temp_dir().join(format!("grove-shim-program-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let exe = dir.join("grove");
-        std::fs::write(&exe, b"").expect("grove");
-        assert_eq!(
-            ShimProgram::for_exe(&exe),
-            ShimProgram::Fallback {
-                exe: exe.clone(),
-                missing: dir.join("grove-shim"),
-            }
-        );
-        assert_eq!(ShimProgram::for_exe(&exe).program(), exe);
-        std::fs::write(dir.join("grove-shim"), b"").expect("grove-shim");
-        assert_eq!(
-            ShimProgram::for_exe(&exe),
-            ShimProgram::Separate(dir.join("grove-shim"))
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }

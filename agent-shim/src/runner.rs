@@ -9,7 +9,7 @@
 //! [`Running`] that the shim supervises and asks for the outcome.
 
 use crate::cgroup::AgentCgroup;
-use crate::spec::ViewEntry;
+use crate::ViewEntry;
 use nix::unistd::Pid;
 use std::io;
 use std::process::Command;

@@ -8,7 +8,7 @@ use crate::events::EventBus;
 use crate::git::lane::Lanes;
 use crate::janitor::Janitor;
 use crate::server::{self, Ctx};
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::future::Future;

@@ -21,10 +21,10 @@ pub fn resolve(params: &mut SpawnParams, config: &Config) -> Result<(), Error> {
             "a limit of 0 processes would keep the agent from starting".into(),
         ));
     }
-    if limits.max_procs.is_some() && !grove_agent_shim::pids::available() {
+    if limits.max_procs.is_some() && !grove_sys::pids::available() {
         return Err(Error::Refused(format!(
             "{}; spawn without --max-procs (and unset the max_procs setting)",
-            grove_agent_shim::pids::why_unavailable()
+            grove_sys::pids::why_unavailable()
         )));
     }
     if params.timeout_ms.is_none() {

@@ -15,6 +15,7 @@ pub mod jsonrpc;
 pub mod methods;
 pub mod paths;
 pub mod retry;
+pub mod shim;
 pub mod state;
 pub mod types;
 
@@ -31,3 +32,11 @@ pub const MAX_SPAWN_STDIN_BYTES: usize = 512 << 10;
 
 pub use client::{AsyncClient, Client, ClientError, Envelope};
 pub use jsonrpc::{Notification, Request, Response, RpcError};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -15,7 +15,7 @@ mod terminal;
 mod waiting;
 
 use crate::log::Log;
-use crate::spec::ConsoleSpec;
+use crate::ConsoleSpec;
 use grove_proto::console::{FromShim, ToShim};
 use grove_proto::types::TtySize;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

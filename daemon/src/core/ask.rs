@@ -7,7 +7,7 @@
 use super::Core;
 use crate::db::agents::AgentRow;
 use crate::error::Error;
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use grove_proto::types::{Activity, Answered, Question};
 use grove_state::{ChannelSpec, Reducer, Schema};
 use tokio::sync::oneshot;

@@ -330,7 +330,7 @@ impl Core {
             Ok(Some(salvage_ref)) => {
                 tracing::warn!(pool = %path.display(), %salvage_ref, "a warm-pool worktree held changes; salvaged and removed");
                 let removal = grove_proto::types::Removal {
-                    at_ms: grove_agent_shim::now_ms(),
+                    at_ms: grove_proto::now_ms(),
                     path: path.clone(),
                     reason: "warm pool: removed a pool worktree someone had written into".into(),
                     agent_id: None,

@@ -13,7 +13,7 @@ use crate::supervisor::environment::{agent_environment, AgentIdentity};
 use crate::supervisor::jail_home;
 use crate::supervisor::jail_paths::{content_jail_spec, jail_spec, setup_jail_lacks};
 use crate::supervisor::launch::launch;
-use grove_agent_shim::{ConsoleSpec, LogSpec, ShimSpec, EXIT_RECORD_FILE};
+use grove_proto::shim::{ConsoleSpec, LogSpec, ShimSpec, EXIT_RECORD_FILE};
 use grove_proto::types::AgentRecord;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -164,7 +164,7 @@ async fn set_up(job: &PrepareJob, users_git: &Path) -> Result<Vec<String>, Error
 /// How the agent's processes run: the same for its setup commands and for the agent.
 struct AsTheAgent {
     env: Vec<(String, String)>,
-    jail: Option<grove_agent_shim::JailSpec>,
+    jail: Option<grove_proto::shim::JailSpec>,
 }
 
 /// The environment and jail of the agent's processes, with `tmp` as their TMPDIR.
@@ -265,7 +265,7 @@ fn jail_can_be_had(record: &AgentRecord, jailed_for: &str) -> Result<(), Error> 
 async fn users_git_entries(
     common: &Path,
     tmp: &Path,
-) -> Result<Vec<grove_agent_shim::ViewEntry>, Error> {
+) -> Result<Vec<grove_proto::shim::ViewEntry>, Error> {
     let (git, dir) = (common.to_path_buf(), tmp.to_path_buf());
     tokio::task::spawn_blocking(move || crate::supervisor::users_git::entries(&git, &dir))
         .await?
@@ -282,7 +282,7 @@ async fn in_a_view(
     job: &PrepareJob,
     tmp: &Path,
     env: &[(String, String)],
-    jail: &mut grove_agent_shim::JailSpec,
+    jail: &mut grove_proto::shim::JailSpec,
     home_entries: Vec<String>,
 ) -> Result<(), Error> {
     use crate::supervisor::{jail_home, jail_view};

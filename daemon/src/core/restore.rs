@@ -6,7 +6,7 @@ use super::{Core, Msg, Reply};
 use crate::error::Error;
 use crate::git::refs::{self, Restored};
 use crate::git::target::RepoTarget;
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use grove_proto::types::{AgentRecord, AgentStatus};
 
 impl Core {

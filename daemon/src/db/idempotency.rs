@@ -4,7 +4,7 @@
 //! agent: a key whose agent never came to be is no answer), so that a retry after a
 //! crash finds either the effect with its key or neither.
 
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// How long a key is kept: longer than any client retries.

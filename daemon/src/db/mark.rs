@@ -200,7 +200,7 @@ fn leave_as_found(conn: &rusqlite::Connection) {
 }
 
 fn mark(db: &Path, check: &health::LogCheck, torn_at: Option<u64>) {
-    if let Err(e) = write(db, &check.scan, grove_agent_shim::now_ms(), torn_at) {
+    if let Err(e) = write(db, &check.scan, grove_proto::now_ms(), torn_at) {
         tracing::warn!(error = %e, "cannot mark the database's log");
     }
 }

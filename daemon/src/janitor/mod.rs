@@ -137,7 +137,7 @@ impl Janitor {
             );
             prune_timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
             crate::metrics::prune_due(
-                grove_agent_shim::now_ms() + self.config.prune_first_delay.as_millis() as u64,
+                grove_proto::now_ms() + self.config.prune_first_delay.as_millis() as u64,
             );
             let stopped = async move {
                 let _ = shutdown.wait_for(|stop| *stop).await;
@@ -171,11 +171,11 @@ impl Janitor {
                         let _ = self.relieve_disk_pressure().await;
                     }
                     _ = prune_timer.tick() => {
-                        let started = grove_agent_shim::now_ms();
+                        let started = grove_proto::now_ms();
                         if let Err(e) = self.prune(false).await {
                             tracing::error!(error = %e, "prune pass failed");
                         }
-                        crate::metrics::prune_ran(started, grove_agent_shim::now_ms() + self.config.prune_interval.as_millis() as u64);
+                        crate::metrics::prune_ran(started, grove_proto::now_ms() + self.config.prune_interval.as_millis() as u64);
                     }
                     () = &mut stopped => break,
                 }

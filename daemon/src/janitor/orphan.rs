@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::git::salvage::salvage_orphan;
 use crate::git::target::resolve_repo;
 use crate::git::worktree;
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use grove_proto::types::Removal;
 use std::path::{Path, PathBuf};
 

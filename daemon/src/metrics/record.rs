@@ -2,7 +2,7 @@
 //! so that a hook at a call site is one line. Gauges (agents by status, sessions, disk)
 //! are read when someone asks (see `gather`), not recorded.
 
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{LazyLock, OnceLock};
 use std::time::Instant;

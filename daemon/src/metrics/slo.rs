@@ -4,8 +4,8 @@
 
 use super::record::{self, Recent};
 use crate::server::Ctx;
-use grove_agent_shim::now_ms;
 use grove_proto::methods::SloStatus;
+use grove_proto::now_ms;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;

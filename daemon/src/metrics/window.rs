@@ -4,7 +4,7 @@
 //! restart began with an empty window, and a breach ended by restarting the daemon.
 
 use super::record::{self, Metrics, Recent};
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,10 +6,10 @@
 use super::connection::Conn;
 use super::handlers::{self, Answer, Json};
 use super::Ctx;
-use grove_agent_shim::now_ms;
 use grove_proto::methods::{
     self as m, Method, CHANGING_METHODS, IDEMPOTENCY_KEY, IDEMPOTENCY_RETRY,
 };
+use grove_proto::now_ms;
 use grove_proto::{codes, RpcError};
 use serde_json::Value;
 use std::collections::HashMap;

@@ -12,7 +12,7 @@ use super::{store, StateHandle, StateService};
 use crate::config::SessionLifecycle;
 use crate::core::CoreHandle;
 use crate::error::Error;
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

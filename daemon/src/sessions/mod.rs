@@ -27,7 +27,7 @@ use crate::config::StateLimits;
 use crate::db::Db;
 use crate::error::Error;
 use crate::events::EventBus;
-use grove_agent_shim::now_ms;
+use grove_proto::now_ms;
 use grove_proto::state::{CheckpointInfo, CodeRef, SessionInfo, SessionRemoval};
 use grove_state::{apply_batch, channels_written, BatchError, Schema, State, Write};
 use serde::Serialize;

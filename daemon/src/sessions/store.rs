@@ -644,7 +644,7 @@ pub fn set_pin(
     if pinned {
         tx.execute(
             "INSERT OR IGNORE INTO pins (session, id, at_ms) VALUES (?1, ?2, ?3)",
-            params![session, id as i64, grove_agent_shim::now_ms() as i64],
+            params![session, id as i64, grove_proto::now_ms() as i64],
         )?;
     } else {
         tx.execute(

@@ -23,9 +23,9 @@
 //! `/tmp` (its view shows its TMPDIR there, for setup commands too). `--jail-write` opens any of them when an agent needs it.
 
 use crate::error::Error;
-use grove_agent_shim::jail::{describe_abi, kernel_abi, REQUIRED_ABI};
-use grove_agent_shim::JailSpec;
 use grove_proto::methods::{JailGuarantee, JailProbe};
+use grove_proto::shim::JailSpec;
+use grove_sys::landlock::{describe_abi, kernel_abi, REQUIRED_ABI};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -169,7 +169,7 @@ pub fn setup_jail_lacks() -> Option<String> {
 /// Refuses a jailed spawn where the agent cannot get a cgroup of its own: the daemon
 /// tells a jailed agent's connections by it, and `cgroup.kill` is what no fork outruns.
 pub fn check_cgroup() -> Result<(), Error> {
-    if grove_agent_shim::cgroup::usable() {
+    if grove_sys::cgroup::usable() {
         return Ok(());
     }
     Err(Error::Refused(

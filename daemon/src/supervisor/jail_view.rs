@@ -28,7 +28,7 @@
 
 use std::path::{Path, PathBuf};
 
-use grove_agent_shim::ViewEntry;
+use grove_proto::shim::ViewEntry;
 
 /// The system, read-only (a path missing here is left out).
 const SYSTEM: &[&str] = &[

@@ -1,6 +1,6 @@
 //! Starting a shim.
 
-use grove_agent_shim::{ShimProgram, ShimSpec, SHIM_ARG};
+use grove_proto::shim::{ShimProgram, ShimSpec, SHIM_ARG};
 use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! checkouts leave one; a URL with a password), and content an agent wrote must not
 //! read it.
 
-use grove_agent_shim::ViewEntry;
+use grove_proto::shim::ViewEntry;
 use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -13,8 +13,8 @@ pub mod place;
 pub mod trust;
 
 use crate::error::Error;
-use grove_agent_shim::setup::{SetupOutcome, SetupSpec, SETUP_ARG};
-use grove_agent_shim::{JailSpec, SHIM_ARG};
+use grove_proto::shim::{JailSpec, SHIM_ARG};
+use grove_proto::shim::{SetupOutcome, SetupSpec, SETUP_ARG};
 use grove_proto::types::WorktreeSetup;
 use std::fs;
 use std::io::{Read, Write};
@@ -88,7 +88,7 @@ pub struct Runner {
 
 /// A jail for setup commands: a jailed agent's (a view of its own and Landlock), run
 /// by the shim's setup helper, since only a single-threaded process can start a
-/// command in new namespaces (`grove_agent_shim::setup`).
+/// command in new namespaces (`grove-shim __shim setup`).
 pub struct SetupJail {
     /// Its writable paths and its view.
     pub spec: JailSpec,

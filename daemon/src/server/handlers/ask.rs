@@ -7,8 +7,8 @@ use super::super::Ctx;
 use super::authority::acting_agent;
 use crate::core::Asked;
 use crate::Error;
-use grove_agent_shim::now_ms;
 use grove_proto::methods::{AskParams, AskResult};
+use grove_proto::now_ms;
 use grove_proto::types::Question;
 use std::time::Duration;
 

@@ -6,8 +6,8 @@ use super::super::Ctx;
 use crate::db::trust;
 use crate::worktree_setup::trust::{repo_key, sha256_hex};
 use crate::Error;
-use grove_agent_shim::now_ms;
 use grove_proto::methods::{TrustParams, TrustResult};
+use grove_proto::now_ms;
 
 pub async fn handle(ctx: &Ctx, params: TrustParams) -> Result<TrustResult, Error> {
     let target = super::client_repo(&params.repo).await?;

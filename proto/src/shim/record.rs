@@ -1,4 +1,4 @@
-use grove_proto::types::Outcome;
+use crate::types::Outcome;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, Read, Write};

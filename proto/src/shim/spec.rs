@@ -1,4 +1,4 @@
-use grove_proto::types::Limits;
+use crate::types::Limits;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -72,7 +72,7 @@ pub struct ConsoleSpec {
     /// Where the shim listens for the daemon.
     pub socket: PathBuf,
     /// A pseudo terminal of this size; `None`: a pipe to stdin.
-    pub tty: Option<grove_proto::types::TtySize>,
+    pub tty: Option<crate::types::TtySize>,
     /// Quiet output for this long, with the agent reading its terminal, is "waiting".
     pub waiting_after_ms: u64,
     /// Pass OSC 8 links in the agent's output on to viewers (`attach_links`).
