@@ -15,7 +15,8 @@
 //! `prepared_worktree` (the worktree is added, the shim not yet started),
 //! `rolling_back` (a restart's rollback of an interrupted preparation, not yet begun),
 //! `startup_scan` (the janitor's start-up scan, not yet begun), `deleting` (the
-//! deleter thread, before it deletes a removed worktree's files).
+//! deleter thread, before it deletes a removed worktree's files), `freezing` (a pause,
+//! resume or a kill's thaw, before the freezer is asked).
 //! `GROVE_TEST_SALVAGE_IN_PROCESS_BYTES` sets the largest index salvage handles in
 //! process, so that its tests run both ways.
 

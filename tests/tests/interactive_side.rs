@@ -725,6 +725,53 @@ fn pause_and_resume_are_events() {
     g.ok(&["kill", &id]);
 }
 
+/// The freezer can take seconds; nobody else waits for it. While a pause is held
+/// before its freeze lands, other clients are answered, a second pause of the same
+/// agent is refused, and a kill goes through: the pause then says the agent ended.
+#[test]
+fn a_freeze_under_way_holds_up_no_other_client_nor_a_kill() {
+    let gate = tempfile::tempdir().expect("tempdir");
+    let release = gate.path().join("release");
+    let g = Grove::new().with_env(&[
+        ("GROVE_TEST_HOLD_AT", "freezing"),
+        ("GROVE_TEST_HOLD_UNTIL", release.to_str().expect("utf-8")),
+    ]);
+    let id = g.spawn(&[], "sleep 60");
+    let other = g.spawn(&[], "sleep 60");
+    let mut pause = g.command();
+    pause
+        .args(["pause", &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let pause = pause.spawn().expect("grove pause");
+    eventually(
+        "the pause to reach its freeze",
+        Duration::from_secs(20),
+        || g.daemon_log().contains("GROVE_TEST_HOLD_AT: holding here"),
+    );
+    // Everyone else is answered meanwhile.
+    assert_eq!(g.status(&other), "running");
+    assert!(g.ok(&["list"]).contains(&other));
+    let third = g.spawn(&[], "true");
+    assert_eq!(g.wait(&third)["outcome"], "succeeded");
+    g.fails(&["pause", &id], &["is being paused already"]);
+    assert_eq!(g.status(&id), "running");
+    let killed = g.run(&["kill", &id]);
+    assert_eq!(killed.code, 0, "{}", killed.stderr);
+    fs::write(&release, "").expect("release");
+    let paused = pause.wait_with_output().expect("grove pause ends");
+    let said = String::from_utf8_lossy(&paused.stderr);
+    assert!(
+        !paused.status.success(),
+        "the pause of a killed agent said it paused"
+    );
+    assert!(said.contains("ended while it was being paused"), "{said}");
+    let done = g.wait(&id);
+    assert_eq!(done["outcome"], "killed", "{done}");
+    assert_eq!(done["status"], "collected", "{done}");
+    g.ok(&["kill", &other]);
+}
+
 #[test]
 fn pausing_what_does_not_run_is_a_clear_error() {
     let g = Grove::new();

@@ -184,15 +184,10 @@ impl Core {
         let row = self.resolve(id)?;
         let id = row.record.id.clone();
         match row.record.status {
-            AgentStatus::Running => {}
-            AgentStatus::Paused => {
-                // Killed anyway when thawing fails: the shim's cgroup.kill after the
-                // grace period ends even a frozen tree.
-                if let Err(e) = self.thaw_for_kill(&id).await {
-                    tracing::warn!(agent = %id, error = %e, "cannot thaw a paused agent before stopping it");
-                }
-                return self.signal_stop(&id);
-            }
+            // Paused, or being paused: thawed in the background. Killed anyway when
+            // thawing fails: the shim's cgroup.kill after the grace period ends even a
+            // frozen tree.
+            AgentStatus::Running | AgentStatus::Paused => self.thaw_for_kill(&id),
             AgentStatus::Queued => {
                 return self
                     .cancel_queued(&id)

@@ -63,6 +63,8 @@ pub enum Msg {
     Kill(String, Reply<AgentRecord>),
     /// Freeze (`true`) or thaw an agent's tree.
     Pause(String, bool, Reply<AgentRecord>),
+    /// A freeze or thaw is done.
+    Froze(Box<pause::Froze>),
     /// Remove the kept worktree of a finished agent (salvaged first), for `reason`.
     RemoveKept(String, String, Reply<AgentRecord>),
     /// Delete a finished agent's branch, its tip kept under a salvage ref.
@@ -209,6 +211,8 @@ pub struct Core {
     /// came or went (`Msg::changes_worktrees`): the slot count reads the disk once per
     /// change, not once per check.
     worktree_listing: std::sync::OnceLock<std::collections::HashSet<PathBuf>>,
+    /// Freezes and thaws under way, by agent.
+    freezing: HashMap<String, pause::Freezing>,
     /// Agents the start-up recovery still works on (rolled back or collected in the
     /// background, after the socket opened).
     recovering: std::collections::HashSet<String>,
@@ -269,6 +273,7 @@ impl Core {
             worktree_listing: std::sync::OnceLock::new(),
             salvages: lifecycle::Salvages::new(config.checkout_workers),
             recovering: Default::default(),
+            freezing: HashMap::new(),
             history: history::History::Loading(VecDeque::new()),
             replay: VecDeque::new(),
             db: db.clone(),
@@ -364,10 +369,8 @@ impl Core {
                 let result = self.kill(&prefix).await;
                 let _ = reply.send(result);
             }
-            Msg::Pause(prefix, frozen, reply) => {
-                let result = self.pause(&prefix, frozen).await;
-                let _ = reply.send(result);
-            }
+            Msg::Pause(prefix, frozen, reply) => self.pause(&prefix, frozen, reply),
+            Msg::Froze(froze) => self.froze(*froze).await,
             Msg::RemoveKept(prefix, reason, reply) => self.remove_kept(&prefix, reason, reply),
             Msg::Discard(prefix, reply) => self.discard_branch(&prefix, reply),
             Msg::Discarded(id, result, reply) => self.branch_discarded(&id, result, reply).await,

@@ -11,9 +11,55 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::{HashMap, HashSet};
 
+/// A freeze or thaw running in the background, by agent.
+#[derive(Default)]
+pub(super) struct Freezing {
+    /// Freezing (`true`) or thawing.
+    frozen: bool,
+    /// The agent was told to stop meanwhile: a freeze that lands is thawed at once, so
+    /// that the stop is not held up by a frozen tree.
+    stopping: bool,
+}
+
+/// An agent's shim: its pid and start time, so that a reused pid is never taken for it.
+#[derive(Clone, Copy)]
+pub(super) struct Shim {
+    pid: u32,
+    started: u64,
+}
+
+fn ended_meanwhile(id: &str, frozen: bool) -> Error {
+    Error::InvalidState(format!(
+        "agent {id} ended while it was being {}",
+        if frozen { "paused" } else { "resumed" }
+    ))
+}
+
+/// A freeze or thaw done, back on the core's turn; `reply` is the pause or resume that
+/// asked for it (none: a thaw before a kill).
+pub struct Froze {
+    pub(super) id: String,
+    pub(super) frozen: bool,
+    pub(super) result: Result<(), Error>,
+    pub(super) reply: Option<super::Reply<AgentRecord>>,
+}
+
 impl Core {
-    /// Freezes (`frozen`) or thaws a running agent's tree.
-    pub(super) async fn pause(&mut self, prefix: &str, frozen: bool) -> Result<AgentRecord, Error> {
+    /// Freezes (`frozen`) or thaws a running agent's tree. The freezer can take seconds
+    /// (the kernel waits for each task to reach a safe point), so it runs in the
+    /// background and the core serves everyone else meanwhile; [`Core::froze`] answers.
+    pub(super) fn pause(&mut self, prefix: &str, frozen: bool, reply: super::Reply<AgentRecord>) {
+        match self.check_pause(prefix, frozen) {
+            Ok((id, shim)) => self.freeze_in_background(id, shim, frozen, Some(reply)),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    /// The agent and its shim's pid, if `prefix` names an agent that can be frozen
+    /// (`frozen`) or thawed now.
+    fn check_pause(&self, prefix: &str, frozen: bool) -> Result<(String, Shim), Error> {
         let row = self.resolve(prefix)?;
         let id = row.record.id.clone();
         let (from, verb) = if frozen {
@@ -21,6 +67,12 @@ impl Core {
         } else {
             (AgentStatus::Paused, "resume")
         };
+        if let Some(busy) = self.freezing.get(&id) {
+            return Err(Error::InvalidState(format!(
+                "agent {id} is being {} already; try again once that is done",
+                if busy.frozen { "paused" } else { "resumed" }
+            )));
+        }
         if row.record.status != from {
             return Err(Error::InvalidState(format!(
                 "agent {id} is {}, so there is nothing to {verb}: only a {} agent can be",
@@ -39,32 +91,113 @@ impl Core {
                 "agent {id} has just ended; nothing to {verb}"
             )));
         }
-        let owned = id.clone();
-        tokio::task::spawn_blocking(move || freeze_tree(&owned, pid, frozen)).await??;
-        let record = self.set_paused(&id, frozen).await?;
-        self.publish(
-            if frozen {
-                "agent.paused"
-            } else {
-                "agent.resumed"
+        Ok((id, Shim { pid, started }))
+    }
+
+    fn freeze_in_background(
+        &mut self,
+        id: String,
+        shim: Shim,
+        frozen: bool,
+        reply: Option<super::Reply<AgentRecord>>,
+    ) {
+        self.freezing.insert(
+            id.clone(),
+            Freezing {
+                frozen,
+                stopping: false,
             },
-            &record,
         );
-        tracing::info!(agent = %id, frozen, "agent {verb}d");
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            crate::faults::hold("freezing").await;
+            let owned = id.clone();
+            let result = tokio::task::spawn_blocking(move || {
+                // Never signal a pid that now belongs to someone else.
+                if !procfs::is_same_process(shim.pid, shim.started) {
+                    return Err(ended_meanwhile(&owned, frozen));
+                }
+                freeze_tree(&owned, shim.pid, frozen)
+            })
+            .await
+            .map_err(Error::from)
+            .and_then(|frozen| frozen);
+            let froze = Froze {
+                id,
+                frozen,
+                result,
+                reply,
+            };
+            let _ = tx.send(super::Msg::Froze(Box::new(froze))).await;
+        });
+    }
+
+    /// A freeze or thaw is done: the agent's status follows, unless it ended meanwhile.
+    pub(super) async fn froze(&mut self, froze: Froze) {
+        let Froze {
+            id,
+            frozen,
+            result,
+            reply,
+        } = froze;
+        let stopping = self.freezing.remove(&id).is_some_and(|f| f.stopping);
+        let answer = match result {
+            Err(e) => Err(e),
+            Ok(()) => self.after_freeze(&id, frozen, stopping).await,
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(answer);
+        }
+    }
+
+    async fn after_freeze(
+        &mut self,
+        id: &str,
+        frozen: bool,
+        stopping: bool,
+    ) -> Result<AgentRecord, Error> {
+        let expected = if frozen {
+            AgentStatus::Running
+        } else {
+            AgentStatus::Paused
+        };
+        let status = self.agents.get(id).map(|row| row.record.status);
+        if status != Some(expected) {
+            return Err(ended_meanwhile(id, frozen));
+        }
+        if frozen && stopping {
+            self.thaw_for_kill(id);
+            return Err(Error::InvalidState(format!(
+                "agent {id} was told to stop while it was being paused; it stops instead"
+            )));
+        }
+        let record = self.set_paused(id, frozen).await?;
+        let (event, verb) = if frozen {
+            ("agent.paused", "paused")
+        } else {
+            ("agent.resumed", "resumed")
+        };
+        self.publish(event, &record);
+        tracing::info!(agent = %id, frozen, "agent {verb}");
         Ok(record)
     }
 
-    /// Thaws a paused agent before it is stopped: a frozen tree would hold a SIGTERM
-    /// pending until the grace period ran out.
-    pub(super) async fn thaw_for_kill(&mut self, id: &str) -> Result<(), Error> {
-        let Some(pid) = self.agents.get(id).and_then(|row| row.record.pid) else {
-            return Ok(());
-        };
-        let owned = id.to_string();
-        tokio::task::spawn_blocking(move || freeze_tree(&owned, pid, false)).await??;
-        let record = self.set_paused(id, false).await?;
-        self.publish("agent.resumed", &record);
-        Ok(())
+    /// Thaws an agent that is told to stop, in the background: a frozen tree would hold
+    /// a SIGTERM pending until the grace period ran out. A freeze still under way is
+    /// thawed once it lands.
+    pub(super) fn thaw_for_kill(&mut self, id: &str) {
+        if let Some(freezing) = self.freezing.get_mut(id) {
+            freezing.stopping = true;
+            return;
+        }
+        let paused = self
+            .agents
+            .get(id)
+            .filter(|row| row.record.status == AgentStatus::Paused);
+        if let Some((Some(pid), Some(started))) = paused.map(|row| (row.record.pid, row.pid_start))
+        {
+            self.freeze_in_background(id.to_string(), Shim { pid, started }, false, None);
+        }
     }
 
     async fn set_paused(&mut self, id: &str, frozen: bool) -> Result<AgentRecord, Error> {
