@@ -663,6 +663,52 @@ fn top_attaches_kills_after_a_yes_and_keeps_finished_agents_in_sight() {
     tmux.wait_for("top", "rc=0");
 }
 
+/// `s` in `top` opens the selected agent's screen on a page of its own and `d` its
+/// diff, while it runs (its worktree now) and after it ended (the screen it kept, its
+/// branch); Esc goes back to the table.
+#[test]
+fn top_previews_the_selected_agents_screen_and_diff() {
+    if !have_tmux() {
+        return;
+    }
+    let g = Grove::new();
+    let paint = "echo 'drawn by the agent' > PAINTED.txt; \
+                 printf '\\033[2J\\033[2;3Hthe first row of its screen\\033[6;3Hits last row'; \
+                 read line";
+    let id = spawn_tty_with(&g, &["--name", "painter"], &["sh", "-c", paint]);
+    wait_screen(&g, &id, "its last row");
+    let tmux = Tmux::new(&g);
+    tmux.run("top", 160, 30, &["top"]);
+    tmux.wait_for("top", "painter");
+    // The table's last-line column holds only the screen's last row.
+    let table = tmux.wait_for("top", "its last row");
+    assert!(!table.contains("the first row"), "{table}");
+    tmux.keys("top", &["Down"]);
+    tmux.keys("top", &["s"]);
+    let page = tmux.wait_for("top", &format!("screen of {id}"));
+    assert!(page.contains("the first row of its screen"), "{page}");
+    assert!(!page.contains("RUNTIME"), "the table is not shown:\n{page}");
+    tmux.keys("top", &["d"]);
+    tmux.wait_for("top", &format!("diff of {id}"));
+    tmux.wait_for("top", "+drawn by the agent");
+    tmux.keys("top", &["Escape"]);
+    tmux.wait_for("top", "RUNTIME");
+
+    g.ok(&["send", &id, "done"]);
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    tmux.wait_for("top", "succeeded");
+    tmux.keys("top", &["s"]);
+    let kept = tmux.wait_for("top", "the first row of its screen");
+    assert!(kept.contains(&format!("screen of {id}")), "{kept}");
+    tmux.keys("top", &["d"]);
+    let branch = tmux.wait_for("top", "+drawn by the agent");
+    assert!(branch.contains("PAINTED.txt"), "{branch}");
+    tmux.keys("top", &["q"]);
+    tmux.wait_for("top", "RUNTIME");
+    tmux.keys("top", &["q"]);
+    tmux.wait_for("top", "rc=0");
+}
+
 #[test]
 fn input_piped_into_spawn_is_the_first_thing_a_terminal_agent_reads() {
     let g = Grove::new();

@@ -82,3 +82,28 @@ pub fn run(id: &str, stat: bool, paths: &[String], json: bool) -> Result<ExitCod
     })?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// A finished agent's branch against its merge-base with the base, as plain text (no
+/// colour, no pager); a sentence when it left no branch.
+pub fn finished(record: grove_proto::types::AgentRecord) -> Result<String> {
+    let id = record.id.clone();
+    let Some(work) = Work::load(record)? else {
+        return Ok(format!(
+            "agent {id} has no branch: it left no commits beyond its base, or its branch was deleted"
+        ));
+    };
+    let range = format!("{}...{}", work.base, work.record.branch);
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(&work.record.repo)
+        .args(["--no-pager", "diff", "--no-color", &range])
+        .output()
+        .context("running git diff")?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "git diff {range} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -6,9 +6,12 @@
 //! the record) and every descendant, from the platform seam (/proc on Linux: `stat`
 //! utime+stime, `statm` rss).
 //! On a terminal it redraws once a second until `q`, and acts on the selected agent:
-//! `a` attach, `l` follow its log, `k` kill (after a `y`), `p` pause or resume, `?`
-//! help. Agents that finish stay on the list, dimmed, for a while. Elsewhere, or with
+//! `a` attach, `l` follow its log, `s` preview its screen, `d` its diff (see
+//! [`preview`]), `k` kill (after a `y`), `p` pause or resume, `?` help. Agents that
+//! finish stay on the list, dimmed, for a while. Elsewhere, or with
 //! `--once` or `--json`, it prints one snapshot.
+
+mod preview;
 
 use crate::connect::{connect, dirs};
 use crate::output::{
@@ -258,7 +261,7 @@ impl Drop for RawTerminal {
 const LINGER: Duration = Duration::from_secs(30);
 
 const HELP: &str = "keys: up/down (or j) select   a attach   l follow the log (Ctrl-C returns)   \
-k kill   p pause/resume   ? this help   q quit";
+s screen   d diff (Esc back)   k kill   p pause/resume   ? this help   q quit";
 
 /// What the live screen remembers between refreshes.
 #[derive(Default)]
@@ -270,6 +273,8 @@ struct Screen {
     message: Option<String>,
     help: bool,
     confirm_kill: Option<String>,
+    /// The selected agent's screen or diff, shown instead of the table.
+    preview: Option<preview::Preview>,
 }
 
 fn live(client: &mut Client) -> Result<ExitCode> {
@@ -289,6 +294,9 @@ fn live(client: &mut Client) -> Result<ExitCode> {
         );
         before = ProcTable::read();
         sampled = Instant::now();
+        if let Some(preview) = &mut screen.preview {
+            preview.reload(client);
+        }
         draw(&snapshot, &mut screen)?;
         let deadline = Instant::now() + REFRESH;
         loop {
@@ -300,7 +308,19 @@ fn live(client: &mut Client) -> Result<ExitCode> {
                 Event::Key(key) if key.kind != KeyEventKind::Release => {
                     let ctrl_c = key.code == KeyCode::Char('c')
                         && key.modifiers.contains(KeyModifiers::CONTROL);
-                    if ctrl_c || matches!(key.code, KeyCode::Char('q') | KeyCode::Esc) {
+                    if ctrl_c {
+                        return Ok(ExitCode::SUCCESS);
+                    }
+                    if let Some(preview) = &mut screen.preview {
+                        let page = terminal::size().map_or(22, |(_, h)| h.saturating_sub(2));
+                        if let preview::Outcome::Close = preview.key(client, key.code, page.into())
+                        {
+                            screen.preview = None;
+                        }
+                        draw(&snapshot, &mut screen)?;
+                        continue;
+                    }
+                    if matches!(key.code, KeyCode::Char('q') | KeyCode::Esc) {
                         return Ok(ExitCode::SUCCESS);
                     }
                     if act(client, &mut screen, &mut terminal, key.code)? {
@@ -403,7 +423,13 @@ fn act(
             screen.message = Some(pause_or_resume(client, &id));
             return Ok(true);
         }
-        (KeyCode::Char('a' | 'l' | 'k' | 'p'), None) => {
+        (KeyCode::Char('s'), Some(id)) => {
+            screen.preview = Some(preview::Preview::open(client, id, preview::Kind::Screen))
+        }
+        (KeyCode::Char('d'), Some(id)) => {
+            screen.preview = Some(preview::Preview::open(client, id, preview::Kind::Diff))
+        }
+        (KeyCode::Char('a' | 'l' | 'k' | 'p' | 's' | 'd'), None) => {
             screen.message = Some("select an agent first (up/down)".into())
         }
         _ => {}
@@ -483,6 +509,9 @@ fn outside(terminal: &mut Option<RawTerminal>, args: &[&str]) -> Result<()> {
 
 fn draw(snapshot: &Snapshot, screen: &mut Screen) -> Result<()> {
     let (width, height) = terminal::size().unwrap_or((80, 24));
+    if let Some(preview) = &screen.preview {
+        return paint(&preview.render(width.into(), height.into()));
+    }
     let running = snapshot
         .agents
         .iter()
@@ -519,6 +548,10 @@ fn draw(snapshot: &Snapshot, screen: &mut Screen) -> Result<()> {
         lines.push(safe(message));
     }
     lines.truncate(height.max(1) as usize);
+    paint(&lines)
+}
+
+fn paint(lines: &[String]) -> Result<()> {
     let mut out = std::io::stdout().lock();
     queue!(
         out,
