@@ -392,6 +392,40 @@ fn send_presses_enter_apart_from_the_text_so_a_paste_detector_submits() {
     assert!(log.contains("submitted:fix the tests"), "{log}");
 }
 
+/// The raw mode for scripts: `send --stdin --no-enter` types the bytes it reads as
+/// they are (control keys, escape sequences, a carriage return amid them), and nothing
+/// more.
+#[test]
+fn send_stdin_types_raw_bytes_into_a_terminal_as_they_are() {
+    if !have_python3() {
+        return;
+    }
+    let shower = "import os, tty\n\
+                  tty.setraw(0)\n\
+                  os.write(1, b'raw ready\\r\\n')\n\
+                  got = b''\n\
+                  while not got.endswith(b'END'):\n\
+                  \x20   got += os.read(0, 64)\n\
+                  os.write(1, b'read:' + got.hex().encode() + b'\\r\\n')\n";
+    let g = Grove::new();
+    let id = spawn_tty(&g, &["python3", "-c", shower]);
+    wait_screen(&g, &id, "raw ready");
+    let raw = b"a\tb\x1b[A\x03\rEND";
+    let sent = output_fed(
+        g.command().args(["send", "--stdin", "--no-enter", &id]),
+        raw,
+    );
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    let screen = screen_of(&g, &id);
+    assert!(screen.contains(&format!("read:{hex}")), "{screen}");
+}
+
 #[test]
 fn an_agent_without_a_terminal_takes_input_through_its_open_stdin() {
     let g = Grove::new();
