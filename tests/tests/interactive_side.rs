@@ -535,6 +535,47 @@ fn claudes_preset_hooks_tell_grove_when_it_waits_and_works() {
     g.succeeded_log(&id);
 }
 
+/// Issue 30, item 8: the README's hooks snippet, for running `claude` without the
+/// preset, is JSON Claude Code reads and says for each event what the preset's hooks
+/// say.
+#[test]
+fn the_readmes_claude_hooks_snippet_matches_the_presets() {
+    let g = Grove::new();
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+        .expect("README.md");
+    let snippet = readme
+        .split("```json\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .find(|block| block.contains("\"hooks\""))
+        .expect("a hooks snippet in README.md");
+    let snippet: serde_json::Value = serde_json::from_str(snippet).expect("the snippet is JSON");
+    let preset = print_argv(&g, &["--agent", "claude"])[2].clone();
+    let preset: serde_json::Value = serde_json::from_str(&preset).expect("hooks JSON");
+    // The activity each event's command sets.
+    let said = |hooks: &serde_json::Value| -> Vec<(String, String)> {
+        let mut said: Vec<(String, String)> = hooks["hooks"]
+            .as_object()
+            .expect("hooks by event")
+            .iter()
+            .map(|(event, entries)| {
+                let command = entries[0]["hooks"][0]["command"].as_str().unwrap_or("");
+                let activity = command
+                    .strip_prefix("grove status ")
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .unwrap_or(command);
+                (event.clone(), activity.to_string())
+            })
+            .collect();
+        said.sort();
+        said
+    };
+    assert_eq!(said(&snippet), said(&preset));
+    assert!(said(&snippet)
+        .iter()
+        .any(|(e, a)| e == "Stop" && a == "waiting"));
+}
+
 #[test]
 fn an_unknown_preset_is_refused_with_the_names_and_nothing_spawns() {
     let g = Grove::new();
