@@ -431,6 +431,15 @@ fn a_presets_cli_files_are_never_salvaged_onto_its_branch() {
         !files.contains(".notes.history") && !files.contains(".cli-cache"),
         "{files}"
     );
+    // An agent that left only its CLI's files has no work to review.
+    g.write_config(
+        "[agents.chat]\ncommand = [\"sh\", \"-c\", \"echo h > .notes.history\"]\n\
+         cli_files = [\".notes.history\"]\n",
+    );
+    let chat = g.ok(&["spawn", "--agent", "chat"]).trim().to_string();
+    g.succeeded_log(&chat);
+    let review = g.ok(&["review"]);
+    assert!(review.contains(&id) && !review.contains(&chat), "{review}");
 
     fs::write(
         g.repo.join(".grove.toml"),
