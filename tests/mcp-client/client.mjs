@@ -114,6 +114,9 @@ out.discard = await ok("discard_agent", { id: second.id });
 // An agent killed while it runs.
 const sleeper = await ok("spawn_agent", { argv: ["sleep", "600"] });
 out.short_wait = await ok("wait_agents", { ids: [sleeper.id], timeout_s: 0.5 });
+// A long wait with the SDK's default request options (a 60 s timeout, no progress
+// handler): grove answers before the client gives up, with what still runs.
+out.capped_wait = await ok("wait_agents", { ids: [sleeper.id], timeout_s: 120 });
 await ok("kill_agent", { id: sleeper.id });
 out.killed = (await ok("wait_agents", { ids: [sleeper.id] })).agents?.[0]?.outcome;
 

@@ -175,6 +175,15 @@ fn the_typescript_sdk_with_its_default_environment_uses_every_tool() {
         r["short_wait"]["still_running"].as_array().map(Vec::len),
         Some(1)
     );
+    // timeout_s 120 with the client's default 60 s request timeout: the failure the
+    // issue saw at 60 s. grove caps the wait at 50 s and says what still runs; a late
+    // answer would be among `failures` above.
+    assert_eq!(r["capped_wait"]["complete"], false, "{r:#}");
+    assert_eq!(
+        r["capped_wait"]["still_running"].as_array().map(Vec::len),
+        Some(1),
+        "{r:#}"
+    );
     assert_eq!(r["killed"], "killed");
     // A 5 s agent outlived the client's 2 s request timeout: progress kept it waiting.
     assert_eq!(r["long_outcome"], "succeeded");
