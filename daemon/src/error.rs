@@ -133,6 +133,17 @@ pub enum Error {
     /// The database failed a read or a write.
     #[error(transparent)]
     Db(#[from] crate::db::DbError),
+    /// A change to an agent is made, but its record could not be saved yet: the core
+    /// saves it again until it can.
+    #[error(
+        "agent {id}: done, but its record could not be saved yet ({source}); grove saves it \
+         again every few seconds until it can"
+    )]
+    Unsaved {
+        id: String,
+        #[source]
+        source: crate::db::DbError,
+    },
     /// A group of state updates could not be stored; every update in it is refused
     /// (shared: one cause answers every waiting writer).
     #[error("could not store the batch ({0}); nothing was applied")]
@@ -196,6 +207,7 @@ impl Error {
             | Error::Poisoned(_)
             | Error::Db(_)
             | Error::NotStored(_)
+            | Error::Unsaved { .. }
             | Error::SessionsUnreadable(_)
             | Error::HistoryUnreadable(_) => codes::INTERNAL_ERROR,
             Error::Refused(_) => codes::REFUSED,

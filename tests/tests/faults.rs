@@ -973,3 +973,64 @@ fn output_written_while_the_disk_is_full_is_a_gap_of_known_size_in_the_log() {
         "said {said} of {lost} bytes missing:\n{log}"
     );
 }
+
+/// A record the daemon could not save (its disk full) is never dropped (issue 33): the
+/// agent's report is answered "not saved yet", and once space comes back the database
+/// holds the report without anything else happening.
+#[test]
+fn a_record_that_could_not_be_saved_is_saved_once_space_comes_back() {
+    let Some((_scratch, _home, home_fs)) = small_home("gs") else {
+        return;
+    };
+    let mut g = Grove::new().with_env(&[("GROVE_DISK_HIGH", "100"), ("GROVE_DISK_LOW", "99")]);
+    g.home = home_fs.join("h");
+    let out = g.make_dir("out");
+    let gate = g.dir.path().join("gate");
+    let script = format!(
+        r#"while [ ! -e '{gate}' ]; do sleep 0.02; done
+big=$(head -c 60000 /dev/zero | tr '\0' x)
+i=0
+while [ $i -lt 64 ]; do
+  i=$((i+1))
+  if ! "$GROVE_BIN" report "$i $big" 2> '{out}/said'; then echo $i > '{out}/failed'; break; fi
+done
+touch '{out}/done'
+while [ ! -e '{gate}.end' ]; do sleep 0.02; done"#,
+        gate = gate.display(),
+        out = out.display(),
+    );
+    let bin = format!("GROVE_BIN={BIN}");
+    let id = g.spawn(&["--env", &bin], &script);
+    let filler = fill_up(&home_fs);
+    fs::write(&gate, "").expect("gate");
+    eventually("the reports to end", Duration::from_secs(60), || {
+        out.join("done").exists()
+    });
+    let failed =
+        fs::read_to_string(out.join("failed")).expect("a full disk never refused a report");
+    let said = fs::read_to_string(out.join("said")).expect("said");
+    assert!(said.contains("could not be saved yet"), "{said}");
+    fs::remove_file(filler).expect("free");
+    let wanted = format!("{} x", failed.trim());
+    eventually("the report to be saved", Duration::from_secs(120), || {
+        stored_report(&g, &id).is_some_and(|report| report.starts_with(&wanted))
+    });
+    fs::write(format!("{}.end", gate.display()), "").expect("gate");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+}
+
+/// The report in the agent's record as the database holds it now.
+fn stored_report(g: &Grove, id: &str) -> Option<String> {
+    let db = rusqlite::Connection::open_with_flags(
+        g.home.join("grove.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .ok()?;
+    let record: String = db
+        .query_row("SELECT record FROM agents WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .ok()?;
+    let record: serde_json::Value = serde_json::from_str(&record).ok()?;
+    record["report"].as_str().map(str::to_string)
+}

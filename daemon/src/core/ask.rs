@@ -88,7 +88,9 @@ impl Core {
         row.record.activity = Some(Activity::Waiting);
         let record = row.record.clone();
         self.askers.entry(id.to_string()).or_default().push(tx);
-        self.persist(id).await;
+        // The question stands whether or not its record is saved yet (a failed save is
+        // retried): the asker waits for an answer either way.
+        self.save(id).await;
         self.expire_later(id, &question);
         tracing::info!(agent = %id, question = %question.id, "agent asks");
         self.publish("agent.waiting", &record);
@@ -139,13 +141,15 @@ impl Core {
         row.record.activity = None;
         row.record.answer = Some(answered.clone());
         let record = row.record.clone();
-        self.persist(&id).await;
+        // The answer is in the session already and reaches the asker either way; the
+        // one who answered hears if the record is not saved yet.
+        let saved = self.persist(&id).await;
         tracing::info!(agent = %id, by = %answered.by, checkpoint, "question answered");
         self.publish("agent.answered", &record);
         for asker in self.askers.remove(&id).unwrap_or_default() {
             let _ = asker.send(answered.clone());
         }
-        Ok(answered)
+        saved.map(|()| answered)
     }
 
     /// The asker's session gets its [`DECISIONS`] channel (`append`) by a migration the
@@ -274,7 +278,7 @@ impl Core {
         let record = row.record.clone();
         self.askers.remove(id);
         self.withdrawn.insert(id.to_string(), question.to_string());
-        self.persist(id).await;
+        self.save(id).await;
         tracing::info!(agent = %id, question, "question dropped: its ask stopped waiting");
         self.publish("agent.working", &record);
     }

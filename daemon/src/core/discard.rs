@@ -105,7 +105,7 @@ impl Core {
             .ok_or_else(|| Error::NotFound(format!("agent {id} was forgotten meanwhile")))?;
         row.record.branch_exists = false;
         let record = row.record.clone();
-        self.persist(id).await;
+        self.persist(id).await?;
         Ok(record)
     }
 

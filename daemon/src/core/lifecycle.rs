@@ -111,8 +111,19 @@ impl Core {
             self.queue.is_empty() && self.disk_hold.is_none() && self.pool_has_evictable();
         self.enqueue(&id);
         self.renumber_queue();
-        self.persist(&id).await;
-        self.save_env(&id, &env).await?;
+        let saved = match self.persist(&id).await {
+            Ok(()) => self.save_env(&id, &env).await,
+            // Not "done, saved later": the agent goes, and the error says why.
+            Err(Error::Unsaved { source, .. }) => Err(Error::Db(source)),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = saved {
+            // Refused whole: a queued agent that a restart would not find is no agent.
+            self.queue.retain(|queued| *queued != id);
+            self.renumber_queue();
+            self.discard(&id).await;
+            return Err(e);
+        }
         self.pending_env.insert(id.clone(), env);
         if room_in_pool {
             let (reply, started) = oneshot::channel();
@@ -373,7 +384,7 @@ impl Core {
                             row.record.status = AgentStatus::Cancelled;
                             row.record.error = Some(format!("could not start: {e}"));
                         }
-                        self.persist(id).await;
+                        self.save(id).await;
                         self.drop_queued_env(id).await;
                         self.notify_finished(id);
                     }
@@ -450,7 +461,7 @@ impl Core {
         row.record.started_at_ms = Some(now_ms());
         row.pid_start = procfs::start_time(pid);
         let record = row.record.clone();
-        self.persist(id).await;
+        self.save(id).await;
         // The shim has the environment now. Wiping it (with a WAL checkpoint) is queued
         // on the database thread rather than waited for by the spawning client.
         self.drop_queued_env_soon(id);
@@ -559,7 +570,7 @@ impl Core {
         // later turn, after this one's save, and one a crash cuts short runs again from
         // the exit record.
         self.start_collect(id, None);
-        self.persist(id).await;
+        self.save(id).await;
         self.publish("agent.exited", &exited);
     }
 
@@ -581,7 +592,7 @@ impl Core {
         if let Some(row) = self.agents.get_mut(id) {
             row.record.salvage_error = Some(note.clone());
         }
-        self.persist(id).await;
+        self.save(id).await;
         if let Some(reply) = self.pending_removals.remove(id) {
             let _ = reply.send(Err(Error::InvalidState(format!("not removed yet: {note}"))));
         }
@@ -809,7 +820,7 @@ impl Core {
         }
         let record = record.clone();
         tracing::info!(agent = id, status = %record.status, "agent collected");
-        self.persist(id).await;
+        self.save(id).await;
         self.publish("agent.collected", &record);
         if let Some(removal) = removal {
             tracing::info!(path = %removal.path.display(), reason = %removal.reason, "worktree removed");
@@ -973,7 +984,7 @@ impl Core {
                         tracing::info!(agent = %id, pid, "adopting running agent");
                         crate::metrics::agent_adopted();
                         if self.recover_paused(&id) {
-                            self.persist(&id).await;
+                            self.save(&id).await;
                         }
                         self.watch_shim(&id, pid);
                     }
@@ -1024,7 +1035,7 @@ impl Core {
             row.record.started_at_ms = Some(now_ms());
             row.pid_start = Some(start_time);
         }
-        self.persist(id).await;
+        self.save(id).await;
         if procfs::is_same_process(pid, start_time) {
             tracing::info!(
                 agent = id,
@@ -1126,7 +1137,7 @@ impl Core {
         }
         row.record.status = AgentStatus::Queued;
         row.record.queue_position = Some(0);
-        self.persist(id).await;
+        self.save(id).await;
         self.queue.push_front(id.to_string());
         self.renumber_queue();
         self.admit_queued().await;

@@ -45,6 +45,8 @@ pub enum Msg {
     Prepared(String, Result<prepare::Prepared, Error>),
     ShimExited(String),
     Collected(String, Result<Collected, Error>),
+    /// Save again the records whose last save failed.
+    SaveUnsaved,
     /// Collect this agent again (its last collect failed for a cause that passes),
     /// removing its worktree for this reason when one was asked for.
     RetryCollect(String, Option<String>),
@@ -211,6 +213,10 @@ pub struct Core {
     /// came or went (`Msg::changes_worktrees`): the slot count reads the disk once per
     /// change, not once per check.
     worktree_listing: std::sync::OnceLock<std::collections::HashSet<PathBuf>>,
+    /// Records whose last save failed, saved again by [`Msg::SaveUnsaved`] after a
+    /// pause that doubles up to a minute while saves keep failing.
+    unsaved: std::collections::HashSet<String>,
+    unsaved_pause: std::time::Duration,
     /// Freezes and thaws under way, by agent.
     freezing: HashMap<String, pause::Freezing>,
     /// Agents the start-up recovery still works on (rolled back or collected in the
@@ -274,6 +280,8 @@ impl Core {
             salvages: lifecycle::Salvages::new(config.checkout_workers),
             recovering: Default::default(),
             freezing: HashMap::new(),
+            unsaved: Default::default(),
+            unsaved_pause: SAVE_RETRY_FIRST,
             history: history::History::Loading(VecDeque::new()),
             replay: VecDeque::new(),
             db: db.clone(),
@@ -350,6 +358,7 @@ impl Core {
             Msg::ShimExited(id) => self.shim_exited(&id).await,
             Msg::Collected(id, result) => self.collected(&id, result).await,
             Msg::RetryCollect(id, removal) => self.retry_collect(&id, removal),
+            Msg::SaveUnsaved => self.save_unsaved().await,
             Msg::RolledBack(id) => self.rolled_back(&id).await,
             Msg::StartAbandoned(id) => self.start_abandoned(&id).await,
             Msg::Get(prefix, viewer, reply) => {
@@ -520,7 +529,7 @@ impl Core {
         };
         row.record.report = Some(text);
         let record = row.record.clone();
-        self.persist(&id).await;
+        self.persist(&id).await?;
         Ok(record)
     }
 
@@ -556,28 +565,81 @@ impl Core {
 
     /// Writes a row through to the database. A failed write is logged loudly: the
     /// in-memory table stays authoritative until the next successful write.
-    async fn persist(&self, id: &str) {
-        self.persist_all(&[id]).await;
+    /// Saves one agent's record; see [`Core::persist_all`].
+    async fn persist(&mut self, id: &str) -> Result<(), Error> {
+        self.persist_all(&[id]).await
     }
 
-    /// Saves the records of `ids` in one transaction.
-    async fn persist_all(&self, ids: &[&str]) {
+    /// Saves the records of `ids` in one transaction. A save that fails is never
+    /// dropped: the records are saved again until it lands (their latest state then),
+    /// and the caller whose answer would say the change was made says it is not saved
+    /// yet instead.
+    async fn persist_all(&mut self, ids: &[&str]) -> Result<(), Error> {
         let rows: Vec<_> = ids
             .iter()
             .filter_map(|id| self.agents.get(id).cloned())
             .collect();
         if rows.is_empty() {
-            return;
+            return Ok(());
         }
-        if let Err(e) = self
+        let saved = self
             .db
             .call(move |conn| crate::db::agents::upsert_all(conn, &rows))
-            .await
-        {
-            tracing::error!(agents = ?ids, error = %e, "cannot persist agent records");
+            .await;
+        match saved {
+            Ok(()) => {
+                for id in ids {
+                    self.unsaved.remove(*id);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(agents = ?ids, error = %e, "cannot save agent records; saving them again later");
+                self.save_later(ids);
+                Err(Error::Unsaved {
+                    id: ids.join(", "),
+                    source: e,
+                })
+            }
+        }
+    }
+
+    /// [`Core::persist`] where nobody is told of the change: a failed save is logged and
+    /// retried, and that is all there is to do.
+    async fn save(&mut self, id: &str) {
+        self.save_all(&[id]).await;
+    }
+
+    async fn save_all(&mut self, ids: &[&str]) {
+        let _retried = self.persist_all(ids).await;
+    }
+
+    fn save_later(&mut self, ids: &[&str]) {
+        let first = self.unsaved.is_empty();
+        self.unsaved.extend(ids.iter().map(|id| id.to_string()));
+        if first {
+            let (tx, pause) = (self.tx.clone(), self.unsaved_pause);
+            tokio::spawn(async move {
+                tokio::time::sleep(pause).await;
+                let _ = tx.send(Msg::SaveUnsaved).await;
+            });
+        }
+    }
+
+    async fn save_unsaved(&mut self) {
+        let unsaved: Vec<String> = self.unsaved.drain().collect();
+        let ids: Vec<&str> = unsaved.iter().map(String::as_str).collect();
+        // Set before the save, which schedules the next try with it if it fails.
+        self.unsaved_pause = (self.unsaved_pause * 2).min(SAVE_RETRY_LONGEST);
+        if self.persist_all(&ids).await.is_ok() {
+            self.unsaved_pause = SAVE_RETRY_FIRST;
         }
     }
 }
+
+/// The first pause before failed saves are tried again, and the longest.
+const SAVE_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const SAVE_RETRY_LONGEST: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Sleeps until `deadline`, or forever without one.
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

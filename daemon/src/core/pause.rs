@@ -211,7 +211,7 @@ impl Core {
             AgentStatus::Running
         };
         let record = row.record.clone();
-        self.persist(id).await;
+        self.persist(id).await?;
         Ok(record)
     }
 

@@ -171,7 +171,7 @@ impl Core {
         // One transaction (one fsync) for the pass, before any preparation begins: a
         // crash then finds each started agent `preparing` and rolls back what it made.
         let ids: Vec<&str> = starting.iter().map(|(id, _)| id.as_str()).collect();
-        self.persist_all(&ids).await;
+        self.save_all(&ids).await;
         for (id, job) in starting {
             self.launch_prepare(id, job);
         }
@@ -185,7 +185,7 @@ impl Core {
     /// Moves an agent to `preparing` and starts the preparation task once that is saved.
     pub(super) async fn begin_prepare(&mut self, id: &str, env: Vec<(String, String)>) {
         if let Some(job) = self.mark_preparing(id, env) {
-            self.persist(id).await;
+            self.save(id).await;
             self.launch_prepare(id.to_string(), job);
         }
     }
@@ -265,7 +265,7 @@ impl Core {
                             .into(),
                     );
                 }
-                self.persist(id).await;
+                self.save(id).await;
                 self.notify_finished(id);
                 Ok(None)
             }
@@ -312,7 +312,7 @@ impl Core {
         row.record.error = Some("cancelled while queued".into());
         let record = row.record.clone();
         self.drop_queued_env(id).await;
-        self.persist(id).await;
+        self.save(id).await;
         self.renumber_queue();
         self.notify_finished(id);
         Some(record)

@@ -100,8 +100,8 @@ impl Core {
             tracing::warn!(agent = id, error = %e, "cannot write the restored worktree's log");
         }
         let record = record.clone();
-        self.persist(id).await;
+        let saved = self.persist(id).await;
         tracing::info!(agent = id, branch = %record.branch, "salvage restored");
-        let _ = reply.send(Ok(record));
+        let _ = reply.send(saved.map(|()| record));
     }
 }
