@@ -83,9 +83,10 @@ impl Lanes {
     }
 
     /// The lane of `target`, started on first use. The repository is opened outside
-    /// the table's lock, so that a slow open never holds up the other repositories;
+    /// the table's lock, so that a slow open never holds up the other repositories, and
+    /// on a blocking thread, so that no runtime worker (there are two) waits for it;
     /// when two callers race, the first lane in the table wins and the other ends.
-    pub fn get(&self, target: &RepoTarget) -> Result<Owner<LaneSlot>, Error> {
+    pub async fn get(&self, target: &RepoTarget) -> Result<Owner<LaneSlot>, Error> {
         let table = || {
             self.lanes
                 .lock()
@@ -99,19 +100,22 @@ impl Lanes {
             after: self.idle_release,
             release: LaneSlot::release,
         };
-        let lane = Owner::spawn_with_idle(
-            "grove-repo-lane",
-            move || {
-                // Opened at once: a repository that cannot be opened is the caller's
-                // error, not a later job's.
-                let open = Some(open(&for_thread)?);
-                Ok::<_, Error>(LaneSlot {
-                    target: for_thread,
-                    open,
-                })
-            },
-            Some(idle),
-        )?;
+        let lane = tokio::task::spawn_blocking(move || {
+            Owner::spawn_with_idle(
+                "grove-repo-lane",
+                move || {
+                    // Opened at once: a repository that cannot be opened is the caller's
+                    // error, not a later job's.
+                    let open = Some(open(&for_thread)?);
+                    Ok::<_, Error>(LaneSlot {
+                        target: for_thread,
+                        open,
+                    })
+                },
+                Some(idle),
+            )
+        })
+        .await??;
         Ok(table()?
             .entry(target.common_dir.clone())
             .or_insert(lane)
@@ -124,7 +128,7 @@ impl Lanes {
         target: &RepoTarget,
         f: impl FnOnce(&mut RepoLane) -> Result<R, Error> + Send + 'static,
     ) -> Result<R, Error> {
-        let lane = self.get(target)?;
+        let lane = self.get(target).await?;
         lane.call(move |slot| f(slot.lane()?)).await?
     }
 }

@@ -49,7 +49,7 @@ async fn take(
     let (held_tx, held) = oneshot::channel::<()>();
     // Queued at once; the lane thread blocks in it until `released` resolves. The
     // thread is a plain one (not the runtime's), where blocking is its job.
-    let holding = ctx.lanes.get(&target)?.submit(move |_lane| {
+    let holding = ctx.lanes.get(&target).await?.submit(move |_lane| {
         let _ = held_tx.send(());
         let _ = released.blocking_recv();
     });
