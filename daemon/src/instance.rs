@@ -138,6 +138,8 @@ pub async fn run(
             server::Budget::Tree,
         ),
         idempotency: Default::default(),
+        live_diffs: Default::default(),
+        checkpoint_locks: Default::default(),
     });
     let slo_window_ms = ctx.config.slo.window.as_millis() as u64;
     crate::metrics::slo::start(ctx.clone());

@@ -12,6 +12,7 @@ mod git;
 mod ids;
 mod instance;
 mod janitor;
+mod keyed;
 mod metrics;
 pub mod notify;
 mod owner;

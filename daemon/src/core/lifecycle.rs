@@ -723,7 +723,7 @@ impl Core {
         crate::metrics::collected(&result, |done| done.salvaged);
         let live_index = self.config.dirs.agent_dir(id);
         let _ = std::fs::remove_file(live_index.join(crate::git::LIVE_DIFF_INDEX));
-        crate::sessions::code::forget(id, &live_index);
+        crate::sessions::code::forget(&live_index);
         let why = self
             .removal_reasons
             .remove(id)

@@ -12,23 +12,12 @@ use grove_proto::methods::{
 use grove_proto::now_ms;
 use grove_proto::{codes, RpcError};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 const MAX_KEY_BYTES: usize = 128;
 
 /// One lock per key in use: a retry that arrives while the first request still runs
 /// (the client lost only its connection) waits for its answer.
-#[derive(Default)]
-pub struct KeyLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
-
-impl KeyLocks {
-    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
-        locks.entry(key.to_string()).or_default().clone()
-    }
-}
+pub type KeyLocks = crate::keyed::Keyed<tokio::sync::Mutex<()>>;
 
 /// A request's idempotency key, and whether the client says it sends it again.
 pub struct Key {
@@ -91,7 +80,7 @@ pub async fn run(
 ) -> Option<Answer> {
     let Key { key, retry } = key;
     let key = scoped(conn, &key);
-    let lock = ctx.idempotency.lock_for(&key);
+    let lock = ctx.idempotency.get_pruning(&key);
     let _held = lock.lock().await;
     once(ctx, conn, key, retry, method, params).await
 }

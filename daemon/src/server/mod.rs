@@ -41,6 +41,10 @@ pub struct Ctx {
     /// Connections of each agent tree, by its root.
     pub tree_connections: agent_slots::AgentSlots,
     pub idempotency: idempotency::KeyLocks,
+    /// Each running agent's last live diff (`agent.diff`), kept until it is collected.
+    pub live_diffs: crate::keyed::Keyed<std::sync::Mutex<handlers::diff::LiveCache>>,
+    /// One checkpoint's code recorded at a time per agent: they share its scratch index.
+    pub checkpoint_locks: crate::keyed::Keyed<std::sync::Mutex<()>>,
 }
 
 /// Serves until `ctx.stop` is set, then lets open connections flush their last

@@ -21,9 +21,9 @@ use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, Oid, Repository};
 use grove_proto::state::CodeRef;
 use grove_proto::types::AgentRecord;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// The scratch index of an agent's checkpoints, in its private state directory: kept
 /// between checkpoints, so that unchanged files are found by their stat data and only
@@ -48,10 +48,10 @@ pub fn record(
     record: &AgentRecord,
     agent_dir: &Path,
     max_file: u64,
+    one_at_a_time: &Mutex<()>,
 ) -> Result<(CodeRef, Held), Error> {
-    let lock = agent_lock(&record.id);
     // One checkpoint of an agent at a time: they share its scratch index.
-    let _held = lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _held = one_at_a_time.lock().unwrap_or_else(|e| e.into_inner());
     let scratch = agent_dir.join(CHECKPOINT_INDEX);
     let repo = users_repo(record)?;
     let store = jailed_store(record, agent_dir, &repo)?;
@@ -362,21 +362,10 @@ fn save_last_tree(path: &Path, last: &LastTree) -> std::io::Result<()> {
     std::fs::rename(&part, path)
 }
 
-/// The scratch index and its lock go with the agent's work (at collect).
-pub fn forget(id: &str, agent_dir: &Path) {
-    locks().lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+/// The scratch index goes with the agent's work (at collect).
+pub fn forget(agent_dir: &Path) {
     let _ = std::fs::remove_file(agent_dir.join(CHECKPOINT_INDEX));
     let _ = std::fs::remove_file(agent_dir.join(CHECKPOINT_TREE));
-}
-
-fn locks() -> &'static Mutex<HashMap<String, Arc<Mutex<()>>>> {
-    static LOCKS: OnceLock<Mutex<HashMap<String, Arc<Mutex<()>>>>> = OnceLock::new();
-    LOCKS.get_or_init(Default::default)
-}
-
-fn agent_lock(id: &str) -> Arc<Mutex<()>> {
-    let mut all = locks().lock().unwrap_or_else(|e| e.into_inner());
-    all.entry(id.to_string()).or_default().clone()
 }
 
 /// The scratch index, and whether it was started again: one libgit2 cannot read (a

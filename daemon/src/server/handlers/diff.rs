@@ -5,9 +5,7 @@ use crate::git::{git_command, hardened_git};
 use crate::Error;
 use grove_proto::methods::{DiffParams, DiffResult};
 use grove_proto::types::{AgentRecord, AgentStatus};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
 
 /// Most diff text returned in one answer (the line cap is 1 MiB).
 const MAX_DIFF: usize = 768 * 1024;
@@ -33,7 +31,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: DiffParams) -> Result<DiffRe
             record.placed.clone(),
         );
         let scratch = ctx.config.dirs.agent_dir(&record.id).join(LIVE_INDEX);
-        let entry = live_entry(&record.id);
+        let entry = ctx.live_diffs.get(&record.id);
         diff = tokio::task::spawn_blocking(move || {
             // One diff of an agent at a time: they share its scratch index.
             let mut cached = entry.lock().unwrap_or_else(|e| e.into_inner());
@@ -47,7 +45,7 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: DiffParams) -> Result<DiffRe
         .await??;
         cap(&mut diff);
     } else if record.branch_exists {
-        forget_live(&record.id, &ctx.config.dirs.agent_dir(&record.id));
+        forget_live(ctx, &record.id);
         let (repo, range) = (
             record.repo.clone(),
             format!("{}...{}", record.base_commit, record.branch),
@@ -144,25 +142,10 @@ pub struct LiveCache {
     last: Option<(IndexId, Request, String)>,
 }
 
-type Entry = Arc<Mutex<LiveCache>>;
-
-fn live_cache() -> &'static Mutex<HashMap<String, Entry>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Entry>>> = OnceLock::new();
-    CACHE.get_or_init(Default::default)
-}
-
-fn live_entry(id: &str) -> Entry {
-    let mut all = live_cache().lock().unwrap_or_else(|e| e.into_inner());
-    all.entry(id.to_string()).or_default().clone()
-}
-
 /// The agent's work is on its branch now: its live cache and scratch index go.
-fn forget_live(id: &str, agent_dir: &Path) {
-    live_cache()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(id);
-    let _ = std::fs::remove_file(agent_dir.join(LIVE_INDEX));
+fn forget_live(ctx: &Ctx, id: &str) {
+    ctx.live_diffs.forget(id);
+    let _ = std::fs::remove_file(ctx.config.dirs.agent_dir(id).join(LIVE_INDEX));
 }
 
 /// A running agent's worktree as its live diff reads it.

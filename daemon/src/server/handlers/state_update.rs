@@ -63,8 +63,9 @@ async fn agent_code(ctx: &Ctx, id: &str) -> Option<(CodeRef, Held)> {
     let agent_dir = ctx.config.dirs.agent_dir(&record.id);
     let max_file = ctx.config.salvage_max_file;
     let begun = std::time::Instant::now();
+    let lock = ctx.checkpoint_locks.get_pruning(&record.id);
     let recorded = tokio::task::spawn_blocking(move || {
-        crate::sessions::code::record(&record, &agent_dir, max_file)
+        crate::sessions::code::record(&record, &agent_dir, max_file, &lock)
     })
     .await;
     match recorded {
