@@ -102,7 +102,8 @@ pub enum Command {
         /// Do not press Enter after the text.
         #[arg(long)]
         no_enter: bool,
-        /// Read the text from standard input (a pipe), as is.
+        /// Read the text from standard input (a pipe), byte for byte (escapes, control
+        /// keys); Enter follows unless --no-enter.
         #[arg(long)]
         stdin: bool,
     },

@@ -294,6 +294,8 @@ fn send_types_into_python_and_screen_reads_the_answer() {
     assert!(screen.contains(">>> sum(range(1000))"), "{screen}");
     let json = g.json(&["screen", &id]);
     assert!(json["size"]["rows"].as_u64().is_some(), "{json}");
+    // Nothing at all to send is refused, and types nothing.
+    g.fails(&["send", "--no-enter", &id, ""], &["nothing to send"]);
     g.ok(&["send", "--no-enter", &id, "exit()"]);
     g.ok(&["send", &id]);
     let record = g.wait(&id);

@@ -35,6 +35,13 @@ pub async fn handle(ctx: &Ctx, conn: &Conn, params: SendParams) -> Result<SendRe
             ))
         }
     };
+    if bytes.is_empty() && !params.enter {
+        return Err(Error::BadInput(
+            "nothing to send: the text is empty and no Enter follows it (drop --no-enter \
+             to press Enter alone)"
+                .into(),
+        ));
+    }
     let record = descendant(ctx, conn, &params.id).await?;
     console::check_reachable(&record, false)?;
     // A terminal's Enter key sends a carriage return, typed apart from the text; a pipe
