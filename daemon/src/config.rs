@@ -81,7 +81,7 @@ pub struct Config {
     /// Most bytes of output one agent's log keeps on disk (the newest half or more).
     pub log_max: u64,
     /// Who authors the commits grove makes for agents (grove is always the committer).
-    pub commit_author: crate::git::authorship::CommitAuthor,
+    pub commit_author: CommitAuthor,
     /// Sizes and checkpoint counts of sessions' shared state.
     pub state_limits: StateLimits,
     /// When sessions move from one lifecycle state to the next.
@@ -532,9 +532,8 @@ impl Raw {
         Ok((!text.is_empty() && !text.eq_ignore_ascii_case("none")).then_some(self))
     }
 
-    fn commit_author(&self) -> Result<crate::git::authorship::CommitAuthor, ConfigError> {
-        crate::git::authorship::CommitAuthor::parse(self.text.trim())
-            .ok_or_else(|| self.invalid("expected user or grove"))
+    fn commit_author(&self) -> Result<CommitAuthor, ConfigError> {
+        CommitAuthor::parse(self.text.trim()).ok_or_else(|| self.invalid("expected user or grove"))
     }
 
     fn boolean(&self) -> Result<bool, ConfigError> {
@@ -636,6 +635,31 @@ impl Raw {
         }
         humantime::parse_duration(text)
             .map_err(|e| self.invalid(&format!("expected a duration such as 90s or 24h ({e})")))
+    }
+}
+
+/// Who authors the commits grove makes for agents (the `commit_author` setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitAuthor {
+    /// The user's `user.name` / `user.email`, grove when they have none.
+    User,
+    Grove,
+}
+
+impl CommitAuthor {
+    pub fn parse(text: &str) -> Option<CommitAuthor> {
+        match text {
+            "user" => Some(CommitAuthor::User),
+            "grove" => Some(CommitAuthor::Grove),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitAuthor::User => "user",
+            CommitAuthor::Grove => "grove",
+        }
     }
 }
 

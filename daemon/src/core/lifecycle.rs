@@ -477,10 +477,14 @@ impl Core {
             .get(id)
             .is_some_and(|row| row.record.tty.is_some())
         {
+            let (core, agent) = (super::CoreHandle::new(self.tx.clone()), id.to_string());
             crate::console::monitor::start(
-                super::CoreHandle::new(self.tx.clone()),
                 self.config.dirs.clone(),
                 id.to_string(),
+                move |waiting| {
+                    let (core, agent) = (core.clone(), agent.clone());
+                    async move { core.activity(&agent, waiting).await }
+                },
             );
         }
         let tx = self.tx.clone();

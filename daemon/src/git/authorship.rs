@@ -21,30 +21,7 @@ impl Identity {
     }
 }
 
-/// Who authors the commits grove makes for agents (the `commit_author` setting).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommitAuthor {
-    /// The user's `user.name` / `user.email`, grove when they have none.
-    User,
-    Grove,
-}
-
-impl CommitAuthor {
-    pub fn parse(text: &str) -> Option<CommitAuthor> {
-        match text {
-            "user" => Some(CommitAuthor::User),
-            "grove" => Some(CommitAuthor::Grove),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CommitAuthor::User => "user",
-            CommitAuthor::Grove => "grove",
-        }
-    }
-}
+pub use crate::config::CommitAuthor;
 
 /// Author, committer and message of one salvage commit.
 #[derive(Debug, Clone)]
