@@ -115,7 +115,7 @@ pub async fn run(
     }
     let janitor = janitor.start(stopped);
     let metrics_listener = match config.metrics_listen {
-        Some(addr) => Some(crate::metrics::http::bind(addr).await?),
+        Some(addr) => Some(crate::server::metrics::http::bind(addr).await?),
         None => None,
     };
     let ctx = Arc::new(Ctx {
@@ -142,10 +142,10 @@ pub async fn run(
         checkpoint_locks: Default::default(),
     });
     let slo_window_ms = ctx.config.slo.window.as_millis() as u64;
-    crate::metrics::slo::start(ctx.clone());
+    crate::server::metrics::slo::start(ctx.clone());
     if let Some(listener) = metrics_listener {
         tracing::info!(address = ?listener.local_addr().ok(), "serving metrics at /metrics");
-        crate::metrics::http::serve(listener, ctx.clone());
+        crate::server::metrics::http::serve(listener, ctx.clone());
     }
     tracing::info!(socket = %dirs.socket.display(), pid = std::process::id(), "grove daemon ready");
     ready();

@@ -6,6 +6,7 @@ mod connection;
 mod connection_slots;
 mod handlers;
 mod idempotency;
+pub mod metrics;
 mod peer;
 mod stream;
 

@@ -6,7 +6,7 @@ use grove_proto::methods::MetricsResult;
 /// user's only: the counts span every agent, and an agent sees only its own.
 pub async fn handle(ctx: &Ctx) -> Result<MetricsResult, Error> {
     Ok(MetricsResult {
-        metrics: crate::metrics::gather(ctx).await,
-        slos: crate::metrics::slo::evaluate(ctx).await,
+        metrics: crate::server::metrics::gather(ctx).await,
+        slos: crate::server::metrics::slo::evaluate(ctx).await,
     })
 }

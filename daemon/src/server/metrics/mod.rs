@@ -1,23 +1,15 @@
-//! Metrics, service levels and the Prometheus endpoint.
+//! The metrics as the daemon tells them, its service levels and the Prometheus endpoint.
 //!
-//! Hooks at their call sites record into the process-wide [`record::Metrics`]; gauges are
-//! read from the core, the state service and the disk when asked. Both `daemon.metrics`
+//! Hooks at their call sites record into the process-wide `crate::metrics::record`; gauges
+//! are read from the core, the state service and the disk when asked. Both `daemon.metrics`
 //! and `GET /metrics` are built from one [`gather`], so they always agree.
 
 pub mod http;
-pub mod record;
 pub mod slo;
-pub mod window;
 
-pub use record::{
-    agent_adopted, agent_lost, agent_running, checkpoint_saved, collected, connection_refused_tree,
-    connection_silent, connection_turned_away, daemon_ready, daemon_started, left_queue, prune_due,
-    prune_ran, restored, schema_refusal, tree_db_refused,
-};
-
+use crate::metrics::record::{self, Counter, Histogram};
 use crate::server::Ctx;
 use grove_proto::methods::{HistogramValue, Metric, Series};
-use record::{Counter, Histogram};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

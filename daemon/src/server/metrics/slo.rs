@@ -2,7 +2,7 @@
 //! `slo_*`), and a change either way is an event (`slo.breached`, `slo.recovered`) and a
 //! line in the daemon log.
 
-use super::record::{self, Recent};
+use crate::metrics::record::{self, Recent};
 use crate::server::Ctx;
 use grove_proto::methods::SloStatus;
 use grove_proto::now_ms;
@@ -184,7 +184,7 @@ pub fn start(ctx: Arc<Ctx>) {
     let mut stop = ctx.stop.subscribe();
     let window_ms = ctx.config.slo.window.as_millis() as u64;
     let state_dir = ctx.config.dirs.state_dir.clone();
-    super::window::load(&state_dir, window_ms);
+    crate::metrics::window::load(&state_dir, window_ms);
     tokio::spawn(async move {
         let mut breached: HashSet<String> = HashSet::new();
         // The first check waits one interval: what start-up found (lost agents) is
@@ -201,7 +201,7 @@ pub fn start(ctx: Arc<Ctx>) {
                 announce(&ctx, &mut breached, status);
             }
             // Also written at the stop (`instance.rs`); this covers a crash.
-            super::window::keep(&state_dir, window_ms);
+            crate::metrics::window::keep(&state_dir, window_ms);
         }
     });
 }
