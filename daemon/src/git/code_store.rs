@@ -27,10 +27,7 @@ const IMPORT_REFS: &str = "refs/grove/import/";
 
 /// The refs of the store that hold code: every checkpoint's, and a recording a crash
 /// left (settled in the user's repository at the next start, as any other).
-const HOLDING_REFS: [&str; 2] = [
-    crate::sessions::code::CHECKPOINT_REFS,
-    crate::sessions::code_ref::RECORDING_REFS,
-];
+const HOLDING_REFS: [&str; 2] = [super::CHECKPOINT_REFS, super::RECORDING_REFS];
 
 const CONFIG: &str =
     "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tlogAllRefUpdates = false\n";

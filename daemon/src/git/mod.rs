@@ -28,6 +28,12 @@ use std::sync::OnceLock;
 /// (`agent.diff`); it goes once the agent is collected.
 pub const LIVE_DIFF_INDEX: &str = "live-diff.index";
 
+/// Where every checkpoint's code ref lives (shared state's checkpoints, by session).
+pub const CHECKPOINT_REFS: &str = "refs/grove/checkpoints/";
+
+/// Where a recorded tree waits for its checkpoint's id (by agent).
+pub const RECORDING_REFS: &str = "refs/grove/recording/";
+
 /// This daemon's mark on its git processes ([`grove_proto::env::DAEMON_GIT_VAR`]).
 static DAEMON_MARK: OnceLock<OsString> = OnceLock::new();
 

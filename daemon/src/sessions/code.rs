@@ -409,8 +409,7 @@ fn branch_tip(record: &AgentRecord, users: &Repository) -> Option<String> {
     reference.target().map(|oid| oid.to_string())
 }
 
-/// Where every checkpoint's code ref lives.
-pub const CHECKPOINT_REFS: &str = "refs/grove/checkpoints/";
+pub use crate::git::CHECKPOINT_REFS;
 
 /// Where `state.code` names the code of checkpoint `at` of `session`.
 pub fn checkpoint_ref(session: &str, at: u64) -> String {

@@ -15,8 +15,7 @@ use grove_proto::state::CodeRef;
 use rusqlite::params;
 use std::path::{Path, PathBuf};
 
-/// Where a recorded tree waits for its checkpoint's id.
-pub const RECORDING_REFS: &str = "refs/grove/recording/";
+pub use crate::git::RECORDING_REFS;
 
 /// A recorded tree's commit, held by its recording ref.
 #[derive(Debug, Clone)]
