@@ -12,13 +12,15 @@ mod pause;
 mod pool;
 mod prepare;
 mod queue;
+mod recover;
 mod restore;
+mod spawn;
 mod table;
 
 pub use ask::Asked;
 pub use handle::{Accepted, CoreHandle};
 
-pub use lifecycle::NewAgent;
+pub use spawn::NewAgent;
 pub use table::{ListPage, Listed};
 
 use crate::config::Config;

@@ -433,10 +433,9 @@ async fn start_shim(job: &PrepareJob) -> Result<u32, Error> {
             path: record.log_path.clone(),
             max_bytes: job.config.log_max,
         }),
-        stdin: record.stdin_bytes.map(|_| {
-            dirs.agent_dir(&record.id)
-                .join(super::lifecycle::STDIN_FILE)
-        }),
+        stdin: record
+            .stdin_bytes
+            .map(|_| dirs.agent_dir(&record.id).join(super::spawn::STDIN_FILE)),
     };
     let exe = job.exe.clone();
     let cwd = start_dir(record);

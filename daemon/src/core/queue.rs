@@ -278,7 +278,7 @@ impl Core {
             self.config
                 .dirs
                 .agent_dir(id)
-                .join(super::lifecycle::STDIN_FILE),
+                .join(super::spawn::STDIN_FILE),
         );
         let owned = id.to_string();
         let _ = self
