@@ -114,8 +114,8 @@ pub fn check_worktree_listing(
     listing: &std::collections::HashSet<std::path::PathBuf>,
     counted: impl Fn(&std::path::Path) -> bool,
 ) {
-    for dir in crate::janitor::disk::worktree_dirs(root) {
-        let merge = crate::janitor::disk::is_merge_worktree(&dir);
+    for dir in crate::worktree_root::worktree_dirs(root) {
+        let merge = crate::worktree_root::is_merge_worktree(&dir);
         if !listing.contains(&dir) && !merge && !counted(&dir) {
             panic!(
                 "the core's worktree listing misses {}: a slot would go uncounted",

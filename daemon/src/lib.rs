@@ -22,6 +22,7 @@ mod sessions;
 mod spawn_defaults;
 mod supervisor;
 mod toml_table;
+mod worktree_root;
 mod worktree_setup;
 
 pub use config::Config;
@@ -32,5 +33,5 @@ pub use db::recover::{recover as recover_database, Recovered, TableCopy};
 pub use db::{quick_check as database_quick_check, DbError};
 pub use error::Error;
 pub use instance::{check_socket_dir, run, Ready};
-pub use janitor::disk::{measure as measure_disk, DiskUsage};
 pub use supervisor::jail_paths::probe as jail_probe;
+pub use worktree_root::{measure as measure_disk, DiskUsage};

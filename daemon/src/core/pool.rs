@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::git::pool::{self, Taken, POOL_PREFIX};
 use crate::git::target::{resolve_repo, RepoTarget};
 use crate::ids::random_hex;
-use crate::janitor::disk::worktree_dirs;
+use crate::worktree_root::worktree_dirs;
 use grove_proto::methods::PoolWorktree;
 use grove_proto::types::AgentRecord;
 use std::collections::{HashMap, HashSet};
@@ -165,7 +165,7 @@ impl Core {
     }
 
     fn disk_is_high(&self) -> bool {
-        crate::janitor::disk::usage(&self.config.dirs.worktree_root)
+        crate::worktree_root::usage(&self.config.dirs.worktree_root)
             .is_ok_and(|used| used > self.config.disk_high)
     }
 

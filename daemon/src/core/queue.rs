@@ -3,7 +3,7 @@
 
 use super::prepare::{prepare, PrepareJob};
 use super::{Core, Msg};
-use crate::janitor::disk::{is_merge_worktree, worktree_dirs};
+use crate::worktree_root::{is_merge_worktree, worktree_dirs};
 use grove_proto::types::{AgentRecord, AgentStatus};
 use std::collections::HashSet;
 use std::path::PathBuf;

@@ -15,8 +15,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// Templates are named for their commit; the index is the same name plus `.index`.
-pub const TEMPLATE_PREFIX: &str = ".grove-template-";
+pub use crate::worktree_root::TEMPLATE_PREFIX;
 
 /// A gitlink (a submodule's commit): no file of its own to clone or to stat.
 const GITLINK: u32 = 0o160000;

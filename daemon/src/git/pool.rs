@@ -158,7 +158,7 @@ pub fn discard(
 ) -> Result<(Option<String>, Option<worktree::Trash>), Error> {
     // Without an index the checkout never finished: the files are git's, half written.
     let checked_out =
-        crate::janitor::disk::admin_dir(path).is_some_and(|admin| admin.join("index").exists());
+        crate::worktree_root::admin_dir(path).is_some_and(|admin| admin.join("index").exists());
     let salvaged = if checked_out {
         let name = path
             .file_name()

@@ -150,7 +150,7 @@ fn create_cloned(
             String::from_utf8_lossy(&output.stderr).trim()
         )));
     }
-    let admin = crate::janitor::disk::admin_dir(path)
+    let admin = crate::worktree_root::admin_dir(path)
         .ok_or_else(|| Error::Git(format!("{} has no git admin dir", path.display())))?;
     super::clone_checkout::clone_into(template, path, &admin.join("index"))?;
     crate::faults::point("after_worktree_add");
@@ -306,7 +306,7 @@ pub fn remove(repo: &Repository, path: &Path) -> Result<(), Error> {
 
 /// A removed worktree's files: out of its path and no longer a worktree of the
 /// repository, still to be deleted (a crash before that leaves them to the start-up
-/// scan, see `janitor::disk::find_trash`).
+/// scan, see `worktree_root::find_trash`).
 #[derive(Debug)]
 #[must_use = "the files stay on disk until `delete`"]
 pub struct Trash(std::path::PathBuf);
@@ -421,8 +421,7 @@ fn delete_trash(trash: &Path) {
     }
 }
 
-/// Prefix of worktrees that are being deleted (already salvaged and unregistered).
-pub const TRASH_PREFIX: &str = ".grove-trash-";
+pub use crate::worktree_root::TRASH_PREFIX;
 
 /// A trash name of its own for each removal: a stale trash directory of an earlier
 /// removal of the same path (its deletion interrupted) must never make this one fail.

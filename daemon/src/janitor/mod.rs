@@ -3,7 +3,6 @@
 //! salvages onto the agent's branch), removals of unknown worktrees salvage to
 //! `refs/grove/salvage/<dir>`. Every removal is logged with its reason.
 
-pub mod disk;
 mod orphan;
 mod pressure;
 mod prune;

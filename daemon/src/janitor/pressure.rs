@@ -2,10 +2,10 @@
 //! `disk_high`, remove non-live worktrees oldest first (salvaged) until it is under
 //! `disk_low`; while it stays over `disk_high`, hold the queue and refuse spawns.
 
-use super::disk::{last_activity, usage, worktree_dirs};
 use super::Janitor;
 use crate::error::Error;
 use crate::git::pool::is_pool_dir;
+use crate::worktree_root::{last_activity, usage, worktree_dirs};
 use grove_proto::types::AgentRecord;
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,10 +1,10 @@
 //! The prune pass (daily, and `grove gc`): idle worktrees of no live agent, and records
 //! past retention.
 
-use super::disk::{last_activity, worktree_dirs};
 use super::Janitor;
 use crate::error::Error;
 use crate::git::pool::is_pool_dir;
+use crate::worktree_root::{last_activity, worktree_dirs};
 use grove_proto::methods::GcReport;
 use grove_proto::now_ms;
 use grove_proto::types::{AgentRecord, Removal};

@@ -2,12 +2,12 @@
 //! records. It runs in the janitor's task while the daemon already serves (the first
 //! thing that task does, so a `grove gc` waits for it).
 
-use super::disk::worktree_dirs;
 use super::Janitor;
 use crate::core::WorktreeUse;
 use crate::git::pool::is_pool_dir;
 use crate::git::target::resolve_repo;
 use crate::git::worktree;
+use crate::worktree_root::worktree_dirs;
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 
@@ -18,7 +18,7 @@ impl Janitor {
         crate::faults::hold("startup_scan").await;
         // Directories first, records second: a directory is only ever created after its
         // record exists, so nothing being prepared right now can look like an orphan.
-        for trash in super::disk::find_trash(&self.config.dirs.worktree_root) {
+        for trash in crate::worktree_root::find_trash(&self.config.dirs.worktree_root) {
             tracing::info!(path = %trash.display(), "start-up scan: deleting a removed worktree's files");
             self.lanes.deleter().delete(worktree::Trash::found(trash));
         }

@@ -312,7 +312,7 @@ async fn gauges(ctx: &Ctx) -> Vec<Metric> {
     // worktree): one listing of the root, off the runtime's workers.
     let root = ctx.config.dirs.worktree_root.clone();
     let worktrees = tokio::task::spawn_blocking(move || {
-        crate::janitor::disk::worktree_dirs(&root)
+        crate::worktree_root::worktree_dirs(&root)
             .iter()
             .filter(|dir| !crate::git::pool::is_pool_dir(dir))
             .count()
@@ -325,7 +325,7 @@ async fn gauges(ctx: &Ctx) -> Vec<Metric> {
         .iter()
         .map(|s| (s.state_bytes, s.checkpoints))
         .collect();
-    let disk = crate::janitor::disk::measure(&ctx.config.dirs.worktree_root).ok();
+    let disk = crate::worktree_root::measure(&ctx.config.dirs.worktree_root).ok();
     let mut out = vec![
         metric(
             "grove_agents",

@@ -1,9 +1,18 @@
-//! Facts about the worktree root on disk.
+//! Facts about the worktree root on disk: how full it is, which of its directories are
+//! worktrees, and the names of what else lives there (trash being deleted, templates).
+//! Everything that reads or makes the root (git, the core, the janitor, the metrics)
+//! asks here, so this module depends on no other part of the daemon.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+
+/// Prefix of worktrees that are being deleted (already salvaged and unregistered).
+pub const TRASH_PREFIX: &str = ".grove-trash-";
+
+/// Templates are named for their commit; the index is the same name plus `.index`.
+pub const TEMPLATE_PREFIX: &str = ".grove-template-";
 
 /// A `grove merge`'s temporary worktree (`merge-<pid>-...`, made under a lease by the
 /// user's process): no agent's slot.
@@ -30,8 +39,8 @@ pub fn worktree_dirs(root: &Path) -> Vec<PathBuf> {
             let name = name.to_string_lossy();
             // Files being deleted, and the templates worktrees are cloned from: no
             // agent's, nobody's work.
-            let deleting = name.starts_with(crate::git::worktree::TRASH_PREFIX);
-            let template = name.starts_with(crate::git::clone_checkout::TEMPLATE_PREFIX);
+            let deleting = name.starts_with(TRASH_PREFIX);
+            let template = name.starts_with(TEMPLATE_PREFIX);
             if wt.file_type().is_ok_and(|t| t.is_dir()) && !deleting && !template {
                 found.push(wt.path());
             }
@@ -121,7 +130,7 @@ pub fn find_trash(root: &Path) -> Vec<PathBuf> {
             let trash = entry
                 .file_name()
                 .to_string_lossy()
-                .starts_with(crate::git::worktree::TRASH_PREFIX);
+                .starts_with(TRASH_PREFIX);
             if trash {
                 found.push(entry.path());
             }
