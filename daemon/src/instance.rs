@@ -104,9 +104,13 @@ pub async fn run(
         config.clone(),
         events.clone(),
     );
+    let records = core.clone();
     crate::sessions::gc::start(
         state.clone(),
-        core.clone(),
+        move || {
+            let core = records.clone();
+            async move { core.snapshot().await }
+        },
         config.session_lifecycle,
         stopped.clone(),
     );

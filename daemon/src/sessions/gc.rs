@@ -10,9 +10,9 @@
 use super::session::{Lifecycle, Session};
 use super::{store, StateHandle, StateService};
 use crate::config::SessionLifecycle;
-use crate::core::CoreHandle;
 use crate::error::Error;
 use grove_proto::now_ms;
+use grove_proto::types::AgentRecord;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -46,13 +46,18 @@ struct Transition<'a> {
     at_ms: u64,
 }
 
-/// Runs the pass every `gc_interval` until the daemon stops.
-pub fn start(
+/// Runs the pass every `gc_interval` until the daemon stops. `agents` reads every
+/// agent's record (the core's, handed in by whoever starts the pass: the sessions sit
+/// below the core and never call it).
+pub fn start<Agents, Read>(
     state: StateHandle,
-    core: CoreHandle,
+    agents: Agents,
     lifecycle: SessionLifecycle,
     mut stopped: watch::Receiver<bool>,
-) {
+) where
+    Agents: Fn() -> Read + Send + 'static,
+    Read: std::future::Future<Output = Result<Vec<AgentRecord>, Error>> + Send,
+{
     let every = lifecycle.gc_interval.as_millis() as u64;
     crate::metrics::record::session_gc_due(now_ms() + every);
     tokio::spawn(async move {
@@ -63,7 +68,7 @@ pub fn start(
             }
             // How late a pass starts is the cleanup lag of this collector.
             let started = now_ms();
-            if let Err(e) = pass(&state, &core, lifecycle).await {
+            if let Err(e) = pass(&state, agents().await, lifecycle).await {
                 tracing::warn!(error = %e, "session lifecycle pass failed; the next one retries");
             }
             crate::metrics::record::session_gc_ran(started, now_ms() + every);
@@ -73,17 +78,17 @@ pub fn start(
 
 async fn pass(
     state: &StateHandle,
-    core: &CoreHandle,
+    agents: Result<Vec<AgentRecord>, Error>,
     lifecycle: SessionLifecycle,
 ) -> Result<GcReport, Error> {
-    let agents = activity(&core.snapshot().await?, now_ms());
+    let agents = activity(&agents?, now_ms());
     state.gc(agents, lifecycle).await
 }
 
 /// Per session, whether an agent of it is live and when its agents were last seen
 /// working. An agent that ended counts until `ended_at_ms`, so that its session's
 /// timers start when it ended, not when it last wrote.
-fn activity(agents: &[grove_proto::types::AgentRecord], now: u64) -> AgentActivity {
+fn activity(agents: &[AgentRecord], now: u64) -> AgentActivity {
     let mut by_session = AgentActivity::new();
     for agent in agents {
         let live = !agent.status.is_final();
