@@ -478,3 +478,101 @@ fn sessions_unreadable_at_start_are_refused_with_the_cause_and_nothing_changes()
         "2"
     );
 }
+
+const NOTES_SCHEMA: &str = r#"
+[state]
+version = 1
+[state.channels]
+count = { reducer = "add", default = 0 }
+notes = { reducer = "append" }
+"#;
+
+/// Bytes the history of `session` takes in the database file (its snapshots' states
+/// and its checkpoints' writes, as stored), and how many of those values are packed.
+fn stored_history(db: &rusqlite::Connection, session: &str) -> (i64, i64) {
+    db.query_row(
+        "SELECT (SELECT coalesce(sum(octet_length(state)), 0) FROM snapshots WHERE session = ?1)
+              + (SELECT coalesce(sum(octet_length(writes)), 0) FROM checkpoints
+                 WHERE session = ?1),
+                (SELECT count(*) FROM snapshots WHERE session = ?1 AND typeof(state) = 'blob')
+              + (SELECT count(*) FROM checkpoints WHERE session = ?1 AND typeof(writes) = 'blob')",
+        [session],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .expect("sizes")
+}
+
+/// What a user reads of session `s`: its state now and at two older checkpoints (one
+/// from a snapshot, one replayed), and its whole history.
+fn everything_of(g: &Grove) -> Vec<Value> {
+    let get = |args: &[&str]| -> Value {
+        let mut all = vec!["state", "get", "--session", "s"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&g.ok(&all)).expect("json")
+    };
+    vec![
+        get(&[]),
+        get(&["--at", "10"]),
+        get(&["--at", "100"]),
+        g.json(&["state", "history", "--session", "s", "--limit", "500"]),
+    ]
+}
+
+#[test]
+fn an_archived_session_is_stored_packed_and_reads_back_the_same() {
+    // state-semantics.md 40.
+    let g = Grove::new();
+    let mut c = client(&g);
+    create_session(&mut c, "s", NOTES_SCHEMA);
+    // Past two snapshots (every 64 checkpoints).
+    for n in 0..130 {
+        let note = format!("step {n}: the parser's tests passed on the second try");
+        call(
+            &mut c,
+            "state.update",
+            json!({"session": "s", "writes": [
+                {"channel": "count", "value": 1}, {"channel": "notes", "value": [note]}
+            ]}),
+        )
+        .expect("update");
+    }
+    drop(c);
+    let before = everything_of(&g);
+    let (plain, packed) = stored_history(&g.stopped_db(), "s");
+    assert_eq!(packed, 0, "an active session is stored plain");
+    let g = g.with_env(&[
+        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+        ("GROVE_SESSION_IDLE", "100ms"),
+        ("GROVE_SESSION_SUSPEND", "200ms"),
+        ("GROVE_SESSION_ARCHIVE", "300ms"),
+    ]);
+    eventually("the session is archived", Duration::from_secs(20), || {
+        lifecycle(&g, "s")["lifecycle"] == "archived"
+    });
+    let (archived, packed) = stored_history(&g.stopped_db(), "s");
+    assert!(packed >= 2, "{packed} values packed");
+    // The snapshots (the whole state) pack to a tenth or less; a checkpoint's writes
+    // of a hundred bytes hardly pack, and stay plain where packing would not shrink them.
+    assert!(
+        archived * 3 < plain * 2,
+        "archived: {archived} bytes, plain: {plain}"
+    );
+    eprintln!("history stored: {plain} bytes plain, {archived} archived");
+    // After a restart: still archived, not in memory, and then read back whole.
+    let shown = lifecycle(&g, "s");
+    assert_eq!(
+        (shown["lifecycle"].clone(), shown["in_memory"].clone()),
+        (json!("archived"), json!(false)),
+        "{shown}"
+    );
+    assert_eq!(everything_of(&g), before);
+    // It takes writes again, stored plain beside the packed ones.
+    assert_eq!(
+        g.state_update("s", &["count", "1"]).trim(),
+        "checkpoint 131"
+    );
+    assert_eq!(
+        g.ok(&["state", "get", "--session", "s", "count"]).trim(),
+        "131"
+    );
+}

@@ -6,9 +6,10 @@
 //! v4.db: the format before issue 17 (made by make_v4.py from that release's
 //! migrations). v8.db: made by the grove of issue 17; v9.db: daemon starts (the
 //! restart counters); v10.db: idempotency keys (issue 20); v11.db: the code a
-//! checkpoint records; v12.db (the renames a migration made, kept with the schema it
-//! ended): made by this grove (`cargo test -p grove-tests --test state_formats --
-//! --ignored make_current_fixture` writes it again).
+//! checkpoint records; v12.db: the renames a migration made, kept with the schema it
+//! ended; v13.db (an archived session's history stored packed): made by this grove
+//! (`cargo test -p grove-tests --test state_formats -- --ignored make_current_fixture`
+//! writes it again).
 
 mod support;
 
@@ -16,6 +17,7 @@ use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use support::*;
 
 const SCHEMA: &str = r#"
@@ -127,6 +129,22 @@ fn a_database_of_format_12_opens_reads_and_writes() {
 }
 
 #[test]
+fn a_database_of_format_13_opens_reads_and_writes() {
+    // Its session `legacy` is archived: its snapshots and writes are stored packed.
+    let packed: i64 = rusqlite::Connection::open(fixture("v13.db"))
+        .expect("open")
+        .query_row(
+            "SELECT (SELECT count(*) FROM checkpoints WHERE typeof(writes) = 'blob')
+                  + (SELECT count(*) FROM snapshots WHERE typeof(state) = 'blob')",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert!(packed > 0, "the fixture holds packed rows");
+    opens_reads_and_writes("v13.db");
+}
+
+#[test]
 fn every_database_format_has_a_fixture() {
     // Format N is the database's schema version; each released one needs a fixture.
     let g = Grove::new();
@@ -142,11 +160,17 @@ fn every_database_format_has_a_fixture() {
     );
 }
 
-/// Writes the fixture of the current format (run by hand when the format changes).
+/// Writes the fixture of the current format (run by hand when the format changes). Its
+/// sessions are archived, so that their history is stored packed (format 13).
 #[test]
 #[ignore]
 fn make_current_fixture() {
-    let g = Grove::new();
+    let g = Grove::new().with_env(&[
+        ("GROVE_SESSION_GC_INTERVAL", "50ms"),
+        ("GROVE_SESSION_IDLE", "100ms"),
+        ("GROVE_SESSION_SUSPEND", "200ms"),
+        ("GROVE_SESSION_ARCHIVE", "300ms"),
+    ]);
     let mut c = client(&g);
     for name in ["legacy", "empty"] {
         create_session_from(&mut c, name, "fixture.toml", SCHEMA);
@@ -162,6 +186,11 @@ fn make_current_fixture() {
         .expect("update");
     }
     drop(c);
+    eventually("the sessions are archived", Duration::from_secs(20), || {
+        g.json(&["session", "list"])["sessions"]
+            .as_array()
+            .is_some_and(|all| all.iter().all(|s| s["lifecycle"] == "archived"))
+    });
     let db = g.stopped_db();
     let version: i64 = db
         .query_row("SELECT version FROM schema_version", [], |r| r.get(0))

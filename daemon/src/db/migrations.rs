@@ -122,6 +122,11 @@ const MIGRATIONS: &[&str] = &[
     // 12: the channels the migration that ended a kept schema's era renamed (JSON, old
     // name to new; null: none), so that a fork carried forward through it keeps them.
     "ALTER TABLE session_schemas ADD COLUMN renames TEXT;",
+    // 13: an archived session's snapshots' `state` and checkpoints' `writes` may hold a
+    // BLOB, the deflated JSON (sessions/packed.rs). No column changes; the step is here
+    // so that an older grove, which would fail to read such a value, refuses the
+    // database as newer than it instead.
+    "-- no statement: the values change, not the columns",
 ];
 
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), DbError> {

@@ -171,9 +171,11 @@ impl StateService {
             }
         }
         if !changed.is_empty() {
-            self.db
+            let packed = self
+                .db
                 .call(move |conn| store::set_lifecycles(conn, &changed))
                 .await?;
+            self.budget.stored(&packed);
         }
         let days = lifecycle.delete_after.as_secs_f64() / 86_400.0;
         for name in doomed {

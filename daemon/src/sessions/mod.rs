@@ -14,6 +14,7 @@ mod eras;
 pub mod gc;
 mod handle;
 mod migrate;
+mod packed;
 mod requests;
 mod scan;
 mod session;

@@ -425,7 +425,7 @@ pub fn state_at(
             "SELECT id, state FROM snapshots WHERE session = ?1 AND id <= ?2
              ORDER BY id DESC LIMIT 1",
             params![session, at as i64],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, super::packed::json_text(r, 1)?)),
         )
         .optional()?;
     // Checkpoints before a migration read with the schema they were written with.
@@ -439,7 +439,7 @@ pub fn state_at(
         "SELECT writes FROM checkpoints WHERE session = ?1 AND id > ?2 AND id <= ?3 ORDER BY id",
     )?;
     let batches = stmt.query_map(params![session, from as i64, at as i64], |r| {
-        r.get::<_, String>(0)
+        super::packed::json_text(r, 0)
     })?;
     for batch in batches {
         let writes: Vec<Write> = from_json(&batch?, 0)?;
@@ -665,18 +665,27 @@ pub fn set_pin(
     Ok(code)
 }
 
-/// Stores where the GC pass left sessions: their lifecycle state and last use.
+/// Stores where the GC pass left sessions: their lifecycle state and last use. An
+/// archived session's history is packed in the same transaction (see `packed`); what
+/// that changed in each writer's stored bytes is returned.
 pub fn set_lifecycles(
     conn: &mut Connection,
     rows: &[(String, String, u64)],
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<WriterBytes> {
     let tx = conn.transaction()?;
+    let mut delta = WriterBytes::new();
     for (name, lifecycle, last_used_ms) in rows {
         tx.prepare_cached("UPDATE sessions SET lifecycle = ?2, last_used_ms = ?3 WHERE name = ?1")?
             .execute(params![name, lifecycle, *last_used_ms as i64])?;
+        if lifecycle == "archived" {
+            for (writer, bytes) in super::packed::pack_session(&tx, name)? {
+                *delta.entry(writer).or_default() += bytes;
+            }
+        }
     }
     crate::faults::point("mid_session_gc");
-    tx.commit()
+    tx.commit()?;
+    Ok(delta)
 }
 
 /// The schema a migration leaves behind, with the renames (JSON) that migration made.
