@@ -398,43 +398,83 @@ fn checkpoint_with_code(ctx: &Ctx<'_>) -> Result<Row> {
 /// Sessions made for the start-up measurement, and taken away after it.
 const SESSION_PREFIX: &str = "bench-startup-";
 
-/// Daemon start → socket ready with 100,000 sessions (10,000 with --quick): heads are
-/// read on first use, so start-up must not grow with the sessions.
+/// Daemon start → socket ready, and from ready to the first answer about a session,
+/// with 1,000, 10,000 and 100,000 stored sessions (not the last with --quick), and what
+/// each session costs the daemon in anonymous memory once they are read: heads are read
+/// on first use, so neither start-up nor memory may grow much with the sessions.
 fn startup_with_sessions(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
     let env = ctx.env;
-    let count = if ctx.quick { 10_000 } else { 100_000 };
+    let sizes: &[usize] = if ctx.quick {
+        &[1_000, 10_000]
+    } else {
+        &[1_000, 10_000, 100_000]
+    };
     env.stop_daemon()?;
     let db_path = env.home.join("grove.db");
-    insert_sessions(&db_path, count, "suspended", 1)?;
-    let (mut times, mut answered) = (Vec::new(), Vec::new());
-    let measured = (0..=ctx.runs).try_for_each(|run| {
-        let (took, first) = start_until_ready(ctx)?;
-        if run > 0 {
-            times.push(ms(took));
-            answered.push(ms(first));
+    let mut rows = Vec::new();
+    let measured = (|| {
+        let (_, _, empty) = starts(ctx)?;
+        let empty = Summary::of(&empty).context("no start measured")?.median;
+        for &count in sizes {
+            remove_sessions(&db_path)?;
+            insert_sessions(&db_path, count, "suspended", 1)?;
+            let (times, answered, anon) = starts(ctx)?;
+            let per_session: Vec<f64> = anon
+                .iter()
+                .map(|bytes| (bytes - empty).max(0.0) / count as f64)
+                .collect();
+            rows.extend(startup_rows(count, &times, &answered, &per_session));
         }
         Ok::<_, anyhow::Error>(())
-    });
+    })();
     // The other cases run without them, whatever happened.
     env.stop_daemon()?;
     remove_sessions(&db_path)?;
     measured?;
-    Ok(vec![
+    Ok(rows)
+}
+
+fn startup_rows(count: usize, times: &[f64], answered: &[f64], per_session: &[f64]) -> Vec<Row> {
+    vec![
         Row::new(
             "5",
             format!("daemon start → socket ready, {count} sessions"),
             "ms",
         )
-        .grove(Summary::of(&times))
+        .grove(Summary::of(times))
         .goal(Goal::at_most(Metric::Median, 200.0)),
         Row::new(
             "5",
-            format!("daemon start → first session answered, {count} sessions"),
+            format!("ready → first session answered, {count} sessions"),
             "ms",
         )
-        .grove(Summary::of(&answered))
-        .note("`grove session show` right after the ready line: it waits for the sessions' rows"),
-    ])
+        .grove(Summary::of(answered))
+        .goal(Goal::at_most(Metric::Median, 50.0))
+        .note("`grove session show` of one right after the ready line"),
+        Row::new(
+            "5",
+            format!("daemon memory per stored session, {count} sessions"),
+            "B",
+        )
+        .grove(Summary::of(per_session))
+        .goal(Goal::at_most(Metric::Median, 200.0))
+        .note("anonymous memory after that answer, less an empty daemon's, per session"),
+    ]
+}
+
+/// `ctx.runs` starts after a warm-up: for each, start → ready and ready → first answer
+/// (ms), and the daemon's anonymous memory then (bytes).
+fn starts(ctx: &Ctx<'_>) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let (mut times, mut answered, mut anon) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..=ctx.runs {
+        let (took, first, bytes) = start_until_ready(ctx)?;
+        if run > 0 {
+            times.push(ms(took));
+            answered.push(ms(first - took));
+            anon.push(bytes as f64);
+        }
+    }
+    Ok((times, answered, anon))
 }
 
 /// Stores `count` sessions of one checkpoint each straight into a stopped daemon's
@@ -573,15 +613,18 @@ fn session_gc_pass(ctx: &Ctx<'_>) -> Result<Vec<Row>> {
 /// Starts `grove daemon run` and times it until its ready line; stops it again.
 /// Also returns when the first session was answered (a `grove session show` sent at
 /// once after the ready line).
-fn start_until_ready(ctx: &Ctx<'_>) -> Result<(Duration, Duration)> {
+fn start_until_ready(ctx: &Ctx<'_>) -> Result<(Duration, Duration, u64)> {
     let env = ctx.env;
     let (mut child, start, took) = env.start_daemon_until_ready()?;
-    env.grove(
-        &env.root,
-        &["session", "show", &format!("{SESSION_PREFIX}0")],
-    )?;
+    // With no session stored the answer is "no session": as long to come, all the same.
+    env.grove_command(&env.root)
+        .args(["session", "show", &format!("{SESSION_PREFIX}0")])
+        .output()
+        .context("grove session show")?;
     let first = start.elapsed();
+    let (anon, _) = grove_sys::proc::rss_split(child.id())
+        .with_context(|| format!("cannot read the memory of pid {}", child.id()))?;
     env.stop_daemon()?;
     child.wait()?;
-    Ok((took, first))
+    Ok((took, first, anon))
 }
