@@ -7,7 +7,7 @@
 //! session counts as used (state-semantics.md, 26 to 28). The pass stores that in the
 //! session's last use, so the clock survives a restart and the agent's record.
 
-use super::session::{Lifecycle, Session};
+use super::session::Lifecycle;
 use super::{store, StateHandle, StateService};
 use crate::config::SessionLifecycle;
 use crate::error::Error;
@@ -107,17 +107,18 @@ fn activity(agents: &[AgentRecord], now: u64) -> AgentActivity {
     by_session
 }
 
-/// Where a session belongs now; `agents` is what its agents did.
+/// Where a session belongs now, given its last write (or creation), its last use and
+/// what its agents did.
 fn due(
-    session: &Session,
+    written_ms: u64,
+    last_used_ms: u64,
     agents: Activity,
     now: u64,
     lifecycle: SessionLifecycle,
 ) -> Option<Lifecycle> {
     let since = |ms: u64| Duration::from_millis(now.saturating_sub(ms));
-    let written = session.last_at_ms.unwrap_or(session.created_at_ms);
-    let active = written.max(agents.at_ms);
-    let unused = since(session.last_used_ms.max(agents.at_ms));
+    let active = written_ms.max(agents.at_ms);
+    let unused = since(last_used_ms.max(agents.at_ms));
     if agents.live || since(active) < lifecycle.idle_after {
         Some(Lifecycle::Active)
     } else if unused >= lifecycle.delete_after {
@@ -131,6 +132,49 @@ fn due(
     }
 }
 
+/// One pass's work so far: what it moved, what it stores, what goes.
+struct Pass<'a> {
+    agents: &'a AgentActivity,
+    now: u64,
+    lifecycle: SessionLifecycle,
+    events: &'a crate::events::EventBus,
+    report: GcReport,
+    changed: Vec<(String, String, u64)>,
+    doomed: Vec<String>,
+}
+
+impl Pass<'_> {
+    /// Moves one session (resident or dormant) along, given its clock; where it is now
+    /// (`None`: it is to be deleted).
+    fn visit(
+        &mut self,
+        name: &str,
+        written_ms: u64,
+        last_used_ms: &mut u64,
+        now_in: &mut Lifecycle,
+    ) -> Option<Lifecycle> {
+        let seen = self.agents.get(name).copied().unwrap_or_default();
+        let Some(target) = due(written_ms, *last_used_ms, seen, self.now, self.lifecycle) else {
+            self.doomed.push(name.to_string());
+            return None;
+        };
+        // Stored, so that the clock an agent started survives its record.
+        let used = seen.at_ms > *last_used_ms;
+        *last_used_ms = (*last_used_ms).max(seen.at_ms);
+        let moved = target != *now_in;
+        if moved {
+            self.report.moved += 1;
+            publish(self.events, name, now_in.name(), target.name(), self.now);
+            *now_in = target;
+        }
+        if moved || used {
+            let row = (name.to_string(), target.name().to_string(), *last_used_ms);
+            self.changed.push(row);
+        }
+        Some(target)
+    }
+}
+
 impl StateService {
     pub(super) async fn gc(
         &mut self,
@@ -138,37 +182,41 @@ impl StateService {
         lifecycle: SessionLifecycle,
     ) -> Result<GcReport, Error> {
         let now = now_ms();
-        let mut report = GcReport::default();
-        let mut changed = Vec::new();
-        let mut doomed = Vec::new();
+        let mut pass = Pass {
+            agents,
+            now,
+            lifecycle,
+            events: &self.events,
+            report: GcReport::default(),
+            changed: Vec::new(),
+            doomed: Vec::new(),
+        };
+        let mut resting = Vec::new();
         // A reserved session has no life of its own yet: it goes with its agent's record.
         for session in self.sessions.values_mut().filter(|s| !s.reserved) {
-            let seen = agents.get(&session.name).copied().unwrap_or_default();
-            let Some(target) = due(session, seen, now, lifecycle) else {
-                doomed.push(session.name.clone());
-                continue;
-            };
-            if matches!(target, Lifecycle::Suspended | Lifecycle::Archived) {
+            let written = session.last_at_ms.unwrap_or(session.created_at_ms);
+            let target = pass.visit(
+                &session.name,
+                written,
+                &mut session.last_used_ms,
+                &mut session.lifecycle,
+            );
+            if matches!(target, Some(Lifecycle::Suspended | Lifecycle::Archived)) {
                 session.unload();
+                resting.push(session.name.clone());
             }
-            // Stored, so that the clock an agent started survives its record.
-            let used = seen.at_ms > session.last_used_ms;
-            session.last_used_ms = session.last_used_ms.max(seen.at_ms);
-            let moved = target != session.lifecycle;
-            if moved {
-                report.moved += 1;
-                let from = session.lifecycle;
-                session.lifecycle = target;
-                publish(&self.events, &session.name, from.name(), target.name(), now);
-            }
-            if moved || used {
-                let row = (
-                    session.name.clone(),
-                    target.name().to_string(),
-                    session.last_used_ms,
-                );
-                changed.push(row);
-            }
+        }
+        for (name, d) in self.dormant.iter_mut().filter(|(_, d)| !d.reserved) {
+            pass.visit(name, d.written_ms, &mut d.last_used_ms, &mut d.lifecycle);
+        }
+        let Pass {
+            mut report,
+            changed,
+            doomed,
+            ..
+        } = pass;
+        for name in resting {
+            self.doze(&name);
         }
         if !changed.is_empty() {
             let packed = self
@@ -179,6 +227,7 @@ impl StateService {
         }
         let days = lifecycle.delete_after.as_secs_f64() / 86_400.0;
         for name in doomed {
+            self.wake(&name).await?;
             let from = self.sessions.get(&name).map(|s| s.lifecycle.name());
             let reason = format!("no activity for {days:.0} days (session_delete)");
             self.remove(&name, "gc".into(), reason, Vec::new(), None)
@@ -261,6 +310,7 @@ impl StateService {
             if let Some(session) = self.sessions.get_mut(&name) {
                 session.unload();
             }
+            self.doze(&name);
         }
     }
 }

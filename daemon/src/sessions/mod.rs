@@ -10,6 +10,7 @@ pub mod code;
 pub mod code_ref;
 mod commit;
 mod convert;
+mod dormant;
 mod eras;
 pub mod gc;
 mod handle;
@@ -58,7 +59,10 @@ pub struct StateEvent {
 }
 
 struct StateService {
+    /// The sessions whose head is in memory, or that a request is using now.
     sessions: HashMap<String, Session>,
+    /// Every other stored session, in a few words each (`dormant.rs`).
+    dormant: dormant::DormantMap,
     /// Most heads in memory (`session_cache`).
     cache: usize,
     limits: StateLimits,
@@ -79,42 +83,32 @@ enum Next {
     Stop,
 }
 
-/// Every session's row (not its head) and pins.
 /// Sessions' rows read per database call at start: the database thread is never held
 /// for long by the read of all of them, so that start-up's other calls pass between.
 const LOAD_PAGE: usize = 2_000;
 
-async fn load_sessions(db: &Db) -> Result<HashMap<String, Session>, Error> {
-    let mut pins = db.call(|conn| store::load_pins(conn)).await?;
-    let mut sessions = HashMap::new();
-    // Thousands of sessions share a few schemas: each distinct text is parsed once.
-    let mut schemas: HashMap<String, Result<Schema, String>> = HashMap::new();
+/// Every stored session, dormant: rows and heads are read on first use, not here.
+async fn load_sessions(db: &Db) -> Result<dormant::DormantMap, Error> {
+    let mut sessions = dormant::DormantMap::new();
     let mut after = 0;
     loop {
         let page = db
-            .call(move |conn| store::load_sessions_page(conn, after, LOAD_PAGE))
+            .call(move |conn| store::dormant_page(conn, after, LOAD_PAGE))
             .await?;
         let Some(&(last, ..)) = page.last() else {
             break;
         };
         after = last;
         sessions.reserve(page.len());
-        // Heads are read on first use, not here.
-        for (_, row, text) in page {
-            let parsed = schemas
-                .entry(text)
-                .or_insert_with_key(|text| parse_schema(text));
-            let mut session = Session::from_parsed(row, parsed.clone());
-            session.pins = pins.remove(&session.name).unwrap_or_default();
-            sessions.insert(session.name.clone(), session);
-        }
+        sessions.extend(page.into_iter().map(|(_, name, d)| (name, d)));
     }
+    sessions.shrink_to_fit();
     Ok(sessions)
 }
 
 /// The sessions, and what each tree holds counted from the rows (before any update is
 /// taken, so that a restart resets no tree's count), a page per database call.
-async fn load_all(db: &Db, budget: &budget::TreeDb) -> Result<HashMap<String, Session>, Error> {
+async fn load_all(db: &Db, budget: &budget::TreeDb) -> Result<dormant::DormantMap, Error> {
     let sessions = load_sessions(db).await?;
     let mut agents = Vec::new();
     let mut after = 0;
@@ -128,9 +122,13 @@ async fn load_all(db: &Db, budget: &budget::TreeDb) -> Result<HashMap<String, Se
         after = last;
         agents.extend(page.into_iter().map(|(_, row)| row));
     }
-    let mut names: Vec<String> = sessions.keys().cloned().collect();
+    let mut names: Vec<&str> = sessions.keys().map(|name| &**name).collect();
     names.sort_unstable();
-    let starts: Vec<String> = names.into_iter().step_by(LOAD_PAGE).collect();
+    let starts: Vec<String> = names
+        .into_iter()
+        .step_by(LOAD_PAGE)
+        .map(str::to_string)
+        .collect();
     let mut writers = budget::WriterBytes::new();
     for (n, from) in starts.iter().enumerate() {
         let (from, to) = (from.clone(), starts.get(n + 1).cloned());
@@ -165,6 +163,7 @@ pub async fn start(
     let budget = Arc::new(budget::TreeDb::new(limits.tree_max_db));
     let mut service = StateService {
         sessions: HashMap::new(),
+        dormant: dormant::DormantMap::new(),
         cache: lifecycle.cache,
         limits,
         db,
@@ -177,7 +176,7 @@ pub async fn start(
     tokio::spawn(async move {
         match load_all(&service.db, &service.budget).await {
             Ok(sessions) => {
-                service.sessions = sessions;
+                service.dormant = sessions;
                 tokio::spawn(code::sweep_orphan_refs(service.db.clone()));
             }
             Err(e) => {
@@ -224,20 +223,24 @@ pub async fn start(
 
 /// Answers a request with `why` (the sessions could not be read).
 fn refuse(req: Req, why: &Arc<Error>) {
-    let e = || Error::SessionsUnreadable(why.clone());
+    fail(req, Error::SessionsUnreadable(why.clone()));
+}
+
+/// Answers a request with `e`.
+fn fail(req: Req, e: Error) {
     match req {
-        Req::Update { reply, .. } => drop(reply.send(Err(e()))),
-        Req::Ensure { reply, .. } => drop(reply.send(Err(e()))),
-        Req::Get { reply, .. } => drop(reply.send(Err(e()))),
-        Req::History { reply, .. } => drop(reply.send(Err(e()))),
-        Req::Pin { reply, .. } => drop(reply.send(Err(e()))),
-        Req::Fork { reply, .. } => drop(reply.send(Err(e()))),
-        Req::Compact { reply, .. } => drop(reply.send(Err(e()))),
-        Req::Info { reply, .. } => drop(reply.send(Err(e()))),
-        Req::List { reply } => drop(reply.send(Err(e()))),
-        Req::Remove { reply, .. } => drop(reply.send(Err(e()))),
-        Req::Migrate { reply, .. } => drop(reply.send(Err(e()))),
-        Req::Gc { reply, .. } => drop(reply.send(Err(e()))),
+        Req::Update { reply, .. } => drop(reply.send(Err(e))),
+        Req::Ensure { reply, .. } => drop(reply.send(Err(e))),
+        Req::Get { reply, .. } => drop(reply.send(Err(e))),
+        Req::History { reply, .. } => drop(reply.send(Err(e))),
+        Req::Pin { reply, .. } => drop(reply.send(Err(e))),
+        Req::Fork { reply, .. } => drop(reply.send(Err(e))),
+        Req::Compact { reply, .. } => drop(reply.send(Err(e))),
+        Req::Info { reply, .. } => drop(reply.send(Err(e))),
+        Req::List { reply } => drop(reply.send(Err(e))),
+        Req::Remove { reply, .. } => drop(reply.send(Err(e))),
+        Req::Migrate { reply, .. } => drop(reply.send(Err(e))),
+        Req::Gc { reply, .. } => drop(reply.send(Err(e))),
         Req::DropUnused { .. } => {}
     }
 }

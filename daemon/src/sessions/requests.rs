@@ -8,6 +8,18 @@ impl StateService {
     /// An update is applied and put in the outbox at once; anything else waits until
     /// every update before it is stored, so that it sees them (and only stored state).
     pub(super) async fn take(&mut self, req: Req) {
+        let woken = match self.wake_for(&req).await {
+            Ok(woken) => woken,
+            Err(e) => return super::fail(req, e),
+        };
+        self.take_resident(req).await;
+        for name in woken {
+            self.doze(&name);
+        }
+    }
+
+    /// [`Self::take`] once the sessions `req` names are resident.
+    async fn take_resident(&mut self, req: Req) {
         match req {
             Req::Update {
                 session,
@@ -159,16 +171,7 @@ impl StateService {
                     }
                 }
             }
-            Req::List { reply } => {
-                let mut all: Vec<SessionInfo> = self
-                    .sessions
-                    .values()
-                    .filter(|s| !s.reserved)
-                    .map(Session::info)
-                    .collect();
-                all.sort_by(|a, b| a.name.cmp(&b.name));
-                let _ = reply.send(Ok(all));
-            }
+            Req::List { reply } => self.list(reply),
         }
     }
 
@@ -283,7 +286,7 @@ impl StateService {
         let source = self.session(name)?;
         source.check_checkpoint(at)?;
         validate_session_name(new_name)?;
-        if self.sessions.contains_key(new_name) {
+        if self.sessions.contains_key(new_name) || self.dormant.contains_key(new_name) {
             return Err(Error::BadInput(format!(
                 "session `{new_name}` already exists; fork into a new name"
             )));

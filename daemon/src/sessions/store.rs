@@ -403,6 +403,30 @@ pub fn load_sessions_page(
     rows.collect()
 }
 
+/// One page of the stored sessions as dormant (`dormant.rs`): the `limit` rows after
+/// rowid `after`, each with its rowid and name.
+pub fn dormant_page(
+    conn: &Connection,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<(i64, Box<str>, super::dormant::Dormant)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT rowid, name, coalesce(last_at_ms, created_at_ms),
+                coalesce(last_used_ms, last_at_ms, created_at_ms), lifecycle, reserved
+         FROM sessions WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![after, limit as i64], |r| {
+        let dormant = super::dormant::Dormant {
+            written_ms: r.get::<_, i64>(2)? as u64,
+            last_used_ms: r.get::<_, i64>(3)? as u64,
+            lifecycle: super::session::Lifecycle::parse(r.get_ref(4)?.as_str()?),
+            reserved: r.get(5)?,
+        };
+        Ok((r.get(0)?, r.get::<_, String>(1)?.into_boxed_str(), dormant))
+    })?;
+    rows.collect()
+}
+
 pub fn load_session(conn: &Connection, name: &str) -> rusqlite::Result<Option<SessionRow>> {
     conn.query_row(
         &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE name = ?1"),
@@ -608,20 +632,6 @@ pub fn delete_session(conn: &mut Connection, name: &str) -> rusqlite::Result<()>
     tx.execute("DELETE FROM pins WHERE session = ?1", [name])?;
     tx.execute("DELETE FROM sessions WHERE name = ?1", [name])?;
     tx.commit()
-}
-
-/// Every session's pinned checkpoints, read once at start.
-pub fn load_pins(conn: &Connection) -> rusqlite::Result<HashMap<String, BTreeSet<u64>>> {
-    let mut stmt = conn.prepare("SELECT session, id FROM pins")?;
-    let rows = stmt.query_map([], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
-    })?;
-    let mut pins: HashMap<String, BTreeSet<u64>> = HashMap::new();
-    for row in rows {
-        let (session, id) = row?;
-        pins.entry(session).or_default().insert(id);
-    }
-    Ok(pins)
 }
 
 pub fn session_pins(conn: &Connection, session: &str) -> rusqlite::Result<BTreeSet<u64>> {
