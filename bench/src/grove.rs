@@ -48,6 +48,9 @@ pub struct Env {
     /// GROVE_REPO_IDLE_RELEASE of the daemon in seconds, when a case sets one (case 6
     /// waits for the release rather than the default minute).
     repo_idle_release: Cell<Option<u64>>,
+    /// GROVE_WORKTREE_ROOT of the daemon, when a case puts worktrees on a filesystem of
+    /// its own (case 15).
+    worktree_root: std::cell::RefCell<Option<PathBuf>>,
 }
 
 impl Env {
@@ -65,6 +68,7 @@ impl Env {
             metrics: Cell::new(true),
             max_worktrees: Cell::new(None),
             repo_idle_release: Cell::new(None),
+            worktree_root: Default::default(),
         })
     }
 
@@ -110,6 +114,12 @@ impl Env {
                 self.repo_idle_release
                     .get()
                     .map(|secs| ("GROVE_REPO_IDLE_RELEASE", format!("{secs}s"))),
+            )
+            .envs(
+                self.worktree_root
+                    .borrow()
+                    .as_ref()
+                    .map(|root| ("GROVE_WORKTREE_ROOT", root.clone())),
             )
             .envs(GIT_IDENTITY.iter().copied());
     }
@@ -210,6 +220,15 @@ impl Env {
         self.kill_live_agents()?;
         self.stop_daemon()?;
         self.repo_idle_release.set(secs);
+        Ok(())
+    }
+
+    /// Restarts the daemon (on the next command) with its worktrees under `root`, or
+    /// under the default root.
+    pub fn set_worktree_root(&self, root: Option<PathBuf>) -> Result<()> {
+        self.kill_live_agents()?;
+        self.stop_daemon()?;
+        *self.worktree_root.borrow_mut() = root;
         Ok(())
     }
 

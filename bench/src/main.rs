@@ -5,6 +5,7 @@
 
 mod cases;
 mod grove;
+mod loopfs;
 mod report;
 mod repos;
 mod stats;
@@ -28,7 +29,7 @@ struct Args {
     /// 100,000-checkpoint read.
     #[arg(long)]
     quick: bool,
-    /// The cases to run, e.g. 1,3,4 [default: all, 1-14].
+    /// The cases to run, e.g. 1,3,4 [default: all, 1-15].
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     cases: Vec<u32>,
     /// Measured runs per case, after one warm-up (case 4, which takes milliseconds, makes ten times as many).
@@ -196,6 +197,7 @@ fn figure(value: f64, unit: &str) -> String {
         "ms" if value < 10.0 => 2,
         "ms" if value < 100.0 => 1,
         "MiB" => 1,
+        "checkouts" => 2,
         _ => 0,
     };
     format!("{value:.digits$}")

@@ -3,6 +3,7 @@
 
 mod cleanup;
 mod collect;
+mod cow;
 mod history;
 mod jail;
 mod list;
@@ -25,7 +26,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
+pub const ALL: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 pub struct Ctx<'a> {
     pub env: &'a Env,
@@ -82,6 +83,7 @@ pub fn title(case: u32) -> &'static str {
         12 => "cleanup off the critical path",
         13 => "what grows with history",
         14 => "grove merge against git merge",
+        15 => "20 worktrees on copy-on-write filesystems",
         _ => "unknown case",
     }
 }
@@ -103,10 +105,11 @@ pub fn run(case: u32, ctx: &Ctx<'_>) -> Vec<Row> {
         8 => terminal::run(ctx),
         9 => overlaps::run(ctx),
         10 => queue::run(ctx),
+        15 => cow::run(ctx),
         _ => Ok(vec![Row::not_available(
             &case.to_string(),
             "unknown case",
-            format!("no case {case}; cases are 1-14"),
+            format!("no case {case}; cases are 1-15"),
         )]),
     };
     result.unwrap_or_else(|e| {
