@@ -86,6 +86,14 @@ pub fn usage(path: &Path) -> io::Result<f64> {
     measure(path).map(|disk| disk.used)
 }
 
+/// As [`usage`], once what was removed is free: btrfs frees blocks at its next commit,
+/// and a count taken before would make disk pressure remove more than it must.
+pub fn usage_synced(path: &Path) -> io::Result<f64> {
+    let dir = fs::File::open(existing_ancestor(path))?;
+    nix::unistd::syncfs(&dir).map_err(io::Error::from)?;
+    usage(path)
+}
+
 fn existing_ancestor(path: &Path) -> PathBuf {
     let mut probe = path.to_path_buf();
     while !probe.exists() {

@@ -20,12 +20,23 @@ const LONG: Duration = Duration::from_secs(60);
 /// A grove whose worktree root is a fresh filesystem of `kind`, over a repository of
 /// `FILES` files; none where no such filesystem can be made.
 fn grove_on(kind: Kind) -> Option<(tempfile::TempDir, LoopFs, Grove, PathBuf)> {
-    let (scratch, mounted, root) = loop_fs(kind, "gw", 1024)?;
-    let g = Grove::new().with_env(&[
-        ("GROVE_WORKTREE_ROOT", root.to_str().expect("utf8")),
-        ("GROVE_DISK_HIGH", "100"),
-        ("GROVE_DISK_LOW", "99"),
-    ]);
+    grove_on_with(
+        kind,
+        1024,
+        &[("GROVE_DISK_HIGH", "100"), ("GROVE_DISK_LOW", "99")],
+    )
+}
+
+/// As [`grove_on`], on `size_mib` MiB, with the settings `more`.
+fn grove_on_with(
+    kind: Kind,
+    size_mib: u64,
+    more: &[(&str, &str)],
+) -> Option<(tempfile::TempDir, LoopFs, Grove, PathBuf)> {
+    let (scratch, mounted, root) = loop_fs(kind, "gw", size_mib)?;
+    let g = Grove::new()
+        .with_env(&[("GROVE_WORKTREE_ROOT", root.to_str().expect("utf8"))])
+        .with_env(more);
     for i in 0..FILES {
         let dir = g.repo.join(format!("d{}", i % 20));
         fs::create_dir_all(&dir).expect("mkdir");
@@ -229,4 +240,112 @@ fn on_ext4_worktrees_are_checked_out_and_no_template_is_made() {
         .filter(|p| p.to_string_lossy().contains(".grove-template-"))
         .collect();
     assert!(templates.is_empty(), "{templates:?}");
+}
+
+/// The removals `grove gc --log` lists whose reason contains `what`, by path.
+fn removals_for(g: &Grove, what: &str) -> Vec<PathBuf> {
+    g.json(&["gc", "--log"])["removals"]
+        .as_array()
+        .expect("removals")
+        .iter()
+        .filter(|r| r["reason"].as_str().unwrap_or("").contains(what))
+        .filter_map(|r| r["path"].as_str().map(PathBuf::from))
+        .collect()
+}
+
+/// The used fraction of the filesystem at `path` as the daemon counts it (as `df`).
+fn used_fraction(path: &Path) -> (f64, u64) {
+    used_bytes(path);
+    let stat = nix::sys::statvfs::statvfs(path).expect("statvfs");
+    let block = stat.fragment_size();
+    let used = (stat.blocks() - stat.blocks_free()) * block;
+    let size = used + stat.blocks_available() * block;
+    (used as f64 / size as f64, size)
+}
+
+/// Disk pressure removes the template, which holds no one's work, before any worktree:
+/// with it gone the filesystem is under the low mark, so a finished agent's kept
+/// worktree stays; the next spawn checks out and makes the template again.
+#[test]
+fn disk_pressure_removes_the_template_before_any_worktree() {
+    let settings = [
+        ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
+        ("GROVE_DISK_HIGH", "60"),
+        ("GROVE_DISK_LOW", "56"),
+    ];
+    let Some((_scratch, _fs, g, root)) = grove_on_with(Kind::Xfs, 512, &settings) else {
+        return;
+    };
+    let kept = g.spawn(&["--keep"], "echo mine > d0/f0.txt");
+    let kept_tree = PathBuf::from(
+        g.wait(&kept)["worktree"]
+            .as_str()
+            .expect("path")
+            .to_string(),
+    );
+    let template = repo_dir(&root).expect("repo dir").join(format!(
+        ".grove-template-{}",
+        g.git(&["rev-parse", "HEAD"]).trim()
+    ));
+    eventually("the base's template", LONG, || template.is_dir());
+    // The template (32 MiB, 7 % of the filesystem) is all that stands between 61 % and
+    // the low mark.
+    let (used, size) = used_fraction(&root);
+    let filler = ((0.61 - used) * size as f64) as i64;
+    // Allocated at once, exactly: written, XFS would reserve more ahead of the growing
+    // file for a while (speculative preallocation), over what the test means.
+    let file = fs::File::create(root.join("filler")).expect("filler");
+    nix::fcntl::posix_fallocate(&file, 0, filler).expect("fallocate");
+    drop(file);
+    eventually("disk pressure removed the template", LONG, || {
+        !template.exists()
+    });
+    eventually("the removal logged", LONG, || {
+        removals_for(&g, "template") == vec![template.clone()]
+    });
+    assert!(
+        kept_tree.join("d0/f0.txt").exists(),
+        "the kept worktree stays once the template freed enough: {:?}",
+        g.daemon_log_lines("disk pressure")
+    );
+    assert!(used_fraction(&root).0 < 0.56);
+    fs::remove_file(root.join("filler")).expect("rm filler");
+    // XFS frees a big file's blocks in the background (inode inactivation).
+    eventually("the filler's blocks freed", LONG, || {
+        used_fraction(&root).0 < 0.4
+    });
+    let next = g.spawn(&[], "true");
+    assert_eq!(g.wait(&next)["cloned"], false);
+    eventually("the template made again", LONG, || template.is_dir());
+}
+
+/// A template no spawn used for `pool_idle` goes, as an idle warm pool does.
+#[test]
+fn an_unused_template_goes_after_pool_idle() {
+    let settings = [
+        ("GROVE_DISK_CHECK_INTERVAL", "100ms"),
+        ("GROVE_POOL_IDLE", "1s"),
+        ("GROVE_DISK_HIGH", "100"),
+        ("GROVE_DISK_LOW", "99"),
+    ];
+    let Some((_scratch, _fs, g, root)) = grove_on_with(Kind::Btrfs, 1024, &settings) else {
+        return;
+    };
+    let first = g.spawn(&[], "true");
+    g.wait(&first);
+    let template = repo_dir(&root).expect("repo dir").join(format!(
+        ".grove-template-{}",
+        g.git(&["rev-parse", "HEAD"]).trim()
+    ));
+    eventually("the unused template removed", LONG, || {
+        removals_for(&g, "unused") == vec![template.clone()]
+    });
+    assert!(!template.exists());
+    let leftovers: Vec<PathBuf> = fs::read_dir(repo_dir(&root).expect("repo dir"))
+        .expect("read")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains("template"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }

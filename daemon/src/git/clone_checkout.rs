@@ -14,6 +14,7 @@ use std::fs::{self, File};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 pub use crate::worktree_root::TEMPLATE_PREFIX;
 
@@ -59,7 +60,55 @@ pub fn clone_into(template: &Path, dest: &Path, dest_index: &Path) -> Result<(),
     clone_dir(template, dest)?;
     fs::copy(index_of(template), dest_index)
         .map_err(|e| Error::Git(format!("cannot copy the template's index: {e}")))?;
-    restat(dest, dest_index)
+    restat(dest, dest_index)?;
+    touch(template);
+    Ok(())
+}
+
+/// Marks the template used now (its index's mtime): the janitor removes one unused for
+/// `pool_idle`. Best effort: a template removed meanwhile has nothing to mark.
+fn touch(template: &Path) {
+    let marked = File::options()
+        .write(true)
+        .open(index_of(template))
+        .and_then(|index| index.set_modified(SystemTime::now()));
+    if let Err(e) = marked {
+        tracing::debug!(template = %template.display(), error = %e, "cannot mark a template used");
+    }
+}
+
+/// The templates under the worktree root, each with when it was last used (made or
+/// cloned).
+pub fn templates(root: &Path) -> Vec<(PathBuf, SystemTime)> {
+    let mut found = Vec::new();
+    for repo in fs::read_dir(root).into_iter().flatten().flatten() {
+        for entry in fs::read_dir(repo.path()).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if !is_template(&path) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let used = fs::metadata(index_of(&path))
+                .or_else(|_| entry.metadata())
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            found.push((path, used));
+        }
+    }
+    found
+}
+
+/// Removes a template, which holds no one's work: its index first, so that no spawn
+/// starts cloning it (one cloning it meanwhile fails and checks out instead), then its
+/// files under a trash name, which the start-up scan deletes should a crash cut this
+/// short.
+pub fn remove_template(template: &Path) -> std::io::Result<()> {
+    match fs::remove_file(index_of(template)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let trash = super::worktree::trash_path(template);
+    fs::rename(template, &trash)?;
+    fs::remove_dir_all(&trash)
 }
 
 fn clone_dir(from: &Path, to: &Path) -> Result<(), Error> {

@@ -425,7 +425,7 @@ pub use crate::worktree_root::TRASH_PREFIX;
 
 /// A trash name of its own for each removal: a stale trash directory of an earlier
 /// removal of the same path (its deletion interrupted) must never make this one fail.
-fn trash_path(path: &Path) -> std::path::PathBuf {
+pub(crate) fn trash_path(path: &Path) -> std::path::PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -7,6 +7,7 @@ mod orphan;
 mod pressure;
 mod prune;
 mod scan;
+mod templates;
 
 use crate::config::Config;
 use crate::core::CoreHandle;
@@ -167,6 +168,7 @@ impl Janitor {
                         None => break,
                     },
                     _ = disk_timer.tick() => {
+                        self.remove_templates(Some(self.config.pool_idle), "unused").await;
                         let _ = self.relieve_disk_pressure().await;
                     }
                     _ = prune_timer.tick() => {

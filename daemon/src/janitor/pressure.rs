@@ -1,11 +1,12 @@
 //! Disk pressure: when the filesystem holding the worktree root is fuller than
-//! `disk_high`, remove non-live worktrees oldest first (salvaged) until it is under
+//! `disk_high`, remove the warm pool and the templates of copy-on-write worktrees, then
+//! non-live worktrees oldest first (salvaged) until it is under
 //! `disk_low`; while it stays over `disk_high`, hold the queue and refuse spawns.
 
 use super::Janitor;
 use crate::error::Error;
 use crate::git::pool::is_pool_dir;
-use crate::worktree_root::{last_activity, usage, worktree_dirs};
+use crate::worktree_root::{last_activity, usage, usage_synced, worktree_dirs};
 use grove_proto::types::AgentRecord;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -13,16 +14,23 @@ use std::path::PathBuf;
 impl Janitor {
     pub(super) async fn relieve_disk_pressure(&self) -> Result<(), Error> {
         let root = self.config.dirs.worktree_root.clone();
-        let measure = || usage(&root).map_err(Error::io("measure the disk of", &root));
-        let mut used = measure()?;
+        let mut used = usage(&root).map_err(Error::io("measure the disk of", &root))?;
+        // After a removal: the blocks it freed counted.
+        let measure = || usage_synced(&root).map_err(Error::io("measure the disk of", &root));
         if used <= self.config.disk_high {
             self.core.disk_hold(None).await;
             return Ok(());
         }
         tracing::warn!(used = %percent(used), "disk pressure: cleaning up");
-        // The warm pool goes first: it holds no one's work.
+        // The warm pool and the templates go first: they hold no one's work.
         self.core.drain_pool(false).await;
         used = measure()?;
+        if used >= self.config.disk_low {
+            let reason = format!("disk pressure: {} used", percent(used));
+            if self.remove_templates(None, &reason).await > 0 {
+                used = measure()?;
+            }
+        }
         let dirs: Vec<PathBuf> = worktree_dirs(&root)
             .into_iter()
             .filter(|d| !is_pool_dir(d))
