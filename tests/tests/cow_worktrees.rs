@@ -349,3 +349,61 @@ fn an_unused_template_goes_after_pool_idle() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// Files placed by `copy` are clones where the main checkout and the worktrees share a
+/// filesystem with reflinks: a 64 MiB build cache costs the worktree no data blocks,
+/// reads as the original, and the agent's writes to it stay its own.
+#[test]
+fn a_copied_build_cache_is_a_clone_on_xfs() {
+    let Some((_scratch, _fs, root)) = loop_fs(Kind::Xfs, "gc", 1024) else {
+        return;
+    };
+    let worktrees = root.join("wt");
+    let mut g = Grove::without_repo().with_env(&[
+        ("GROVE_WORKTREE_ROOT", worktrees.to_str().expect("utf8")),
+        ("GROVE_DISK_HIGH", "100"),
+        ("GROVE_DISK_LOW", "99"),
+    ]);
+    g.repo = root.join("repo");
+    init_repo(&g.repo);
+    fs::write(
+        g.repo.join(".grove.toml"),
+        "[worktree]\ncopy = [\"target\"]\n",
+    )
+    .expect("toml");
+    fs::write(g.repo.join(".gitignore"), "target/\n").expect("ignore");
+    g.git(&["add", ".grove.toml", ".gitignore"]);
+    g.git(&["commit", "-qm", "copy the build cache"]);
+    g.ok(&["trust"]);
+    let cache = g.repo.join("target/debug/big.bin");
+    fs::create_dir_all(cache.parent().expect("dir")).expect("mkdir");
+    fs::write(&cache, vec![3u8; 64 << 20]).expect("cache");
+    let before = used_bytes(&root);
+    let gates = g.make_dir("gates");
+    let id = g.spawn(
+        &[],
+        &format!(
+            "cmp -s target/debug/big.bin '{cache}' && echo same > same.txt; touch '{gates}/placed'; \
+             while [ ! -e '{gates}/go' ]; do sleep 0.05; done; \
+             printf PWNED | dd of=target/debug/big.bin conv=notrunc status=none",
+            cache = cache.display(),
+            gates = gates.display()
+        ),
+    );
+    eventually("the agent compared its cache", LONG, || {
+        gates.join("placed").exists()
+    });
+    let added = used_bytes(&root).saturating_sub(before);
+    assert!(
+        added < 16 << 20,
+        "a worktree with a 64 MiB copied cache took {added} bytes"
+    );
+    fs::write(gates.join("go"), "").expect("gate");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert_eq!(g.agent_file(&id, "same.txt"), "same\n");
+    let original = fs::read(&cache).expect("cache");
+    assert!(
+        original.iter().all(|&b| b == 3),
+        "the agent's write reached the original"
+    );
+}

@@ -205,7 +205,14 @@ fn copy_entry(
                     e => failed("writing", rel, e),
                 })?;
             fchmod(&target, mode).map_err(|e| failed("writing", rel, e))?;
-            std::io::copy(&mut File::from(source), &mut File::from(target))
+            let (source, target) = (File::from(source), File::from(target));
+            // Where both sides are on one filesystem with reflinks, a clone: it shares
+            // the main checkout's blocks until either is written (a warm build cache
+            // costs no disk); elsewhere a copy.
+            if grove_sys::reflink::clone_file(&source, &target).is_ok() {
+                return Ok(());
+            }
+            std::io::copy(&mut &source, &mut &target)
                 .map(|_| ())
                 .map_err(|source| Error::Setup {
                     what: "copying",
