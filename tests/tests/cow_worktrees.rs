@@ -407,3 +407,58 @@ fn a_copied_build_cache_is_a_clone_on_xfs() {
         "the agent's write reached the original"
     );
 }
+
+fn ready_pool_worktrees(g: &Grove) -> usize {
+    g.json(&["daemon", "status"])["pool"]
+        .as_array()
+        .expect("pool")
+        .iter()
+        .filter(|p| p["ready"] == true)
+        .count()
+}
+
+/// The warm pool fills by cloning its base's template: a refill costs per-file
+/// metadata, not a checkout, and the agent that takes a pool worktree finds it clean.
+#[test]
+fn the_warm_pool_fills_by_cloning_the_template() {
+    let settings = [
+        ("GROVE_POOL_SIZE", "1"),
+        ("GROVE_DISK_HIGH", "100"),
+        ("GROVE_DISK_LOW", "99"),
+    ];
+    let Some((_scratch, _fs, g, root)) = grove_on_with(Kind::Xfs, 1024, &settings) else {
+        return;
+    };
+    make_template(&g, &root);
+    eventually("the pool ready", LONG, || ready_pool_worktrees(&g) == 1);
+    let before = used_bytes(&root);
+    let gates = g.make_dir("gates");
+    let id = g.spawn(
+        &[],
+        &format!(
+            "n=$(git status --porcelain | wc -l); echo $n > status.txt; \
+             while [ ! -e '{}/go' ]; do sleep 0.05; done",
+            gates.display()
+        ),
+    );
+    let worktree = PathBuf::from(
+        g.record(&id)["worktree"]
+            .as_str()
+            .expect("path")
+            .to_string(),
+    );
+    eventually("the agent ran its status", LONG, || {
+        worktree.join("status.txt").exists()
+    });
+    eventually("the pool refilled", LONG, || ready_pool_worktrees(&g) == 1);
+    let added = used_bytes(&root).saturating_sub(before);
+    let checkout = (FILES * FILE_BYTES) as u64;
+    assert!(
+        added < checkout / 4,
+        "a refill took {added} bytes, a checkout's share {:.2}",
+        added as f64 / checkout as f64
+    );
+    fs::write(gates.join("go"), "").expect("gate");
+    assert_eq!(g.wait(&id)["outcome"], "succeeded");
+    assert_eq!(g.agent_file(&id, "status.txt"), "0\n");
+}

@@ -197,7 +197,12 @@ impl Core {
                     .run(&target, move |lane| pool::register(lane, &at, oid))
                     .await?;
                 let at = path.clone();
-                tokio::task::spawn_blocking(move || pool::fill(&at, workers)).await?
+                let cloned =
+                    tokio::task::spawn_blocking(move || pool::fill(&at, oid, workers)).await??;
+                if !cloned {
+                    make_template(&target.common_dir, &path, oid, workers);
+                }
+                Ok(())
             }
             .await;
             let _ = tx
@@ -467,4 +472,19 @@ impl Core {
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
+}
+
+/// Where worktrees can be cloned, a pool worktree checked out gives its base a
+/// template, in the background (the pool is ready meanwhile): the next fill clones.
+fn make_template(common: &Path, worktree: &Path, base: git2::Oid, workers: usize) {
+    if !crate::git::clone_checkout::root_clones(worktree) {
+        return;
+    }
+    let (common, worktree) = (common.to_path_buf(), worktree.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let made = crate::git::clone_checkout::build_template(&common, &worktree, base, workers);
+        if let Err(e) = made {
+            tracing::warn!(error = %e, "cannot make the template for copy-on-write worktrees");
+        }
+    });
 }

@@ -193,11 +193,8 @@ pub fn build_template(
     if done.exists() {
         return Ok(());
     }
-    let building = repo_dir.join(format!(
-        "{}template-{base}-{}",
-        super::worktree::TRASH_PREFIX,
-        std::process::id()
-    ));
+    // A name of its own: a spawn's checkout and a pool's may build the same base at once.
+    let building = super::worktree::trash_path(&repo_dir.join(format!("template-{base}")));
     // Inside what is built until placed: a crash leaves one trash directory, no file.
     let building_index = building.join(".grove-template-index");
     fs::create_dir_all(&building)
@@ -218,6 +215,11 @@ pub fn build_template(
         &building,
         &["read-tree", "--reset", "-u", &base.to_string()],
     );
+    if done.exists() {
+        // The other build placed the same template first.
+        let _ = fs::remove_dir_all(&building);
+        return Ok(());
+    }
     let placed = made.and_then(|_| {
         fs::rename(&building_index, index_of(&done))
             .and_then(|()| fs::rename(&building, &done))

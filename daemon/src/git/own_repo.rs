@@ -89,7 +89,7 @@ fn init(
 }
 
 /// Empties `path` but for its `.git`: a clone cut short leaves nothing git would see.
-fn clear_but_git(path: &Path) -> Result<(), Error> {
+pub(super) fn clear_but_git(path: &Path) -> Result<(), Error> {
     let failed = |e: std::io::Error| Error::Git(format!("cannot empty {}: {e}", path.display()));
     for entry in fs::read_dir(path).map_err(failed)?.flatten() {
         if entry.file_name() == ".git" {

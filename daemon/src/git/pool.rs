@@ -53,11 +53,27 @@ pub fn register(lane: &RepoLane, path: &Path, commit: Oid) -> Result<(), Error> 
     )))
 }
 
-/// Checks out a registered pool worktree. Outside the lane. `git reset --hard` is the
-/// checkout `git worktree add` itself runs: parallel workers, the user's filters, and
-/// an index with its cache tree written, so the agent's first `git status` is fast.
-pub fn fill(path: &Path, workers: usize) -> Result<(), Error> {
-    super::run_checkout(path, workers, &["reset", "--hard", "--quiet"])
+/// Checks out a registered pool worktree at `commit`, or clones it from the template of
+/// that commit where there is one (copy-on-write: a pool worktree then costs per-file
+/// metadata, not a checkout). Outside the lane. Returns whether it was cloned.
+/// `git reset --hard` is the checkout `git worktree add` itself runs: parallel workers,
+/// the user's filters, and an index with its cache tree written, so the agent's first
+/// `git status` is fast.
+pub fn fill(path: &Path, commit: Oid, workers: usize) -> Result<bool, Error> {
+    let template = super::clone_checkout::usable_template(path, commit);
+    let admin = crate::worktree_root::admin_dir(path);
+    if let Some((template, admin)) = template.zip(admin) {
+        match super::clone_checkout::clone_into(&template, path, &admin.join("index")) {
+            Ok(()) => return Ok(true),
+            // A template removed meanwhile: check out instead, over nothing half cloned.
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot clone the template; checking out");
+                super::own_repo::clear_but_git(path)?;
+            }
+        }
+    }
+    super::run_checkout(path, workers, &["reset", "--hard", "--quiet"])?;
+    Ok(false)
 }
 
 /// Moves a pool worktree to another commit (its base moved). Outside the lane; only
