@@ -25,7 +25,7 @@ mod types;
 pub use os::MAX_SOCKET_PATH_BYTES;
 pub use os::{
     cgroup, fs, git_cgroup, landlock, memory, no_sockets, peer, pidfd, pids, priority, proc,
-    random, reflink, signal, supervise, view, watch,
+    random, reflink, signal, subvolume, supervise, view, watch,
 };
 
 /// Set (test builds only), agents join their cgroup between fork and exec, as on

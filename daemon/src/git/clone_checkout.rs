@@ -57,7 +57,11 @@ pub fn root_clones(path: &Path) -> bool {
 /// `.git`) and its index to `dest_index`, with the stat data of the new files, so that
 /// the checkout is clean at once and git hashes nothing to see so.
 pub fn clone_into(template: &Path, dest: &Path, dest_index: &Path) -> Result<(), Error> {
-    clone_dir(template, dest)?;
+    if grove_sys::subvolume::is_subvolume(template) && dest.join(".git").is_file() {
+        snapshot_into(template, dest)?;
+    } else {
+        clone_dir(template, dest)?;
+    }
     fs::copy(index_of(template), dest_index)
         .map_err(|e| Error::Git(format!("cannot copy the template's index: {e}")))?;
     restat(dest, dest_index)?;
@@ -109,6 +113,33 @@ pub fn remove_template(template: &Path) -> std::io::Result<()> {
     let trash = super::worktree::trash_path(template);
     fs::rename(template, &trash)?;
     fs::remove_dir_all(&trash)
+}
+
+/// Makes `dest`, a linked worktree holding only its `.git` file, a snapshot of the
+/// template (a btrfs subvolume) with that `.git` file in it: one ioctl, whatever the
+/// number of files, and the snapshot shares the template's metadata as well as its data.
+/// On failure `dest` is as it was.
+fn snapshot_into(template: &Path, dest: &Path) -> Result<(), Error> {
+    let failed = |what: &str, e: std::io::Error| {
+        Error::Git(format!("cannot {what} {}: {e}", dest.display()))
+    };
+    let only_git = fs::read_dir(dest).map_err(|e| failed("read", e))?.count() == 1;
+    if !only_git {
+        return Err(Error::Git(format!(
+            "{} holds more than its .git file",
+            dest.display()
+        )));
+    }
+    let git_file = dest.join(".git");
+    let link = fs::read(&git_file).map_err(|e| failed("read the .git file of", e))?;
+    fs::remove_file(&git_file).map_err(|e| failed("empty", e))?;
+    fs::remove_dir(dest).map_err(|e| failed("remove", e))?;
+    let snapped = grove_sys::subvolume::snapshot(template, dest);
+    if snapped.is_err() {
+        let _ = fs::create_dir(dest);
+    }
+    fs::write(&git_file, link).map_err(|e| failed("write the .git file of", e))?;
+    snapped.map_err(|e| failed("snapshot the template into", e))
 }
 
 fn clone_dir(from: &Path, to: &Path) -> Result<(), Error> {
@@ -197,8 +228,13 @@ pub fn build_template(
     let building = super::worktree::trash_path(&repo_dir.join(format!("template-{base}")));
     // Inside what is built until placed: a crash leaves one trash directory, no file.
     let building_index = building.join(".grove-template-index");
-    fs::create_dir_all(&building)
-        .map_err(|e| Error::Git(format!("cannot create {}: {e}", building.display())))?;
+    // On btrfs a subvolume, which linked worktrees are then snapshotted from whole.
+    let subvolume =
+        grove_sys::subvolume::on_btrfs(repo_dir) && grove_sys::subvolume::create(&building).is_ok();
+    if !subvolume {
+        fs::create_dir_all(&building)
+            .map_err(|e| Error::Git(format!("cannot create {}: {e}", building.display())))?;
+    }
     // Hardened as any checkout of a base: it may be an agent's commit.
     let made = super::output_on_index(
         {
@@ -221,7 +257,7 @@ pub fn build_template(
         return Ok(());
     }
     let placed = made.and_then(|_| {
-        fs::rename(&building_index, index_of(&done))
+        move_out(&building_index, &index_of(&done))
             .and_then(|()| fs::rename(&building, &done))
             .map_err(|e| Error::Git(format!("cannot place {}: {e}", done.display())))
     });
@@ -231,6 +267,17 @@ pub fn build_template(
     }
     remove_older(repo_dir, &done);
     Ok(())
+}
+
+/// Renames `from` to `to`, or copies it where they are in different subvolumes.
+fn move_out(from: &Path, to: &Path) -> std::io::Result<()> {
+    match fs::rename(from, to) {
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::EXDEV as i32) => {
+            fs::copy(from, to)?;
+            fs::remove_file(from)
+        }
+        done => done,
+    }
 }
 
 /// The repository's other templates go: they hold no work, only a base it moved from.

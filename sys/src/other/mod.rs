@@ -19,6 +19,7 @@ pub mod proc;
 pub mod random;
 pub mod reflink;
 pub mod signal;
+pub mod subvolume;
 pub mod supervise;
 pub mod view;
 pub mod watch;
