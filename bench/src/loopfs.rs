@@ -91,11 +91,13 @@ impl LoopFs {
 
     /// Bytes in use on the filesystem as `df` counts them, once all written reached
     /// the disk (btrfs counts its metadata at its commit).
+    // statvfs's fields are u64 on Linux and narrower elsewhere (the macOS check).
+    #[allow(clippy::unnecessary_cast)]
     pub fn used_bytes(&self) -> Result<u64> {
         run(Command::new("sync").arg("-f").arg(&self.path), "sync -f")?;
         let stat = nix::sys::statvfs::statvfs(&self.path)
             .with_context(|| format!("statvfs {}", self.path.display()))?;
-        Ok((stat.blocks() - stat.blocks_free()) * stat.fragment_size())
+        Ok((stat.blocks() as u64 - stat.blocks_free() as u64) * stat.fragment_size() as u64)
     }
 }
 

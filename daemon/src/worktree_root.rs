@@ -90,7 +90,7 @@ pub fn usage(path: &Path) -> io::Result<f64> {
 /// and a count taken before would make disk pressure remove more than it must.
 pub fn usage_synced(path: &Path) -> io::Result<f64> {
     let dir = fs::File::open(existing_ancestor(path))?;
-    nix::unistd::syncfs(&dir).map_err(io::Error::from)?;
+    grove_sys::fs::sync_filesystem(&dir)?;
     usage(path)
 }
 

@@ -1,5 +1,5 @@
 //! Opening a path beneath a directory without following any symbolic link
-//! (openat2, Linux 5.6).
+//! (openat2, Linux 5.6), and syncing one filesystem (syncfs).
 
 use nix::errno::Errno;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
@@ -22,4 +22,10 @@ pub fn open_beneath<Fd: AsFd>(dir: Fd, path: &str, flags: OFlag) -> Result<Owned
         .mode(mode)
         .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
     openat2(dir, path, how)
+}
+
+/// Writes out the filesystem that holds `dir` (and only that one), so that what it
+/// frees at its next commit (btrfs) is free when it is measured.
+pub fn sync_filesystem<Fd: AsFd>(dir: Fd) -> std::io::Result<()> {
+    nix::unistd::syncfs(dir).map_err(std::io::Error::from)
 }

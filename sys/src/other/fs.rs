@@ -8,3 +8,9 @@ use std::os::fd::{AsFd, OwnedFd};
 pub fn open_beneath<Fd: AsFd>(_dir: Fd, _path: &str, _flags: OFlag) -> Result<OwnedFd, Errno> {
     Err(Errno::ENOSYS)
 }
+
+/// No syncfs here: every filesystem is written out instead (POSIX `sync`).
+pub fn sync_filesystem<Fd: AsFd>(_dir: Fd) -> std::io::Result<()> {
+    nix::unistd::sync();
+    Ok(())
+}
