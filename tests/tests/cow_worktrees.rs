@@ -155,6 +155,51 @@ fn cloned_agents_share_the_template(kind: Kind) {
     g.assert_no_worktree_left();
 }
 
+/// On btrfs the first checkout of a base is its template, and even the first agent's
+/// worktree is a snapshot of it: the first agent and the template take one checkout's
+/// room, not two.
+#[test]
+fn on_btrfs_the_first_worktree_is_a_snapshot_of_the_template_too() {
+    let Some((_scratch, _fs, g, root)) = grove_on(Kind::Btrfs) else {
+        return;
+    };
+    let checkout = (FILES * FILE_BYTES) as u64;
+    let before = used_bytes(&root);
+    let first = g.spawn(
+        &[],
+        "n=$(git status --porcelain | wc -l); echo $n > status.part; mv status.part status.txt",
+    );
+    let worktree = PathBuf::from(
+        g.record(&first)["worktree"]
+            .as_str()
+            .expect("path")
+            .to_string(),
+    );
+    eventually("the agent ran its status", LONG, || {
+        worktree.join("status.txt").exists()
+    });
+    assert_eq!(g.record(&first)["cloned"], true, "{}", g.record(&first));
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(&worktree).expect("stat").ino(), 256);
+    assert_eq!(
+        fs::read_to_string(worktree.join("status.txt"))
+            .expect("status")
+            .trim(),
+        "0"
+    );
+    let used = used_bytes(&root).saturating_sub(before);
+    eprintln!(
+        "btrfs: the first agent with its template took {used} bytes ({:.3} of one checkout)",
+        used as f64 / checkout as f64
+    );
+    assert!(
+        (used as f64) < 1.3 * checkout as f64,
+        "the first agent and its template took {used} bytes, more than 1.3 checkouts ({checkout})"
+    );
+    assert_eq!(g.wait(&first)["outcome"], "succeeded");
+    g.assert_no_worktree_left();
+}
+
 #[test]
 fn worktrees_on_xfs_are_clones_of_one_template() {
     cloned_agents_share_the_template(Kind::Xfs);

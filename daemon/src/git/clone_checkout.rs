@@ -207,10 +207,11 @@ fn restat(root: &Path, index: &Path) -> Result<(), Error> {
     entries.write().map_err(failed)
 }
 
-/// Makes the template of `base` beside `worktree` (a checkout of the same base just
-/// made), unless there is one, and removes the repository's older templates: one per
-/// repository. Built under a trash name, so that a crash leaves only what the start-up
-/// scan deletes; outside the lane (it writes only its own files).
+/// Makes the template of `base` beside `worktree` (a checkout of the same base, just
+/// made or, on btrfs, about to be snapshotted from it), unless there is one, and removes
+/// the repository's older templates: one per repository. Built under a trash name, so
+/// that a crash leaves only what the start-up scan deletes; it writes only its own
+/// files, so it may run outside the lane.
 pub fn build_template(
     common_dir: &Path,
     worktree: &Path,

@@ -5,7 +5,7 @@ use crate::error::Error;
 use git2::{ErrorCode, Oid, Repository, WorktreePruneOptions};
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What the base was given as, and the commit it names.
 pub struct Base {
@@ -97,7 +97,9 @@ pub fn create(
             .map_err(|e| Error::Git(format!("cannot create {}: {e}", parent.display())))?;
     }
     if sparse.is_empty() {
-        if let Some(template) = super::clone_checkout::usable_template(path, base) {
+        let template = super::clone_checkout::usable_template(path, base)
+            .or_else(|| template_first(lane, path, base, checkout_workers));
+        if let Some(template) = template {
             match create_cloned(lane, path, branch, reason, &template) {
                 Ok(()) => return Ok(Checkout::Cloned),
                 // A template removed meanwhile (its base moved on): check out instead.
@@ -110,6 +112,24 @@ pub fn create(
     }
     check_out(lane, path, branch, base, reason, checkout_workers, sparse)?;
     Ok(Checkout::CheckedOut)
+}
+
+/// On btrfs a base's first checkout is made as its template (a subvolume), and this
+/// worktree, like every later one, a snapshot of it: all of them share that one
+/// checkout's blocks and metadata, where a checkout with a template beside it cost two.
+/// Elsewhere (a per-file clone costs an inode a file whatever it shares) the template
+/// is made from a first checkout, in the background (`core::prepare`).
+fn template_first(lane: &RepoLane, path: &Path, base: Oid, workers: usize) -> Option<PathBuf> {
+    let repo_dir = path.parent()?;
+    if !grove_sys::subvolume::on_btrfs(repo_dir) {
+        return None;
+    }
+    let common = lane.repo.commondir().to_path_buf();
+    if let Err(e) = super::clone_checkout::build_template(&common, path, base, workers) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot make the template first; checking out");
+        return None;
+    }
+    super::clone_checkout::usable_template(path, base)
 }
 
 /// The worktree registered without a checkout, then its files and index cloned from
