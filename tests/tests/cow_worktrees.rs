@@ -468,15 +468,6 @@ fn a_copied_build_cache_is_a_clone_on_xfs() {
     );
 }
 
-fn ready_pool_worktrees(g: &Grove) -> usize {
-    g.json(&["daemon", "status"])["pool"]
-        .as_array()
-        .expect("pool")
-        .iter()
-        .filter(|p| p["ready"] == true)
-        .count()
-}
-
 /// The warm pool fills by cloning its base's template: a refill costs per-file
 /// metadata, not a checkout, and the agent that takes a pool worktree finds it clean.
 #[test]
@@ -500,7 +491,7 @@ fn pool_fills_from_the_template(kind: Kind) {
         return;
     };
     make_template(&g, &root);
-    eventually("the pool ready", LONG, || ready_pool_worktrees(&g) == 1);
+    eventually("the pool ready", LONG, || g.ready_pool_worktrees() == 1);
     let before = used_bytes(&root);
     let gates = g.make_dir("gates");
     let id = g.spawn(
@@ -520,7 +511,7 @@ fn pool_fills_from_the_template(kind: Kind) {
     eventually("the agent ran its status", LONG, || {
         worktree.join("status.txt").exists()
     });
-    eventually("the pool refilled", LONG, || ready_pool_worktrees(&g) == 1);
+    eventually("the pool refilled", LONG, || g.ready_pool_worktrees() == 1);
     let added = used_bytes(&root).saturating_sub(before);
     let checkout = (FILES * FILE_BYTES) as u64;
     assert!(

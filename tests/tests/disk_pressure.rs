@@ -122,15 +122,6 @@ fn disk_pressure_removes_finished_worktrees_oldest_first_and_then_refuses_spawns
     assert_eq!(g.wait(&live)["outcome"], "succeeded");
 }
 
-fn ready_pool_worktrees(g: &Grove) -> usize {
-    g.json(&["daemon", "status"])["pool"]
-        .as_array()
-        .expect("pool")
-        .iter()
-        .filter(|p| p["ready"] == true)
-        .count()
-}
-
 #[test]
 fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
     let Some((_scratch, _mount, root)) = small_root("gp") else {
@@ -140,7 +131,7 @@ fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
     let first = g.spawn(&[], "true");
     g.wait(&first);
     eventually("a warm pool", Duration::from_secs(60), || {
-        ready_pool_worktrees(&g) == 2
+        g.ready_pool_worktrees() == 2
     });
     assert_eq!(g.worktree_dirs().len(), 2);
 
@@ -167,7 +158,7 @@ fn disk_pressure_empties_the_warm_pool_first_and_it_refills_only_after() {
     });
     g.wait(&id);
     eventually("the pool is back", Duration::from_secs(60), || {
-        ready_pool_worktrees(&g) == 2
+        g.ready_pool_worktrees() == 2
     });
 }
 

@@ -368,6 +368,16 @@ impl Grove {
         });
     }
 
+    /// How many warm-pool worktrees `daemon status` shows ready.
+    pub fn ready_pool_worktrees(&self) -> usize {
+        self.json(&["daemon", "status"])["pool"]
+            .as_array()
+            .expect("pool")
+            .iter()
+            .filter(|p| p["ready"] == true)
+            .count()
+    }
+
     pub fn status(&self, id: &str) -> String {
         self.record(id)["status"].as_str().unwrap_or("").to_string()
     }
